@@ -1,0 +1,715 @@
+//! Reading and writing NumPy `.npy` files: the format `tapc` programs take their
+//! source tensors from and write their sink tensors to.
+//!
+//! Supported element types are little-endian `f4`, `f8`, `i4`, `i8` and `|b1`
+//! (bool), in C or Fortran order, including 0-d scalars. Every error names the file
+//! and says what was expected and what was found, and no input bytes can make
+//! [`read`] panic: the header is checked by a small strict parser
+//! (`npy/header.rs`) before `npyz` decodes the data. Files are written exactly as
+//! numpy's `np.save` writes them (version 1.0, 64-byte aligned header).
+
+mod header;
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::tensor::{checked_numel, type_string, DType, Data, Tensor};
+use header::{parse_header_dict, Descr};
+
+/// The 6 bytes every `.npy` file starts with.
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// Largest header text accepted (numpy itself writes well under 1 KiB).
+const MAX_HEADER_LEN: usize = 1 << 20;
+
+/// The `.npy` type strings this crate reads and writes, with their dtypes.
+const SUPPORTED: [(&str, DType); 5] = [
+    ("<f4", DType::F32),
+    ("<f8", DType::F64),
+    ("<i4", DType::I32),
+    ("<i8", DType::I64),
+    ("|b1", DType::Bool),
+];
+
+/// What kind of failure an [`NpyError`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NpyErrorKind {
+    /// The file (or directory) could not be opened, read, created, written or renamed.
+    Io,
+    /// The bytes are not a `.npy` file: bad magic, unknown version, corrupt header.
+    NotNpy,
+    /// The file ends before the header or the data it announces.
+    Truncated,
+    /// More bytes follow the data than the header announces.
+    TrailingBytes,
+    /// A well-formed file whose dtype this crate does not handle.
+    UnsupportedDtype,
+    /// The data bytes are invalid for the dtype (e.g. a bool byte that is not 0 or 1).
+    InvalidData,
+    /// The file is valid but its dtype or shape is not the one expected.
+    Mismatch,
+    /// A bad argument: an inconsistent tensor or an unusable output name.
+    InvalidArgument,
+}
+
+/// An error reading or writing a `.npy` file. Its message names the file and says
+/// what was expected and what was found.
+#[derive(Debug)]
+pub struct NpyError {
+    path: PathBuf,
+    kind: NpyErrorKind,
+    message: String,
+    io: Option<io::Error>,
+}
+
+impl NpyError {
+    fn new(path: &Path, kind: NpyErrorKind, message: String) -> NpyError {
+        NpyError {
+            path: path.to_path_buf(),
+            kind,
+            message,
+            io: None,
+        }
+    }
+
+    /// `"{what} {path}: {io error}"`, e.g. `cannot read x.npy: No such file or directory`.
+    fn io(what: &str, path: &Path, err: io::Error) -> NpyError {
+        NpyError {
+            path: path.to_path_buf(),
+            kind: NpyErrorKind::Io,
+            message: format!("{what} {}: {}", path.display(), io_message(&err)),
+            io: Some(err),
+        }
+    }
+
+    /// The file (or directory) the error is about.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> NpyErrorKind {
+        self.kind
+    }
+
+    /// The full message (same as `to_string()`).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The underlying I/O error, if any.
+    pub fn io_error(&self) -> Option<&io::Error> {
+        self.io.as_ref()
+    }
+
+    fn with_prefix(mut self, prefix: &str) -> NpyError {
+        self.message = format!("{prefix}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for NpyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for NpyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.io
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// An I/O error's text without the trailing ` (os error N)`.
+fn io_message(err: &io::Error) -> String {
+    let text = err.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text,
+    }
+}
+
+/// Reads a `.npy` file into a C-order tensor.
+pub fn read(path: &Path) -> Result<Tensor, NpyError> {
+    let file = File::open(path).map_err(|e| NpyError::io("cannot read", path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| NpyError::io("cannot read", path, e))?
+        .len();
+    decode(BufReader::new(file), len, path)
+}
+
+/// Decodes the bytes of a `.npy` file held in memory; `path` is only used in messages.
+pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Tensor, NpyError> {
+    decode(bytes, bytes.len() as u64, path)
+}
+
+/// Reads a `.npy` file that is the input for `source` and checks its dtype and shape.
+///
+/// `source` is the TEG source name, with or without its leading `@`. A mismatch reads
+/// `input for source @x (x.npy): expected f32[64, 784], found f64[64, 784]`; any other
+/// failure is [`read`]'s message prefixed by `input for source @x: `.
+pub fn read_expecting(
+    path: &Path,
+    source: &str,
+    dtype: DType,
+    shape: &[usize],
+) -> Result<Tensor, NpyError> {
+    let source = if source.starts_with('@') {
+        source.to_string()
+    } else {
+        format!("@{source}")
+    };
+    let t = read(path).map_err(|e| e.with_prefix(&format!("input for source {source}")))?;
+    if t.dtype() != dtype || t.shape != shape {
+        return Err(NpyError::new(
+            path,
+            NpyErrorKind::Mismatch,
+            format!(
+                "input for source {source} ({}): expected {}, found {}",
+                path.display(),
+                type_string(dtype, shape),
+                t.shape_string()
+            ),
+        ));
+    }
+    Ok(t)
+}
+
+/// Reads until `buf` is full or the input ends; returns how many bytes were read.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Decodes a `.npy` stream of `total_len` bytes.
+fn decode<R: Read>(mut r: R, total_len: u64, path: &Path) -> Result<Tensor, NpyError> {
+    let file = path.display();
+    let not_npy = |what: String| {
+        NpyError::new(
+            path,
+            NpyErrorKind::NotNpy,
+            format!("{file} is not a .npy file: {what}"),
+        )
+    };
+    let truncated = |what: String| {
+        NpyError::new(
+            path,
+            NpyErrorKind::Truncated,
+            format!("{file} is truncated: {what}"),
+        )
+    };
+    let read_err = |e: io::Error| NpyError::io("cannot read", path, e);
+
+    // Preamble: magic, version, header length.
+    let mut pre = [0u8; 12];
+    let n = read_up_to(&mut r, &mut pre[..10]).map_err(read_err)?;
+    if n < MAGIC.len() || pre[..6] != MAGIC[..] {
+        return Err(not_npy(format!(
+            "bad magic (expected the 6 bytes \"{}\", found \"{}\")",
+            MAGIC.escape_ascii(),
+            pre[..n.min(6)].escape_ascii()
+        )));
+    }
+    if n < 8 {
+        return Err(truncated(format!(
+            "the file ends inside the format version (file is {n} bytes)"
+        )));
+    }
+    let (major, minor) = (pre[6], pre[7]);
+    let len_field_size = match (major, minor) {
+        (1, 0) => 2,
+        (2, 0) | (3, 0) => 4,
+        _ => {
+            return Err(not_npy(format!(
+                "unsupported format version {major}.{minor} (supported: 1.0, 2.0, 3.0)"
+            )))
+        }
+    };
+    let prefix_len = 8 + len_field_size;
+    let n = n + read_up_to(&mut r, &mut pre[n..prefix_len]).map_err(read_err)?;
+    if n < prefix_len {
+        return Err(truncated(format!(
+            "the file ends inside the header length field ({prefix_len} bytes of preamble expected, found {n})"
+        )));
+    }
+    let header_len = if len_field_size == 2 {
+        usize::from(u16::from_le_bytes([pre[8], pre[9]]))
+    } else {
+        u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize
+    };
+    if header_len > MAX_HEADER_LEN {
+        return Err(not_npy(format!(
+            "the header length field says {header_len} bytes, more than the {MAX_HEADER_LEN} accepted"
+        )));
+    }
+    let available = total_len.saturating_sub(prefix_len as u64);
+    if (header_len as u64) > available {
+        return Err(truncated(format!(
+            "the header length field says {header_len} bytes of header, found {available}"
+        )));
+    }
+    let mut header_bytes = vec![0u8; prefix_len + header_len];
+    header_bytes[..prefix_len].copy_from_slice(&pre[..prefix_len]);
+    let got = read_up_to(&mut r, &mut header_bytes[prefix_len..]).map_err(read_err)?;
+    if got < header_len {
+        return Err(truncated(format!(
+            "the header length field says {header_len} bytes of header, found {got}"
+        )));
+    }
+
+    // Header dictionary.
+    let text = std::str::from_utf8(&header_bytes[prefix_len..])
+        .map_err(|_| not_npy("bad header: expected ASCII/UTF-8 text, found other bytes".into()))?;
+    let dict = parse_header_dict(text).map_err(|e| not_npy(format!("bad header: {e}")))?;
+    let dtype = match &dict.descr {
+        Descr::TypeStr(s) => SUPPORTED.iter().find(|(t, _)| t == s).map(|(_, d)| *d),
+        Descr::Other(_) => None,
+    };
+    let Some(dtype) = dtype else {
+        return Err(NpyError::new(
+            path,
+            NpyErrorKind::UnsupportedDtype,
+            format!(
+                "{file} has unsupported dtype {}; supported: {}",
+                describe_descr(&dict.descr),
+                supported_list()
+            ),
+        ));
+    };
+    let shape: Option<Vec<usize>> = dict
+        .shape
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .collect();
+    // Like numpy, require the product of the non-zero dimensions to be addressable
+    // too, so that no stride computation downstream can overflow.
+    let data_len = shape.as_deref().and_then(|s| {
+        let nonzero: Vec<usize> = s.iter().copied().filter(|&d| d != 0).collect();
+        checked_numel(&nonzero).and_then(|n| n.checked_mul(dtype.size_bytes()))?;
+        checked_numel(s).and_then(|n| n.checked_mul(dtype.size_bytes()).map(|b| (n, b)))
+    });
+    let (Some(shape), Some((numel, data_bytes))) = (shape, data_len) else {
+        let dims: Vec<String> = dict.shape.iter().map(|d| d.to_string()).collect();
+        return Err(not_npy(format!(
+            "bad header: shape ({}) has more elements than can be addressed",
+            dims.join(", ")
+        )));
+    };
+    let ty = type_string(dtype, &shape);
+    let data_available = total_len.saturating_sub(header_bytes.len() as u64);
+    if data_available < data_bytes as u64 {
+        return Err(truncated(format!(
+            "header says {ty} = {data_bytes} bytes of data, found {data_available}"
+        )));
+    }
+    if data_available > data_bytes as u64 {
+        return Err(NpyError::new(
+            path,
+            NpyErrorKind::TrailingBytes,
+            format!(
+                "{file} has {} unexpected bytes after the data: header says {ty} = {data_bytes} bytes of data, found {data_available}",
+                data_available - data_bytes as u64
+            ),
+        ));
+    }
+
+    // Data, decoded by npyz (the header has been validated above, so npyz's own
+    // header parse sees only well-formed input; catch_unwind is a last resort).
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let header = npyz::NpyHeader::from_reader(&header_bytes[..])?;
+        let npy = npyz::NpyFile::with_header(header, r.take(data_bytes as u64));
+        Ok::<Data, io::Error>(match dtype {
+            DType::F32 => Data::F32(npy.into_vec()?),
+            DType::F64 => Data::F64(npy.into_vec()?),
+            DType::I32 => Data::I32(npy.into_vec()?),
+            DType::I64 => Data::I64(npy.into_vec()?),
+            DType::Bool => Data::Bool(npy.into_vec()?),
+        })
+    }));
+    let data = match decoded {
+        Ok(Ok(data)) => data,
+        Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            return Err(truncated(format!(
+                "header says {ty} = {data_bytes} bytes of data, but the file ended early"
+            )))
+        }
+        Ok(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
+            return Err(NpyError::new(
+                path,
+                NpyErrorKind::InvalidData,
+                format!("{file} has invalid {ty} data: {e}"),
+            ))
+        }
+        Ok(Err(e)) => return Err(read_err(e)),
+        Err(_) => {
+            return Err(not_npy(format!(
+                "bad header: the npyz decoder rejected it (expected {ty})"
+            )))
+        }
+    };
+    if data.len() != numel {
+        return Err(truncated(format!(
+            "header says {ty} = {numel} elements, decoded {}",
+            data.len()
+        )));
+    }
+    let data = if dict.fortran_order {
+        match data {
+            Data::F32(v) => Data::F32(fortran_to_c(v, &shape)),
+            Data::F64(v) => Data::F64(fortran_to_c(v, &shape)),
+            Data::I32(v) => Data::I32(fortran_to_c(v, &shape)),
+            Data::I64(v) => Data::I64(fortran_to_c(v, &shape)),
+            Data::Bool(v) => Data::Bool(fortran_to_c(v, &shape)),
+        }
+    } else {
+        data
+    };
+    Ok(Tensor { shape, data })
+}
+
+fn supported_list() -> String {
+    let items: Vec<String> = SUPPORTED
+        .iter()
+        .map(|(s, d)| format!("'{s}' ({d})"))
+        .collect();
+    items.join(", ")
+}
+
+/// Describes a dtype found in a header, e.g. `'>f4' (big-endian float32)`.
+fn describe_descr(descr: &Descr) -> String {
+    let s = match descr {
+        Descr::Other(raw) => return format!("{raw} (a structured dtype)"),
+        Descr::TypeStr(s) => s,
+    };
+    let mut chars = s.chars();
+    let (order, rest) = match chars.next() {
+        Some('>') => ("big-endian ", chars.as_str()),
+        Some('<') => ("little-endian ", chars.as_str()),
+        Some('|') | Some('=') => ("", chars.as_str()),
+        _ => ("", s.as_str()),
+    };
+    let mut rc = rest.chars();
+    let kind = match rc.next() {
+        Some('f') => "float",
+        Some('i') => "int",
+        Some('u') => "uint",
+        Some('b') => "bool",
+        Some('c') => "complex",
+        Some('O') => return format!("'{s}' (Python objects)"),
+        Some('S') | Some('a') => return format!("'{s}' (byte strings)"),
+        Some('U') => return format!("'{s}' (unicode strings)"),
+        Some('V') => return format!("'{s}' (raw void data)"),
+        Some('M') | Some('m') => return format!("'{s}' (datetime)"),
+        _ => return format!("'{s}'"),
+    };
+    match rc.as_str().parse::<u32>() {
+        Ok(bytes) if bytes <= 64 => {
+            let bits = if kind == "bool" {
+                String::new()
+            } else {
+                (bytes * 8).to_string()
+            };
+            format!("'{s}' ({order}{kind}{bits})")
+        }
+        _ => format!("'{s}'"),
+    }
+}
+
+/// Reorders Fortran-order (first axis fastest) elements into C order.
+fn fortran_to_c<T: Copy>(src: Vec<T>, shape: &[usize]) -> Vec<T> {
+    let nd = shape.len();
+    if nd < 2 || src.is_empty() {
+        return src;
+    }
+    let mut c_strides = vec![1usize; nd];
+    for i in (0..nd - 1).rev() {
+        c_strides[i] = c_strides[i + 1] * shape[i + 1];
+    }
+    let mut dst = src.clone();
+    let mut idx = vec![0usize; nd];
+    let mut off = 0usize;
+    for &v in &src {
+        dst[off] = v;
+        for ax in 0..nd {
+            idx[ax] += 1;
+            off += c_strides[ax];
+            if idx[ax] < shape[ax] {
+                break;
+            }
+            off -= c_strides[ax] * shape[ax];
+            idx[ax] = 0;
+        }
+    }
+    dst
+}
+
+/// The header numpy's `np.save` writes for this type, byte for byte: the dict text
+/// (keys sorted, spare room for the shape to grow), padded with spaces and a newline
+/// so the data starts at a multiple of 64 bytes; version 1.0 unless it needs 2.0.
+fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
+    let descr = SUPPORTED
+        .iter()
+        .find(|(_, d)| *d == dtype)
+        .map_or("<f4", |(s, _)| *s);
+    let shape_repr = match shape {
+        [] => "()".to_string(),
+        [d] => format!("({d},)"),
+        dims => {
+            let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+            format!("({})", dims.join(", "))
+        }
+    };
+    let mut text =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_repr}, }}");
+    if let Some(first) = shape.first() {
+        // numpy's GROWTH_AXIS_MAX_DIGITS = 21.
+        let pad = 21usize.saturating_sub(first.to_string().len());
+        text.push_str(&" ".repeat(pad));
+    }
+    let wrap = |len_field: usize| {
+        let hlen = text.len() + 1;
+        let padlen = 64 - (6 + 2 + len_field + hlen) % 64;
+        (hlen + padlen, padlen)
+    };
+    let (version, len_field) = if wrap(2).0 <= usize::from(u16::MAX) {
+        (1u8, 2)
+    } else {
+        (2u8, 4)
+    };
+    let (total, padlen) = wrap(len_field);
+    let mut out = Vec::with_capacity(8 + len_field + total);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[version, 0]);
+    if len_field == 2 {
+        out.extend_from_slice(&(total as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(total as u32).to_le_bytes());
+    }
+    out.extend_from_slice(text.as_bytes());
+    out.resize(out.len() + padlen, b' ');
+    out.push(b'\n');
+    out
+}
+
+/// Writes `t` as `.npy` (C order, little-endian) to `w`, exactly as `np.save` would.
+fn encode<W: Write>(mut w: W, t: &Tensor) -> io::Result<()> {
+    w.write_all(&header_bytes(t.dtype(), &t.shape))?;
+    match &t.data {
+        Data::F32(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
+        Data::F64(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
+        Data::I32(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
+        Data::I64(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
+        Data::Bool(v) => v.iter().try_for_each(|&x| w.write_all(&[u8::from(x)])),
+    }
+}
+
+/// Checks the tensor's data length matches its shape (the fields are public).
+fn check_consistent(path: &Path, t: &Tensor) -> Result<(), NpyError> {
+    if checked_numel(&t.shape) != Some(t.data.len()) {
+        return Err(NpyError::new(
+            path,
+            NpyErrorKind::InvalidArgument,
+            format!(
+                "cannot write {}: tensor of type {} should have {} elements, but its data has {}",
+                path.display(),
+                t.shape_string(),
+                checked_numel(&t.shape).map_or("too many".to_string(), |n| n.to_string()),
+                t.data.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes `t` to `path` as a standard `.npy` file: version 1.0, little-endian, C order,
+/// byte-identical to what numpy's `np.save` writes for the same array.
+pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
+    check_consistent(path, t)?;
+    let file = File::create(path).map_err(|e| NpyError::io("cannot write", path, e))?;
+    let mut w = BufWriter::new(file);
+    encode(&mut w, t)
+        .and_then(|()| w.flush())
+        .map_err(|e| NpyError::io("cannot write", path, e))
+}
+
+/// Distinguishes temporaries made by concurrent calls in one process.
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes every `(NAME, tensor)` to `dir/NAME.npy`, all or nothing.
+///
+/// Each tensor goes first to a temporary `dir/.NAME.npy.tmp-PID-N` (flushed to disk);
+/// only when all of them are written, and no target path is blocked by a directory,
+/// are they renamed into place. On failure every temporary is removed and no target
+/// is touched. `dir` is created if missing. Returns the final paths, in order.
+pub fn write_all_atomic(dir: &Path, outputs: &[(&str, &Tensor)]) -> Result<Vec<PathBuf>, NpyError> {
+    // Validate names before touching the file system.
+    let mut targets: Vec<PathBuf> = Vec::with_capacity(outputs.len());
+    for (name, _) in outputs {
+        let target = dir.join(format!("{name}.npy"));
+        let bad =
+            name.is_empty() || *name == "." || *name == ".." || name.contains(['/', '\\', '\0']);
+        if bad {
+            return Err(NpyError::new(
+                &target,
+                NpyErrorKind::InvalidArgument,
+                format!(
+                    "cannot write output {name:?} to {}: expected a plain file name (non-empty, no '/', '\\' or NUL)",
+                    dir.display()
+                ),
+            ));
+        }
+        if targets.contains(&target) {
+            return Err(NpyError::new(
+                &target,
+                NpyErrorKind::InvalidArgument,
+                format!(
+                    "cannot write {}: output {name:?} is given twice",
+                    target.display()
+                ),
+            ));
+        }
+        targets.push(target);
+    }
+
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(NpyError::new(
+                dir,
+                NpyErrorKind::Io,
+                format!(
+                    "cannot write outputs to {}: expected a directory, found a file",
+                    dir.display()
+                ),
+            ))
+        }
+        Err(_) => fs::create_dir_all(dir)
+            .map_err(|e| NpyError::io("cannot create output directory", dir, e))?,
+    }
+
+    let mut temps: Vec<PathBuf> = Vec::with_capacity(outputs.len());
+    let cleanup = |temps: &[PathBuf]| {
+        for t in temps {
+            let _ = fs::remove_file(t);
+        }
+    };
+    for ((name, t), target) in outputs.iter().zip(&targets) {
+        if let Err(e) = check_consistent(target, t) {
+            cleanup(&temps);
+            return Err(e);
+        }
+        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.npy.tmp-{}-{n}", std::process::id()));
+        let result = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|file| {
+                temps.push(tmp.clone());
+                let mut w = BufWriter::new(file);
+                encode(&mut w, t)?;
+                let file = w.into_inner().map_err(|e| e.into_error())?;
+                file.sync_all()
+            });
+        if let Err(e) = result {
+            cleanup(&temps);
+            let what = format!("cannot write (via temporary {})", tmp.display());
+            return Err(NpyError::io(&what, target, e));
+        }
+    }
+
+    for target in &targets {
+        if let Ok(m) = fs::symlink_metadata(target) {
+            if m.is_dir() {
+                cleanup(&temps);
+                return Err(NpyError::new(
+                    target,
+                    NpyErrorKind::Io,
+                    format!(
+                        "cannot write {}: expected a file or nothing there, found a directory",
+                        target.display()
+                    ),
+                ));
+            }
+        }
+    }
+
+    for (i, (tmp, target)) in temps.iter().zip(&targets).enumerate() {
+        if let Err(e) = fs::rename(tmp, target) {
+            cleanup(&temps[i..]);
+            let done: Vec<String> = targets[..i]
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            let what = if done.is_empty() {
+                "cannot rename the output into place:".to_string()
+            } else {
+                format!(
+                    "cannot rename the output into place (already renamed: {}):",
+                    done.join(", ")
+                )
+            };
+            return Err(NpyError::io(&what, target, e));
+        }
+    }
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(targets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fortran_reorder() {
+        // 2x3 matrix [[0,1,2],[3,4,5]] stored column-major is 0,3,1,4,2,5.
+        assert_eq!(
+            fortran_to_c(vec![0, 3, 1, 4, 2, 5], &[2, 3]),
+            vec![0, 1, 2, 3, 4, 5]
+        );
+        // 2x3x2: C index = 6i + 2j + k; Fortran position = i + 2j + 6k.
+        let mut f = vec![0; 12];
+        for i in 0..2 {
+            for j in 0..3 {
+                for k in 0..2 {
+                    f[i + 2 * j + 6 * k] = 6 * i + 2 * j + k;
+                }
+            }
+        }
+        assert_eq!(fortran_to_c(f, &[2, 3, 2]), (0..12).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn describes_dtypes() {
+        let d = |s: &str| describe_descr(&Descr::TypeStr(s.into()));
+        assert_eq!(d(">f4"), "'>f4' (big-endian float32)");
+        assert_eq!(d("<f2"), "'<f2' (little-endian float16)");
+        assert_eq!(d("|u1"), "'|u1' (uint8)");
+        assert_eq!(d("<c16"), "'<c16' (little-endian complex128)");
+        assert_eq!(d("|O"), "'|O' (Python objects)");
+        assert_eq!(d("zz"), "'zz'");
+    }
+
+    #[test]
+    fn io_message_drops_os_error_code() {
+        let e = io::Error::from_raw_os_error(2);
+        assert_eq!(io_message(&e), "No such file or directory");
+    }
+}
