@@ -1,0 +1,61 @@
+//! Stable error codes. Every code is listed in docs/teg.md and has an expected-diagnostic
+//! filetest; codes are never reused for a different meaning.
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Code(pub &'static str);
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+macro_rules! codes {
+    ($($name:ident = $code:literal : $what:literal;)*) => {
+        $(#[doc = $what] pub const $name: Code = Code($code);)*
+        /// Every code with its one-line meaning, in order.
+        pub const ALL: &[(Code, &str)] = &[$(($name, $what)),*];
+    };
+}
+
+codes! {
+    UNEXPECTED_CHAR = "E0001": "a character that cannot start any token";
+    SYNTAX = "E0002": "unexpected token";
+    UNEXPECTED_EOF = "E0003": "the file ended in the middle of a construct";
+    BAD_LITERAL = "E0004": "a numeric literal that does not fit its type";
+    DUPLICATE = "E0010": "a name defined twice (op, graph, port, value, sink, index variable)";
+    UNDEFINED_VALUE = "E0011": "use of a value (%name) that is not defined before the use";
+    UNDEFINED_OP = "E0012": "apply of an op (@name) that is not defined";
+    UNKNOWN_DTYPE = "E0013": "a dtype that is not f32, f64, i32, i64 or bool";
+    UNKNOWN_INSTR = "E0014": "an unknown graph instruction (selector or generator name)";
+    ARITY = "E0015": "wrong number of operands, arguments or results";
+    BAD_ATTR = "E0016": "a missing, malformed or out-of-range selector attribute";
+    DTYPE_MISMATCH = "E0020": "operands whose dtypes do not agree";
+    SHAPE_MISMATCH = "E0021": "a shape that does not unify with an op's port shape";
+    ANNOTATION_MISMATCH = "E0022": "a written result type that differs from the inferred one";
+    RANK_MISMATCH = "E0023": "a tensor of the wrong rank";
+    BAD_SHAPE = "E0024": "a shape expression that is negative, non-constant or not integral";
+    UNDEFINED_NAME = "E0030": "a kernel name that is no index variable, symbol, parameter or port";
+    NON_AFFINE = "E0031": "a tensor index that is not affine in the index variables";
+    OUT_OF_BOUNDS = "E0032": "an index whose range can leave its tensor's bounds";
+    UNKNOWN_EXTENT = "E0033": "an index variable whose extent cannot be inferred";
+    BAD_TARGET = "E0034": "an invalid assignment target in a kernel";
+    MISSING_OUTPUT = "E0035": "an op output that its kernel never assigns";
+    UNKNOWN_FUNCTION = "E0036": "an unknown kernel function, or one called with the wrong arguments";
+    USE_BEFORE_DEF = "E0037": "a kernel temporary used before it is assigned";
+    BAD_REDUCTION = "E0038": "an invalid reduction (unknown kind, bad or shadowing variables)";
+    BAD_PARAM = "E0040": "a missing, unknown or duplicate op parameter at an apply";
+    BAD_SINK = "E0050": "a sink misused (duplicate name, consumed as a value)";
+    BAD_SEQUENCE = "E0051": "a sequence point naming something that is not a sink or apply";
+    CYCLE = "E0052": "a cycle through sequence points";
+    BAD_SIGNATURE = "E0070": "an invalid explicit signature in an extern op";
+    NO_KERNEL = "E0071": "evaluation of an extern op that has no reference kernel";
+    BAD_RANGE = "E0080": "an invalid sharded index range or placement";
+    IO = "E0100": "a file that cannot be read or written";
+    NOT_AVAILABLE = "E0101": "a feature that is not available yet";
+    RUNTIME = "E0102": "an error while running a graph (bad input tensor, missing source binding)";
+    BAD_PASS = "E0103": "an unknown pass or a malformed pass list";
+    BAD_GRAPH_CHOICE = "E0104": "no graph, or several graphs and no `--graph NAME`";
+}

@@ -1,0 +1,135 @@
+//! Alternative outputs of `tapc opt`: Graphviz dot and per-apply signatures.
+
+use crate::ir::graph::{Graph, NodeKind, SeqRef};
+use crate::ir::instance::Projection;
+use crate::ir::Module;
+use crate::syntax::printer::node_text;
+use crate::verify::GraphFacts;
+use std::fmt::Write;
+
+/// One digraph per graph: sources/sinks as `cds`, applies as `rarrow`, selectors as
+/// parallelograms, generators as ellipses, sequence points as octagons (the whitepaper's shapes).
+pub fn dot(m: &Module) -> String {
+    let mut s = String::new();
+    for g in &m.graphs {
+        let _ = writeln!(s, "digraph \"{}\" {{\n  rankdir=LR;", g.name);
+        for (i, n) in g.nodes.iter().enumerate() {
+            let (shape, fill) = match &n.kind {
+                NodeKind::Source { .. } | NodeKind::Sink { .. } => ("cds", "#E5E8E8"),
+                NodeKind::Apply(_) => ("rarrow", "#E5E8E8"),
+                NodeKind::View(_) => ("parallelogram", "#a0d0d0"),
+                NodeKind::Generator(_) => ("ellipse", "#d0d0ff"),
+                NodeKind::Sequence { .. } => ("octagon", "#B4F8C8"),
+            };
+            let label = node_text(g, n).replace('\\', "\\\\").replace('"', "\\\"");
+            let _ = writeln!(
+                s,
+                "  n{i} [label=\"{label}\", shape={shape}, style=filled, fillcolor=\"{fill}\"];"
+            );
+        }
+        for (i, n) in g.nodes.iter().enumerate() {
+            for v in n.kind.operands() {
+                let _ = writeln!(
+                    s,
+                    "  n{} -> n{i} [label=\"%{}\"];",
+                    g.value(v).node,
+                    g.value(v).name
+                );
+            }
+            if let NodeKind::Sequence { before, after } = &n.kind {
+                for r in before {
+                    let _ = writeln!(s, "  n{} -> n{i} [style=dashed];", seq_node(g, r));
+                }
+                for r in after {
+                    let _ = writeln!(s, "  n{i} -> n{} [style=dashed];", seq_node(g, r));
+                }
+            }
+        }
+        s.push_str("}\n");
+    }
+    s
+}
+
+fn seq_node(g: &Graph, r: &SeqRef) -> usize {
+    match r {
+        SeqRef::Value(v) => g.value(*v).node,
+        SeqRef::Sink(name) => g
+            .nodes
+            .iter()
+            .position(|n| matches!(&n.kind, NodeKind::Sink { name: s, .. } if s == name))
+            .unwrap_or(0),
+    }
+}
+
+fn affine_text(row: &[i64], offset: i64, names: &[String]) -> String {
+    let mut terms: Vec<String> = Vec::new();
+    for (c, n) in row.iter().zip(names) {
+        match *c {
+            0 => {}
+            1 => terms.push(n.clone()),
+            -1 => terms.push(format!("-{n}")),
+            c => terms.push(format!("{c} * {n}")),
+        }
+    }
+    if offset != 0 || terms.is_empty() {
+        terms.push(offset.to_string());
+    }
+    terms.join(" + ").replace("+ -", "- ")
+}
+
+fn projection_text(p: &Projection, names: &[String]) -> String {
+    let start: Vec<String> = p
+        .matrix
+        .iter()
+        .zip(&p.offset)
+        .map(|(r, o)| affine_text(r, *o, names))
+        .collect();
+    let shape: Vec<String> = p.shape.iter().map(i64::to_string).collect();
+    format!("[{}] + [{}]", start.join(", "), shape.join(", "))
+}
+
+/// Per apply: its index space, each port's projection (extern-op syntax) and derived costs.
+pub fn signatures(m: &Module, facts: &[GraphFacts]) -> String {
+    let mut s = String::new();
+    for (g, f) in m.graphs.iter().zip(facts) {
+        let _ = writeln!(s, "graph @{}", g.name);
+        for (i, n) in g.nodes.iter().enumerate() {
+            let Some(inst) = f.instances.get(&i) else {
+                continue;
+            };
+            let sig = &inst.signature;
+            let names: Vec<String> = sig.index.iter().map(|(n, _)| n.clone()).collect();
+            let _ = writeln!(s, "  {}", node_text(g, n));
+            let index: Vec<String> = sig.index.iter().map(|(n, e)| format!("{n}: {e}")).collect();
+            let _ = writeln!(s, "    index [{}]", index.join(", "));
+            for p in sig.inputs.iter().chain(&sig.outputs) {
+                let _ = writeln!(
+                    s,
+                    "    {}: {}",
+                    p.name,
+                    projection_text(&p.projection, &names)
+                );
+            }
+            let marg: Vec<String> = sig
+                .marginal
+                .iter()
+                .map(|(d, r)| {
+                    format!(
+                        "{d}: {{ {} }}",
+                        r.iter()
+                            .map(|(k, v)| format!("{k}: {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })
+                .collect();
+            let _ = writeln!(s, "    cost {{ {} }}", marg.join(", "));
+            let _ = writeln!(
+                s,
+                "    per index point: {} flops, {} bytes",
+                sig.flops_per_point, sig.bytes_per_point
+            );
+        }
+    }
+    s
+}

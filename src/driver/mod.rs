@@ -1,0 +1,431 @@
+//! The `tapc` command line. [`run`] executes one invocation in-process and returns what it
+//! printed and its exit code, so tests drive the real CLI without spawning processes.
+
+mod emit;
+mod passes;
+
+use crate::diag::{codes, render_human, render_json, Diagnostic, ErrorFormat};
+use crate::ir::Module;
+use crate::syntax::printer::print_module;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+/// What one invocation printed, and its exit code.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tapc",
+    version,
+    about = "Compiler for the Tapestry Expression Graph (TEG)",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Compile FILE to a native program (`tapc input.teg -o out`).
+    file: Option<PathBuf>,
+    /// Output path for the compiled program.
+    #[arg(short = 'o')]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Common {
+    /// How to print diagnostics.
+    #[arg(long, value_enum, default_value_t = ErrorFormat::Human, global = true)]
+    error_format: ErrorFormat,
+    /// Colour diagnostics (auto: when stderr is a terminal).
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    color: ColorChoice,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Parse and verify FILE; print diagnostics; exit 1 on any error.
+    Check { file: PathBuf },
+    /// Print FILE in canonical form.
+    Fmt {
+        file: PathBuf,
+        /// Rewrite the file instead of printing it.
+        #[arg(long)]
+        in_place: bool,
+    },
+    /// Run passes over FILE and print the result (like mlir-opt).
+    Opt {
+        file: PathBuf,
+        /// Comma-separated pass pipeline, e.g. `canonicalize,shard{parts=4}`.
+        #[arg(long, default_value = "")]
+        passes: String,
+        /// Print the module after every pass (to stderr).
+        #[arg(long)]
+        print_after_all: bool,
+        /// Print the module after the named pass (to stderr).
+        #[arg(long)]
+        print_after: Vec<String>,
+        /// Verify after every pass (always on in debug builds).
+        #[arg(long)]
+        verify_each: bool,
+        /// Print a table of time per pass (to stderr).
+        #[arg(long)]
+        time_passes: bool,
+        /// What to print.
+        #[arg(long, value_enum, default_value_t = Emit::Teg)]
+        emit: Emit,
+    },
+    /// Run a graph in the reference interpreter: sources from .npy files, sinks to .npy files.
+    Run {
+        file: PathBuf,
+        /// Bind source @NAME to a .npy file: `--input NAME=PATH`.
+        #[arg(long = "input", value_name = "NAME=PATH")]
+        inputs: Vec<String>,
+        /// Read every unbound source @NAME from DIR/NAME.npy.
+        #[arg(long)]
+        input_dir: Option<PathBuf>,
+        /// Where sinks are written, as NAME.npy.
+        #[arg(long, default_value = ".")]
+        out_dir: PathBuf,
+        /// Which graph to run when the file has several.
+        #[arg(long)]
+        graph: Option<String>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Emit {
+    Teg,
+    Dot,
+    Signature,
+}
+
+/// Runs `tapc` with `args` (without the program name).
+pub fn run(args: &[String]) -> Outcome {
+    run_with(args, false)
+}
+
+/// As [`run`]; `terminal` says whether stderr is a terminal (for `--color auto`).
+pub fn run_with(args: &[String], terminal: bool) -> Outcome {
+    let argv = std::iter::once("tapc".to_string()).chain(args.iter().cloned());
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let text = e.render().to_string();
+            let code = if e.use_stderr() { 2 } else { 0 };
+            return if code == 0 {
+                Outcome {
+                    stdout: text,
+                    stderr: String::new(),
+                    code,
+                }
+            } else {
+                Outcome {
+                    stdout: String::new(),
+                    stderr: text,
+                    code,
+                }
+            };
+        }
+    };
+    let color = match cli.common.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => terminal,
+    };
+    let mut cx = Cx {
+        out: Outcome::default(),
+        format: cli.common.error_format,
+        color,
+    };
+    let ok = match cli.command {
+        Some(Command::Check { file }) => cx.check(&file),
+        Some(Command::Fmt { file, in_place }) => cx.fmt(&file, in_place),
+        Some(Command::Opt {
+            file,
+            passes,
+            print_after_all,
+            print_after,
+            verify_each,
+            time_passes,
+            emit,
+        }) => {
+            let opts = passes::Options {
+                pipeline: passes,
+                print_after_all,
+                print_after,
+                verify_each,
+                time_passes,
+            };
+            cx.opt(&file, &opts, emit)
+        }
+        Some(Command::Run {
+            file,
+            inputs,
+            input_dir,
+            out_dir,
+            graph,
+        }) => cx.run(
+            &file,
+            &inputs,
+            input_dir.as_deref(),
+            &out_dir,
+            graph.as_deref(),
+        ),
+        None => cx.compile(cli.file.as_deref(), cli.output.as_deref()),
+    };
+    cx.out.code = i32::from(!ok);
+    cx.out
+}
+
+struct Cx {
+    out: Outcome,
+    format: ErrorFormat,
+    color: bool,
+}
+
+/// A loaded, verified file.
+struct Loaded {
+    name: String,
+    src: String,
+    module: Module,
+    facts: Vec<crate::verify::GraphFacts>,
+}
+
+impl Cx {
+    fn report(&mut self, file: &str, src: &str, diags: &[Diagnostic]) {
+        let text = match self.format {
+            ErrorFormat::Human => render_human(file, src, diags, self.color),
+            ErrorFormat::Json => render_json(file, src, diags),
+        };
+        self.out.stderr.push_str(&text);
+    }
+
+    /// A problem with no source location (I/O, command-line bindings).
+    fn fail(&mut self, file: &str, d: Diagnostic) -> bool {
+        self.report(file, "", &[d]);
+        false
+    }
+
+    fn load(&mut self, path: &Path) -> Option<Loaded> {
+        let name = path.display().to_string();
+        let src = match std::fs::read(path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(s) => s,
+                Err(e) => {
+                    let at = e.utf8_error().valid_up_to();
+                    let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                    let d =
+                        Diagnostic::error(codes::UNEXPECTED_CHAR, "the file is not valid UTF-8")
+                            .primary(crate::diag::Span::new(at, at + 1), "invalid byte here");
+                    self.report(&name, &text, &[d]);
+                    return None;
+                }
+            },
+            Err(e) => {
+                self.fail(
+                    &name,
+                    Diagnostic::error(codes::IO, format!("cannot read {name}: {e}")),
+                );
+                return None;
+            }
+        };
+        let (module, facts, diags) = crate::compile_source(&src);
+        self.report(&name, &src, &diags.0);
+        (!diags.has_errors()).then_some(Loaded {
+            name,
+            src,
+            module,
+            facts,
+        })
+    }
+
+    fn check(&mut self, path: &Path) -> bool {
+        self.load(path).is_some()
+    }
+
+    fn fmt(&mut self, path: &Path, in_place: bool) -> bool {
+        let Some(l) = self.load(path) else {
+            return false;
+        };
+        let text = print_module(&l.module);
+        if !in_place {
+            self.out.stdout = text;
+            return true;
+        }
+        if text == l.src {
+            return true;
+        }
+        let tmp = path.with_extension("teg.tmp-fmt");
+        match std::fs::write(&tmp, &text).and_then(|_| std::fs::rename(&tmp, path)) {
+            Ok(()) => true,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                self.fail(
+                    &l.name,
+                    Diagnostic::error(codes::IO, format!("cannot write {}: {e}", l.name)),
+                )
+            }
+        }
+    }
+
+    fn opt(&mut self, path: &Path, opts: &passes::Options, emit: Emit) -> bool {
+        let Some(mut l) = self.load(path) else {
+            return false;
+        };
+        let mut log = String::new();
+        if let Err(d) = passes::run_pipeline(&mut l.module, &mut l.facts, opts, &mut log) {
+            self.out.stderr.push_str(&log);
+            let src = l.src.clone();
+            self.report(&l.name, &src, &[d]);
+            return false;
+        }
+        self.out.stderr.push_str(&log);
+        self.out.stdout = match emit {
+            Emit::Teg => print_module(&l.module),
+            Emit::Dot => emit::dot(&l.module),
+            Emit::Signature => emit::signatures(&l.module, &l.facts),
+        };
+        true
+    }
+
+    fn run(
+        &mut self,
+        path: &Path,
+        inputs: &[String],
+        input_dir: Option<&Path>,
+        out_dir: &Path,
+        graph: Option<&str>,
+    ) -> bool {
+        let Some(l) = self.load(path) else {
+            return false;
+        };
+        let gi = match pick_graph(&l.module, graph) {
+            Ok(i) => i,
+            Err(d) => return self.fail(&l.name, d),
+        };
+        let g = &l.module.graphs[gi];
+        let mut bound: HashMap<String, PathBuf> = HashMap::new();
+        for b in inputs {
+            let Some((n, p)) = b.split_once('=') else {
+                return self.fail(
+                    &l.name,
+                    Diagnostic::error(codes::RUNTIME, format!("`--input {b}` must be NAME=PATH")),
+                );
+            };
+            let n = n.trim_start_matches('@');
+            if !g.sources().any(|(s, _, _)| s == n) {
+                return self.fail(
+                    &l.name,
+                    Diagnostic::error(
+                        codes::RUNTIME,
+                        format!("graph @{} has no source @{n}", g.name),
+                    ),
+                );
+            }
+            bound.insert(n.to_string(), PathBuf::from(p));
+        }
+        let mut tensors = HashMap::new();
+        for (name, ty, _) in g.sources() {
+            let file = match (bound.get(name), input_dir) {
+                (Some(p), _) => p.clone(),
+                (None, Some(d)) => d.join(format!("{name}.npy")),
+                (None, None) => {
+                    return self.fail(
+                        &l.name,
+                        Diagnostic::error(
+                            codes::RUNTIME,
+                            format!("no input bound for source @{name}"),
+                        )
+                        .note(format!("pass `--input {name}=FILE.npy`")),
+                    )
+                }
+            };
+            let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+            match tapc_runtime::npy::read_expecting(&file, name, ty.dtype, &shape) {
+                Ok(t) => {
+                    tensors.insert(name.to_string(), t);
+                }
+                Err(e) => {
+                    return self.fail(&l.name, Diagnostic::error(codes::RUNTIME, e.to_string()))
+                }
+            }
+        }
+        let sinks = match crate::interp::run(&l.module, g, &l.facts[gi], &tensors) {
+            Ok(s) => s,
+            Err(d) => {
+                let src = l.src.clone();
+                self.report(&l.name, &src, &[d]);
+                return false;
+            }
+        };
+        let outs: Vec<(&str, &tapc_runtime::Tensor)> =
+            sinks.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        match tapc_runtime::npy::write_all_atomic(out_dir, &outs) {
+            Ok(paths) => {
+                for (p, (n, t)) in paths.iter().zip(&sinks) {
+                    let _ = writeln!(
+                        self.out.stdout,
+                        "@{n}: {} -> {}",
+                        t.shape_string(),
+                        p.display()
+                    );
+                }
+                true
+            }
+            Err(e) => self.fail(&l.name, Diagnostic::error(codes::IO, e.to_string())),
+        }
+    }
+
+    fn compile(&mut self, file: Option<&Path>, _output: Option<&Path>) -> bool {
+        let Some(file) = file else {
+            self.out
+                .stderr
+                .push_str("tapc: no input file; try `tapc --help`\n");
+            return false;
+        };
+        let Some(l) = self.load(file) else {
+            return false;
+        };
+        self.fail(
+            &l.name,
+            Diagnostic::error(codes::NOT_AVAILABLE, "the native backend is not available yet")
+                .note("the file parses and verifies; run it with the reference interpreter: `tapc run FILE --input NAME=PATH.npy`"),
+        )
+    }
+}
+
+fn pick_graph(m: &Module, name: Option<&str>) -> Result<usize, Diagnostic> {
+    match name {
+        Some(n) => m
+            .graphs
+            .iter()
+            .position(|g| g.name == n.trim_start_matches('@'))
+            .ok_or_else(|| {
+                Diagnostic::error(codes::BAD_GRAPH_CHOICE, format!("there is no graph @{n}"))
+            }),
+        None if m.graphs.len() == 1 => Ok(0),
+        None if m.graphs.is_empty() => Err(Diagnostic::error(
+            codes::BAD_GRAPH_CHOICE,
+            "the file has no graph to run",
+        )),
+        None => Err(
+            Diagnostic::error(codes::BAD_GRAPH_CHOICE, "the file has several graphs")
+                .note("choose one with `--graph NAME`"),
+        ),
+    }
+}

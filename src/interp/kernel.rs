@@ -1,0 +1,190 @@
+//! Evaluating one apply instance: a loop nest per kernel statement over its index box, with
+//! every load linearized up front into one affine offset into its buffer.
+
+use super::scalar;
+use super::Value;
+use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Instance, Scalar, Src, Target};
+use crate::ir::kernel::{Func, Reduction};
+use crate::ir::DType;
+
+/// A kernel expression ready to run: constants typed, loads linearized.
+enum P {
+    Const(Scalar),
+    Var(usize, DType),
+    Load(Src, Affine),
+    Reduce(Reduction, Vec<(usize, i64, i64)>, Box<P>, DType),
+    Call(Func, Vec<P>, DType),
+    Unary(crate::ir::kernel::UnOp, Box<P>, DType),
+    Binary(crate::ir::kernel::BinOp, Box<P>, Box<P>, DType),
+}
+
+fn strides(shape: &[i64]) -> Vec<i64> {
+    let mut s = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1];
+    }
+    s
+}
+
+/// Offset = Σ stride·(index − base): one affine function of the index variables.
+fn linearize(index: &[Affine], shape: &[i64], base: &[i64]) -> Affine {
+    let st = strides(shape);
+    let mut out = Affine::default();
+    for ((a, s), b) in index.iter().zip(st).zip(base) {
+        let shifted = a
+            .clone()
+            .add(&Affine::constant(*b), -1)
+            .expect("verified offsets fit i64");
+        out = out
+            .add(&shifted.scale(s).expect("verified offsets fit i64"), 1)
+            .expect("verified offsets fit i64");
+    }
+    out
+}
+
+struct Ctx<'a> {
+    inst: &'a Instance,
+    args: &'a [&'a Value],
+}
+
+impl Ctx<'_> {
+    fn temp_geometry(&self, t: usize) -> (Vec<i64>, Vec<i64>) {
+        let vars = &self.inst.temps[t].vars;
+        let base = vars.iter().map(|&v| self.inst.vars[v].range.0).collect();
+        let shape = vars
+            .iter()
+            .map(|&v| self.inst.vars[v].range.1 - self.inst.vars[v].range.0)
+            .collect();
+        (shape, base)
+    }
+
+    fn prepare(&self, e: &CExpr) -> P {
+        match &e.kind {
+            CKind::Const(s) => P::Const(s.cast(e.dtype)),
+            CKind::Var(v) => P::Var(*v, e.dtype),
+            CKind::Load { src, index, .. } => {
+                let lin = match src {
+                    Src::Input(k) => {
+                        linearize(index, &self.args[*k].ty.shape, &self.inst.origins[*k])
+                    }
+                    Src::Temp(t) => {
+                        let (shape, base) = self.temp_geometry(*t);
+                        linearize(index, &shape, &base)
+                    }
+                };
+                P::Load(src.clone(), lin)
+            }
+            CKind::Reduce { kind, vars, body } => {
+                let vs = vars
+                    .iter()
+                    .map(|&v| (v, self.inst.vars[v].range.0, self.inst.vars[v].range.1))
+                    .collect();
+                P::Reduce(*kind, vs, Box::new(self.prepare(body)), e.dtype)
+            }
+            CKind::Call(f, args) => {
+                P::Call(*f, args.iter().map(|a| self.prepare(a)).collect(), e.dtype)
+            }
+            CKind::Unary(op, a) => P::Unary(*op, Box::new(self.prepare(a)), e.dtype),
+            CKind::Binary(op, a, b) => P::Binary(
+                *op,
+                Box::new(self.prepare(a)),
+                Box::new(self.prepare(b)),
+                e.dtype,
+            ),
+        }
+    }
+}
+
+struct Env<'a> {
+    vars: Vec<i64>,
+    args: &'a [&'a Value],
+    temps: &'a [Vec<Scalar>],
+}
+
+fn eval_p(p: &P, env: &mut Env) -> Scalar {
+    match p {
+        P::Const(s) => *s,
+        P::Var(v, d) => Scalar::I(env.vars[*v]).cast(*d),
+        P::Load(src, lin) => {
+            let off = lin.eval(&env.vars) as usize;
+            match src {
+                Src::Input(k) => env.args[*k].data[off],
+                Src::Temp(t) => env.temps[*t][off],
+            }
+        }
+        P::Reduce(kind, vars, body, d) => {
+            let mut acc = scalar::identity(*kind, *d);
+            reduce_loop(vars, 0, env, &mut |env| {
+                let x = eval_p(body, env);
+                acc = scalar::combine(*kind, acc, x, *d);
+            });
+            acc
+        }
+        P::Call(f, args, d) => {
+            let vals: Vec<Scalar> = args.iter().map(|a| eval_p(a, env)).collect();
+            scalar::call(*f, &vals, *d)
+        }
+        P::Unary(op, a, d) => {
+            let x = eval_p(a, env);
+            scalar::unary(*op, x, *d)
+        }
+        P::Binary(op, a, b, d) => {
+            let x = eval_p(a, env);
+            let y = eval_p(b, env);
+            scalar::binary(*op, x, y, *d)
+        }
+    }
+}
+
+fn reduce_loop(vars: &[(usize, i64, i64)], k: usize, env: &mut Env, f: &mut dyn FnMut(&mut Env)) {
+    if k == vars.len() {
+        return f(env);
+    }
+    let (v, lo, hi) = vars[k];
+    for i in lo..hi {
+        env.vars[v] = i;
+        reduce_loop(vars, k + 1, env, f);
+    }
+}
+
+/// Runs the instance; `None` if it has no kernel (an extern op without a reference kernel).
+pub fn eval_instance(inst: &Instance, args: &[&Value]) -> Option<Vec<Value>> {
+    let stmts = inst.stmts.as_ref()?;
+    let cx = Ctx { inst, args };
+    let mut outputs: Vec<Value> = inst
+        .outputs
+        .iter()
+        .map(|t| Value {
+            ty: t.clone(),
+            data: vec![Scalar::I(0); t.elements() as usize],
+        })
+        .collect();
+    let mut temps: Vec<Vec<Scalar>> = Vec::new();
+    for st in stmts {
+        let p = cx.prepare(&st.value);
+        let box_: Vec<(usize, i64, i64)> = st
+            .vars
+            .iter()
+            .map(|&v| (v, inst.vars[v].range.0, inst.vars[v].range.1))
+            .collect();
+        let size: i64 = box_.iter().map(|b| b.2 - b.1).product();
+        let mut out = Vec::with_capacity(size.max(0) as usize);
+        {
+            let mut env = Env {
+                vars: vec![0; inst.vars.len()],
+                args,
+                temps: &temps,
+            };
+            reduce_loop(&box_, 0, &mut env, &mut |env| out.push(eval_p(&p, env)));
+        }
+        store(st, out, &mut outputs, &mut temps);
+    }
+    Some(outputs)
+}
+
+fn store(st: &CStmt, out: Vec<Scalar>, outputs: &mut [Value], temps: &mut Vec<Vec<Scalar>>) {
+    match st.target {
+        Target::Output(k) => outputs[k].data = out,
+        Target::Temp(_) => temps.push(out),
+    }
+}

@@ -1,0 +1,143 @@
+//! Selectors in the interpreter: each output element is gathered from the operand element the
+//! view maps it to (or is the pad constant). This is the definition of every view.
+
+use super::{for_each_coord, Value};
+use crate::ir::graph::{PadMode, View};
+use crate::ir::instance::Scalar;
+use crate::ir::{Literal, TensorType};
+
+/// Where an output coordinate's value comes from: (operand, coordinate), or a constant.
+enum From {
+    Arg(usize, Vec<i64>),
+    Const(Scalar),
+}
+
+fn unravel(mut lin: i64, shape: &[i64]) -> Vec<i64> {
+    let mut c = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        c[d] = lin % shape[d];
+        lin /= shape[d];
+    }
+    c
+}
+
+fn ravel(c: &[i64], shape: &[i64]) -> i64 {
+    c.iter().zip(shape).fold(0, |acc, (x, n)| acc * n + x)
+}
+
+fn source(v: &View, ins: &[&TensorType], c: &[i64]) -> From {
+    let s0 = &ins[0].shape;
+    match v {
+        View::Transpose { perm, .. } => {
+            let mut src = vec![0; c.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                src[p] = c[i];
+            }
+            From::Arg(0, src)
+        }
+        View::Reverse { dims, .. } => From::Arg(
+            0,
+            c.iter()
+                .enumerate()
+                .map(|(d, &x)| if dims.contains(&d) { s0[d] - 1 - x } else { x })
+                .collect(),
+        ),
+        View::Slice { dims, .. } => From::Arg(
+            0,
+            c.iter()
+                .zip(dims)
+                .map(|(&x, s)| s.start.unwrap_or(0) + x * s.step.unwrap_or(1))
+                .collect(),
+        ),
+        View::Squeeze { dims, .. } => {
+            let mut it = c.iter();
+            From::Arg(
+                0,
+                (0..s0.len())
+                    .map(|d| {
+                        if dims.contains(&d) {
+                            0
+                        } else {
+                            *it.next().unwrap_or(&0)
+                        }
+                    })
+                    .collect(),
+            )
+        }
+        View::Unsqueeze { dims, .. } => From::Arg(
+            0,
+            c.iter()
+                .enumerate()
+                .filter(|(d, _)| !dims.contains(d))
+                .map(|(_, &x)| x)
+                .collect(),
+        ),
+        View::Broadcast { .. } => {
+            let lead = c.len() - s0.len();
+            From::Arg(
+                0,
+                s0.iter()
+                    .enumerate()
+                    .map(|(i, &n)| if n == 1 { 0 } else { c[lead + i] })
+                    .collect(),
+            )
+        }
+        View::Reshape { shape, .. } => From::Arg(0, unravel(ravel(c, shape), s0)),
+        View::Concat { axis, .. } => {
+            let mut x = c[*axis];
+            for (k, t) in ins.iter().enumerate() {
+                if x < t.shape[*axis] {
+                    let mut src = c.to_vec();
+                    src[*axis] = x;
+                    return From::Arg(k, src);
+                }
+                x -= t.shape[*axis];
+            }
+            unreachable!("coordinate within the concatenated size")
+        }
+        View::Interleave { axis, .. } => {
+            let n = ins.len() as i64;
+            let mut src = c.to_vec();
+            src[*axis] = c[*axis] / n;
+            From::Arg((c[*axis] % n) as usize, src)
+        }
+        View::Repeat { axis, .. } => {
+            let mut src = c.to_vec();
+            src[*axis] = c[*axis] % s0[*axis];
+            From::Arg(0, src)
+        }
+        View::Pad { widths, mode, .. } => {
+            let mut src = Vec::with_capacity(c.len());
+            for ((&x, &(lo, _)), &n) in c.iter().zip(widths).zip(s0) {
+                let i = x - lo;
+                let i = match mode {
+                    _ if (0..n).contains(&i) => i,
+                    PadMode::Reflect if i < 0 => -i,
+                    PadMode::Reflect => 2 * (n - 1) - i,
+                    PadMode::Constant(l) => {
+                        return From::Const(match l {
+                            Literal::Int(v) => Scalar::I(*v),
+                            Literal::Float(v) => Scalar::F(*v),
+                            Literal::Bool(b) => Scalar::B(*b),
+                        })
+                    }
+                };
+                src.push(i);
+            }
+            From::Arg(0, src)
+        }
+    }
+}
+
+/// Materializes view `v` of `args` with result type `ty`.
+pub fn eval(v: &View, args: &[&Value], ty: TensorType) -> Value {
+    let ins: Vec<&TensorType> = args.iter().map(|a| &a.ty).collect();
+    let mut data = Vec::with_capacity(ty.elements().max(0) as usize);
+    for_each_coord(&ty.shape, |c| {
+        data.push(match source(v, &ins, c) {
+            From::Arg(k, src) => args[k].data[ravel(&src, &ins[k].shape) as usize],
+            From::Const(s) => s.cast(ty.dtype),
+        })
+    });
+    Value { ty, data }
+}

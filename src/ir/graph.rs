@@ -1,0 +1,251 @@
+//! Graphs: SSA values defined by nodes (sources, applies, selectors, generators), sinks that
+//! observe values, and sequence points that order sinks and applies.
+
+use super::types::{Literal, TensorType};
+use crate::diag::Span;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+impl ValueId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueDef {
+    pub name: String,
+    /// The node that defines it (index into `Graph::nodes`).
+    pub node: usize,
+    /// Written or inferred type; `Some` for every value of a verified graph.
+    pub ty: Option<TensorType>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Graph {
+    pub name: String,
+    pub nodes: Vec<Node>,
+    pub values: Vec<ValueDef>,
+    pub span: Span,
+    pub name_span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub kind: NodeKind,
+    pub results: Vec<ValueId>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeKind {
+    Source {
+        name: String,
+        ty: TensorType,
+    },
+    Apply(Apply),
+    View(View),
+    Generator(Generator),
+    Sink {
+        name: String,
+        value: ValueId,
+    },
+    Sequence {
+        before: Vec<SeqRef>,
+        after: Vec<SeqRef>,
+    },
+}
+
+/// `apply @op<params>(args) @[lo:hi, ...] on N`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Apply {
+    pub op: String,
+    pub params: Vec<(String, i64)>,
+    pub args: Vec<ValueId>,
+    /// The index sub-range this apply computes (a shard); `None` is the whole index space.
+    pub range: Option<Vec<(i64, i64)>>,
+    /// The node this apply is placed on.
+    pub placement: Option<u32>,
+    pub op_span: Span,
+}
+
+/// A selector: a zero-copy view of its operands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum View {
+    Transpose {
+        arg: ValueId,
+        perm: Vec<usize>,
+    },
+    Reverse {
+        arg: ValueId,
+        dims: Vec<usize>,
+    },
+    Slice {
+        arg: ValueId,
+        dims: Vec<SliceDim>,
+    },
+    Squeeze {
+        arg: ValueId,
+        dims: Vec<usize>,
+    },
+    Unsqueeze {
+        arg: ValueId,
+        dims: Vec<usize>,
+    },
+    Broadcast {
+        arg: ValueId,
+        shape: Vec<i64>,
+    },
+    Reshape {
+        arg: ValueId,
+        shape: Vec<i64>,
+    },
+    Concat {
+        args: Vec<ValueId>,
+        axis: usize,
+    },
+    Interleave {
+        args: Vec<ValueId>,
+        axis: usize,
+    },
+    Repeat {
+        arg: ValueId,
+        times: i64,
+        axis: usize,
+    },
+    Pad {
+        arg: ValueId,
+        widths: Vec<(i64, i64)>,
+        mode: PadMode,
+    },
+}
+
+impl View {
+    pub fn name(&self) -> &'static str {
+        match self {
+            View::Transpose { .. } => "transpose",
+            View::Reverse { .. } => "reverse",
+            View::Slice { .. } => "slice",
+            View::Squeeze { .. } => "squeeze",
+            View::Unsqueeze { .. } => "unsqueeze",
+            View::Broadcast { .. } => "broadcast",
+            View::Reshape { .. } => "reshape",
+            View::Concat { .. } => "concat",
+            View::Interleave { .. } => "interleave",
+            View::Repeat { .. } => "repeat",
+            View::Pad { .. } => "pad",
+        }
+    }
+    pub fn args(&self) -> Vec<ValueId> {
+        match self {
+            View::Concat { args, .. } | View::Interleave { args, .. } => args.clone(),
+            View::Transpose { arg, .. }
+            | View::Reverse { arg, .. }
+            | View::Slice { arg, .. }
+            | View::Squeeze { arg, .. }
+            | View::Unsqueeze { arg, .. }
+            | View::Broadcast { arg, .. }
+            | View::Reshape { arg, .. }
+            | View::Repeat { arg, .. }
+            | View::Pad { arg, .. } => vec![*arg],
+        }
+    }
+}
+
+/// One dimension of a slice, `start:stop:step` with Python meaning. After verification it is
+/// canonical: `start` and `step` explicit and in range, `stop` explicit unless a negative step
+/// runs past index 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SliceDim {
+    pub start: Option<i64>,
+    pub stop: Option<i64>,
+    pub step: Option<i64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PadMode {
+    Constant(Literal),
+    Reflect,
+}
+
+/// A generator: a tensor computed from its coordinates, never read from anywhere.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generator {
+    pub kind: GenKind,
+    pub ty: TensorType,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GenKind {
+    Zeros,
+    Ones,
+    Full(Literal),
+    /// The coordinate along `axis`.
+    Iota {
+        axis: usize,
+    },
+    /// A deterministic function of `seed` and the coordinates (see docs/teg.md).
+    Rand {
+        seed: u64,
+    },
+}
+
+impl GenKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            GenKind::Zeros => "zeros",
+            GenKind::Ones => "ones",
+            GenKind::Full(_) => "full",
+            GenKind::Iota { .. } => "iota",
+            GenKind::Rand { .. } => "rand",
+        }
+    }
+}
+
+/// What a sequence point orders: a sink (by name) or the apply that defines a value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SeqRef {
+    Sink(String),
+    Value(ValueId),
+}
+
+impl NodeKind {
+    /// The values this node reads.
+    pub fn operands(&self) -> Vec<ValueId> {
+        match self {
+            NodeKind::Apply(a) => a.args.clone(),
+            NodeKind::View(v) => v.args(),
+            NodeKind::Sink { value, .. } => vec![*value],
+            NodeKind::Source { .. } | NodeKind::Generator(_) | NodeKind::Sequence { .. } => vec![],
+        }
+    }
+}
+
+impl Graph {
+    pub fn value(&self, id: ValueId) -> &ValueDef {
+        &self.values[id.index()]
+    }
+    pub fn ty(&self, id: ValueId) -> Option<&TensorType> {
+        self.values[id.index()].ty.as_ref()
+    }
+    pub fn find_value(&self, name: &str) -> Option<ValueId> {
+        self.values
+            .iter()
+            .position(|v| v.name == name)
+            .map(|i| ValueId(i as u32))
+    }
+    pub fn sinks(&self) -> impl Iterator<Item = (&str, ValueId)> {
+        self.nodes.iter().filter_map(|n| match &n.kind {
+            NodeKind::Sink { name, value } => Some((name.as_str(), *value)),
+            _ => None,
+        })
+    }
+    pub fn sources(&self) -> impl Iterator<Item = (&str, &TensorType, ValueId)> {
+        self.nodes.iter().filter_map(|n| match &n.kind {
+            NodeKind::Source { name, ty } => Some((name.as_str(), ty, n.results[0])),
+            _ => None,
+        })
+    }
+}

@@ -1,0 +1,322 @@
+//! An op bound to one apply: symbols and ranks bound from the argument types, the kernel lowered
+//! to concrete affine accesses over numbered index variables, and the derived signature.
+//!
+//! The instance is what the verifier checks, what the interpreter runs and what later passes
+//! shard; one derivation serves all of them. Errors come back as [`InstanceError`]s that the
+//! verifier turns into diagnostics.
+
+use super::kernel::{floor_div, floor_mod, BinOp, Func, Reduction, UnOp};
+use super::types::TensorType;
+use crate::diag::Span;
+use tapc_runtime::DType;
+
+/// An affine function of the index variables: `Σ coeff·var + constant`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Affine {
+    pub terms: Vec<(usize, i64)>,
+    pub constant: i64,
+}
+
+impl Affine {
+    pub fn constant(c: i64) -> Affine {
+        Affine {
+            terms: vec![],
+            constant: c,
+        }
+    }
+    pub fn var(v: usize) -> Affine {
+        Affine {
+            terms: vec![(v, 1)],
+            constant: 0,
+        }
+    }
+    pub fn coeff(&self, v: usize) -> i64 {
+        self.terms.iter().filter(|t| t.0 == v).map(|t| t.1).sum()
+    }
+    pub fn is_constant(&self) -> bool {
+        self.terms.iter().all(|t| t.1 == 0)
+    }
+    pub fn add(mut self, other: &Affine, sign: i64) -> Option<Affine> {
+        for &(v, c) in &other.terms {
+            match self.terms.iter_mut().find(|t| t.0 == v) {
+                Some(t) => t.1 = t.1.checked_add(c.checked_mul(sign)?)?,
+                None => self.terms.push((v, c.checked_mul(sign)?)),
+            }
+        }
+        self.terms.retain(|t| t.1 != 0);
+        self.constant = self
+            .constant
+            .checked_add(other.constant.checked_mul(sign)?)?;
+        Some(self)
+    }
+    pub fn scale(mut self, k: i64) -> Option<Affine> {
+        for t in &mut self.terms {
+            t.1 = t.1.checked_mul(k)?;
+        }
+        self.terms.retain(|t| t.1 != 0);
+        self.constant = self.constant.checked_mul(k)?;
+        Some(self)
+    }
+    /// The inclusive range `[min, max]` over a box of variable ranges (half-open `[lo, hi)`).
+    pub fn range(&self, boxes: &[(i64, i64)]) -> (i64, i64) {
+        let (mut lo, mut hi) = (self.constant, self.constant);
+        for &(v, c) in &self.terms {
+            let (a, b) = boxes[v];
+            let (x, y) = (c * a, c * (b - 1));
+            lo += x.min(y);
+            hi += x.max(y);
+        }
+        (lo, hi)
+    }
+    pub fn eval(&self, env: &[i64]) -> i64 {
+        self.terms
+            .iter()
+            .fold(self.constant, |acc, &(v, c)| acc + c * env[v])
+    }
+}
+
+/// One port's index projection: the block of the port touched by index point `p` starts at
+/// `matrix · p + offset` and has shape `shape`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Projection {
+    pub matrix: Vec<Vec<i64>>,
+    pub offset: Vec<i64>,
+    pub shape: Vec<i64>,
+}
+
+impl Projection {
+    pub fn start(&self, point: &[i64]) -> Vec<i64> {
+        self.matrix
+            .iter()
+            .zip(&self.offset)
+            .map(|(row, o)| row.iter().zip(point).map(|(a, p)| a * p).sum::<i64>() + o)
+            .collect()
+    }
+
+    /// The image of the index box `[lo, hi)` per dim: the half-open range of every dimension of
+    /// the port that the box touches (every corner of the box is considered, so any signs work).
+    pub fn image(&self, range: &[(i64, i64)]) -> Vec<(i64, i64)> {
+        self.matrix
+            .iter()
+            .zip(&self.offset)
+            .zip(&self.shape)
+            .map(|((row, o), s)| {
+                let (mut lo, mut hi) = (*o, *o);
+                for (a, &(l, h)) in row.iter().zip(range) {
+                    let (x, y) = (a * l, a * (h - 1));
+                    lo += x.min(y);
+                    hi += x.max(y);
+                }
+                (lo, hi + s)
+            })
+            .collect()
+    }
+}
+
+/// A port's name and projection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortSig {
+    pub name: String,
+    pub ty: TensorType,
+    pub projection: Projection,
+}
+
+/// The signature of an instance: index space, one projection per port, costs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Signature {
+    pub index: Vec<(String, i64)>,
+    pub inputs: Vec<PortSig>,
+    pub outputs: Vec<PortSig>,
+    /// Marginal cost per step along each index dimension, per resource (e.g. `flops`).
+    pub marginal: Vec<(String, Vec<(String, i64)>)>,
+    pub flops_per_point: f64,
+    pub bytes_per_point: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Var {
+    pub name: String,
+    /// Half-open range of the variable: the shard's sub-range for parallel variables.
+    pub range: (i64, i64),
+}
+
+/// A value of the interpreter's scalar domain. Floats are held as f64 and rounded to the
+/// dtype after every operation, so f32 arithmetic is exactly IEEE f32 arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    F(f64),
+    I(i64),
+    B(bool),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Src {
+    Input(usize),
+    Temp(usize),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CExpr {
+    pub kind: CKind,
+    pub dtype: DType,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum CKind {
+    Const(Scalar),
+    /// An index variable's value.
+    Var(usize),
+    /// `index[d]` is the affine index of dimension `d`; `texts` keep each index's span and source form for messages.
+    Load {
+        src: Src,
+        index: Vec<Affine>,
+        texts: Vec<(Span, String)>,
+    },
+    Reduce {
+        kind: Reduction,
+        vars: Vec<usize>,
+        body: Box<CExpr>,
+    },
+    Call(Func, Vec<CExpr>),
+    Unary(UnOp, Box<CExpr>),
+    Binary(BinOp, Box<CExpr>, Box<CExpr>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    Output(usize),
+    Temp(usize),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CStmt {
+    pub target: Target,
+    /// The parallel variables indexing the target, in its dimension order.
+    pub vars: Vec<usize>,
+    pub value: CExpr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Temp {
+    pub name: String,
+    pub dtype: DType,
+    pub vars: Vec<usize>,
+}
+
+/// An op bound to the argument types of one apply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    pub inputs: Vec<TensorType>,
+    pub outputs: Vec<TensorType>,
+    /// Index variables: the `parallel` first ones form the op's index space.
+    pub vars: Vec<Var>,
+    pub parallel: usize,
+    pub temps: Vec<Temp>,
+    /// The lowered kernel; `None` for an extern op without a reference kernel.
+    pub stmts: Option<Vec<CStmt>>,
+    /// Per input: the global coordinate of the input's element 0 (non-zero only in shards).
+    pub origins: Vec<Vec<i64>>,
+    pub signature: Signature,
+    /// Whether the apply carried an explicit sub-range (a shard).
+    pub sharded: bool,
+}
+
+impl Instance {
+    pub fn range(&self) -> Vec<(i64, i64)> {
+        self.vars[..self.parallel].iter().map(|v| v.range).collect()
+    }
+    pub fn points(&self) -> i64 {
+        self.vars[..self.parallel]
+            .iter()
+            .map(|v| v.range.1 - v.range.0)
+            .product()
+    }
+}
+
+// Scalar helpers live here so the interpreter and constant folding share one definition.
+impl Scalar {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Scalar::F(v) => v,
+            Scalar::I(v) => v as f64,
+            Scalar::B(b) => f64::from(u8::from(b)),
+        }
+    }
+    pub fn as_i64(self) -> i64 {
+        match self {
+            Scalar::F(v) => v as i64,
+            Scalar::I(v) => v,
+            Scalar::B(b) => i64::from(b),
+        }
+    }
+    pub fn as_bool(self) -> bool {
+        match self {
+            Scalar::F(v) => v != 0.0,
+            Scalar::I(v) => v != 0,
+            Scalar::B(b) => b,
+        }
+    }
+    /// Converts to `dtype` with the semantics of a cast (`f32(x)`): floats round to nearest,
+    /// float to int truncates toward zero and saturates (NaN is 0), ints wrap.
+    pub fn cast(self, dtype: DType) -> Scalar {
+        match dtype {
+            DType::F32 => Scalar::F(self.as_f64() as f32 as f64),
+            DType::F64 => Scalar::F(self.as_f64()),
+            DType::I32 => Scalar::I(match self {
+                Scalar::F(v) => v as i32 as i64,
+                other => other.as_i64() as i32 as i64,
+            }),
+            DType::I64 => Scalar::I(self.as_i64()),
+            DType::Bool => Scalar::B(self.as_bool()),
+        }
+    }
+}
+
+/// Integer arithmetic with the TEG semantics: wrapping, floor division, `x / 0 == 0`.
+pub fn int_binop(op: BinOp, a: i64, b: i64) -> i64 {
+    match op {
+        BinOp::Add => a.wrapping_add(b),
+        BinOp::Sub => a.wrapping_sub(b),
+        BinOp::Mul => a.wrapping_mul(b),
+        BinOp::Div => floor_div(a, b).unwrap_or(if b == 0 { 0 } else { a.wrapping_neg() }),
+        BinOp::Rem => floor_mod(a, b).unwrap_or(0),
+        _ => unreachable!("comparisons and logic are not arithmetic"),
+    }
+}
+
+/// Why an integer expression is not an affine function of the index variables.
+pub enum AffineError {
+    Unknown(String, Span),
+    NonAffine(&'static str),
+}
+
+/// Converts `e` to an affine function; `lookup` resolves names to variables or constants.
+pub fn affine_of(
+    e: &super::kernel::IExpr,
+    lookup: &dyn Fn(&str) -> Option<Affine>,
+) -> Result<Affine, AffineError> {
+    use super::kernel::{IExpr, IOp};
+    let overflow = AffineError::NonAffine("divides by zero or overflows");
+    match e {
+        IExpr::Int(v, _) => Ok(Affine::constant(*v)),
+        IExpr::Name(n, s) => lookup(n).ok_or_else(|| AffineError::Unknown(n.clone(), *s)),
+        IExpr::Neg(a, _) => affine_of(a, lookup)?.scale(-1).ok_or(overflow),
+        IExpr::Bin(op, a, b, _) => {
+            let (x, y) = (affine_of(a, lookup)?, affine_of(b, lookup)?);
+            match op {
+                IOp::Add => x.add(&y, 1),
+                IOp::Sub => x.add(&y, -1),
+                IOp::Mul if y.is_constant() => x.scale(y.constant),
+                IOp::Mul if x.is_constant() => y.scale(x.constant),
+                IOp::Mul => return Err(AffineError::NonAffine("a product of index variables")),
+                IOp::Div | IOp::Rem if x.is_constant() && y.is_constant() => {
+                    op.apply(x.constant, y.constant).map(Affine::constant)
+                }
+                IOp::Div | IOp::Rem => {
+                    return Err(AffineError::NonAffine("division of an index variable"))
+                }
+            }
+            .ok_or(overflow)
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Op definitions: ports with symbolic shapes, kernels (tensor comprehensions) and explicit
+//! signatures (`extern op`). Everything here is symbolic; [`super::instance`] binds it to the
+//! concrete shapes of one apply.
+
+use crate::diag::Span;
+use tapc_runtime::DType;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpDef {
+    pub name: String,
+    pub params: Vec<String>,
+    pub inputs: Vec<PortDef>,
+    pub outputs: Vec<PortDef>,
+    pub body: OpBody,
+    pub span: Span,
+    pub name_span: Span,
+}
+
+impl OpDef {
+    pub fn is_extern(&self) -> bool {
+        matches!(self.body, OpBody::Extern(_))
+    }
+    pub fn kernel(&self) -> Option<&[Stmt]> {
+        match &self.body {
+            OpBody::Kernel(k) => Some(k),
+            OpBody::Extern(e) if !e.kernel.is_empty() => Some(&e.kernel),
+            OpBody::Extern(_) => None,
+        }
+    }
+    pub fn ports(&self) -> impl Iterator<Item = &PortDef> {
+        self.inputs.iter().chain(&self.outputs)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortDef {
+    pub name: String,
+    pub dtype: DType,
+    pub dims: Vec<Dim>,
+    pub span: Span,
+}
+
+/// One dimension of a port shape: an integer expression, or `..S` (any number of dims).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dim {
+    Expr(IExpr),
+    Variadic(String, Span),
+}
+
+/// An integer expression over names (shape symbols, op parameters, index variables).
+/// `/` is floor division and `%` its remainder, as in Python.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IExpr {
+    Int(i64, Span),
+    Name(String, Span),
+    Neg(Box<IExpr>, Span),
+    Bin(IOp, Box<IExpr>, Box<IExpr>, Span),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+impl IExpr {
+    pub fn span(&self) -> Span {
+        match self {
+            IExpr::Int(_, s) | IExpr::Name(_, s) | IExpr::Neg(_, s) | IExpr::Bin(_, _, _, s) => *s,
+        }
+    }
+
+    /// Evaluates with every name looked up by `lookup`; `Err(name)` for the first unknown name,
+    /// `Ok(None)` on division by zero or overflow.
+    pub fn eval(&self, lookup: &dyn Fn(&str) -> Option<i64>) -> Result<Option<i64>, String> {
+        Ok(match self {
+            IExpr::Int(v, _) => Some(*v),
+            IExpr::Name(n, _) => Some(lookup(n).ok_or_else(|| n.clone())?),
+            IExpr::Neg(e, _) => e.eval(lookup)?.and_then(i64::checked_neg),
+            IExpr::Bin(op, a, b, _) => {
+                let (a, b) = (a.eval(lookup)?, b.eval(lookup)?);
+                match (a, b) {
+                    (Some(a), Some(b)) => op.apply(a, b),
+                    _ => None,
+                }
+            }
+        })
+    }
+
+    /// Calls `f` on every name in the expression.
+    pub fn visit_names(&self, f: &mut dyn FnMut(&str, Span)) {
+        match self {
+            IExpr::Int(..) => {}
+            IExpr::Name(n, s) => f(n, *s),
+            IExpr::Neg(e, _) => e.visit_names(f),
+            IExpr::Bin(_, a, b, _) => {
+                a.visit_names(f);
+                b.visit_names(f);
+            }
+        }
+    }
+}
+
+impl IOp {
+    pub fn apply(self, a: i64, b: i64) -> Option<i64> {
+        match self {
+            IOp::Add => a.checked_add(b),
+            IOp::Sub => a.checked_sub(b),
+            IOp::Mul => a.checked_mul(b),
+            IOp::Div => floor_div(a, b),
+            IOp::Rem => floor_mod(a, b),
+        }
+    }
+    pub fn symbol(self) -> &'static str {
+        match self {
+            IOp::Add => "+",
+            IOp::Sub => "-",
+            IOp::Mul => "*",
+            IOp::Div => "/",
+            IOp::Rem => "%",
+        }
+    }
+}
+
+/// Python's `//`: rounds toward negative infinity; `None` on division by zero or overflow.
+pub fn floor_div(a: i64, b: i64) -> Option<i64> {
+    let q = a.checked_div(b)?;
+    Some(if a % b != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    })
+}
+
+/// Python's `%`: the result has the sign of the divisor.
+pub fn floor_mod(a: i64, b: i64) -> Option<i64> {
+    let q = floor_div(a, b)?;
+    a.checked_sub(q.checked_mul(b)?)
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpBody {
+    Kernel(Vec<Stmt>),
+    Extern(ExternSig),
+}
+
+/// An explicit signature: index space, one projection per port, marginal costs, and optionally
+/// a reference kernel (so that the interpreter can evaluate the op).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExternSig {
+    pub index: Vec<(String, IExpr)>,
+    pub projections: Vec<ExternProjection>,
+    pub costs: Vec<(String, Vec<(String, IExpr)>)>,
+    pub kernel: Vec<Stmt>,
+    pub index_span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExternProjection {
+    pub port: String,
+    pub start: Vec<IExpr>,
+    pub shape: Vec<IExpr>,
+    pub span: Span,
+}
+
+/// `target[indices] = value`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    pub target: String,
+    pub indices: Vec<IndexVar>,
+    pub value: KExpr,
+    pub span: Span,
+    pub target_span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexVar {
+    Var(String, Span),
+    Variadic(String, Span),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Index {
+    Expr(IExpr),
+    Variadic(String, Span),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KExpr {
+    pub kind: KExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    Sum,
+    Max,
+    Min,
+    Prod,
+}
+
+impl Reduction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduction::Sum => "sum",
+            Reduction::Max => "max",
+            Reduction::Min => "min",
+            Reduction::Prod => "prod",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Reduction> {
+        Some(match s {
+            "sum" => Reduction::Sum,
+            "max" => Reduction::Max,
+            "min" => Reduction::Min,
+            "prod" => Reduction::Prod,
+            _ => return None,
+        })
+    }
+}
+
+/// Scalar functions callable in kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    Exp,
+    Log,
+    Sqrt,
+    Tanh,
+    Abs,
+    Sin,
+    Cos,
+    Floor,
+    Ceil,
+    Max,
+    Min,
+    Select,
+    Cast(DType),
+}
+
+impl Func {
+    pub fn from_name(s: &str) -> Option<Func> {
+        Some(match s {
+            "exp" => Func::Exp,
+            "log" => Func::Log,
+            "sqrt" => Func::Sqrt,
+            "tanh" => Func::Tanh,
+            "abs" => Func::Abs,
+            "sin" => Func::Sin,
+            "cos" => Func::Cos,
+            "floor" => Func::Floor,
+            "ceil" => Func::Ceil,
+            "max" => Func::Max,
+            "min" => Func::Min,
+            "select" => Func::Select,
+            other => Func::Cast(DType::from_name(other)?),
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Exp => "exp",
+            Func::Log => "log",
+            Func::Sqrt => "sqrt",
+            Func::Tanh => "tanh",
+            Func::Abs => "abs",
+            Func::Sin => "sin",
+            Func::Cos => "cos",
+            Func::Floor => "floor",
+            Func::Ceil => "ceil",
+            Func::Max => "max",
+            Func::Min => "min",
+            Func::Select => "select",
+            Func::Cast(d) => d.name(),
+        }
+    }
+    pub fn arity(self) -> usize {
+        match self {
+            Func::Max | Func::Min => 2,
+            Func::Select => 3,
+            _ => 1,
+        }
+    }
+}
+
+pub use crate::syntax::ast::{BinOp, UnOp};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum KExprKind {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    /// An index variable, shape symbol or parameter used as a value.
+    Name(String),
+    Access(String, Vec<Index>),
+    Reduce(Reduction, Vec<IndexVar>, Box<KExpr>),
+    Call(Func, Vec<KExpr>),
+    Unary(UnOp, Box<KExpr>),
+    Binary(BinOp, Box<KExpr>, Box<KExpr>),
+}

@@ -1,0 +1,30 @@
+//! tapc: a compiler for the Tapestry Expression Graph (TEG).
+//!
+//! Pipeline: [`syntax`] (text → syntax tree → IR, and IR → text), [`verify`] (types, shapes,
+//! bounds; produces per-apply [`ir::instance::Instance`]s), [`passes`] (graph rewrites, run by
+//! the pass manager), [`interp`] (the reference interpreter: the oracle of what a graph means)
+//! and [`driver`] (the `tapc` command line). See docs/architecture.md for the invariants and
+//! the API boundaries between these parts.
+
+pub mod diag;
+pub mod driver;
+pub mod interp;
+pub mod ir;
+pub mod syntax;
+pub mod verify;
+
+#[path = "../passes/mod.rs"]
+pub mod passes;
+
+use diag::Diagnostics;
+
+/// Parses, lowers and verifies `src`: the module plus every diagnostic, sorted by position.
+/// The module holds only the items that lowered cleanly; check `diags.has_errors()`.
+pub fn compile_source(src: &str) -> (ir::Module, Vec<verify::GraphFacts>, Diagnostics) {
+    let mut diags = Diagnostics::default();
+    let file = syntax::parse(src, &mut diags);
+    let mut module = syntax::lower::lower(&file, &mut diags);
+    let (vd, facts) = verify::verify(&mut module);
+    diags.extend(vd);
+    (module, facts, diags.sorted())
+}

@@ -1,0 +1,10 @@
+//! The `tapc` binary: a thin shell around [`tapc::driver::run_with`].
+use std::io::{IsTerminal, Write};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let out = tapc::driver::run_with(&args, std::io::stderr().is_terminal());
+    let _ = std::io::stdout().write_all(out.stdout.as_bytes());
+    let _ = std::io::stderr().write_all(out.stderr.as_bytes());
+    std::process::exit(out.code);
+}

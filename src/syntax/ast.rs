@@ -1,0 +1,305 @@
+//! The syntax tree: what the text says, with a span on every node and no meaning attached yet.
+//!
+//! The parser builds it (with `Error` nodes where it recovered), `lower` turns it into the IR.
+//! Kernel expressions, shape expressions and index expressions share one [`Expr`] type; which
+//! forms are legal where is decided by lowering, so that mistakes get precise diagnostics.
+
+use crate::diag::Span;
+
+#[derive(Clone, Debug)]
+pub struct Name {
+    pub text: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct File {
+    pub items: Vec<Item>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Item {
+    Op(OpDecl),
+    Graph(GraphDecl),
+    Error(Span),
+}
+
+#[derive(Clone, Debug)]
+pub struct OpDecl {
+    pub is_extern: bool,
+    pub name: Name,
+    pub params: Vec<Name>,
+    pub inputs: Vec<Port>,
+    pub outputs: Vec<Port>,
+    pub body: Vec<OpStmt>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Port {
+    pub name: Name,
+    pub ty: TypeExpr,
+}
+
+/// `f32[B, K]`, `f32[..S]`, `f32[]`.
+#[derive(Clone, Debug)]
+pub struct TypeExpr {
+    pub dtype: Name,
+    pub dims: Vec<Expr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum OpStmt {
+    /// `y[i, j] = expr` (kernel statement)
+    Assign {
+        target: Name,
+        indices: Vec<Expr>,
+        value: Expr,
+        span: Span,
+    },
+    /// `index [i: M, j: N]`
+    IndexSpace {
+        dims: Vec<(Name, Expr)>,
+        span: Span,
+    },
+    /// `x: [i, 0] + [1, K]`
+    Projection {
+        port: Name,
+        start: Vec<Expr>,
+        shape: Vec<Expr>,
+        span: Span,
+    },
+    /// `cost { i: { flops: 2 * K * N } }`
+    Cost {
+        dims: Vec<(Name, Vec<(Name, Expr)>)>,
+        span: Span,
+    },
+    Error(Span),
+}
+
+#[derive(Clone, Debug)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Debug)]
+pub enum ExprKind {
+    /// Digits as written (range-checked in lowering).
+    Int(String),
+    Float(String),
+    Bool(bool),
+    Name(String),
+    /// `..i` or `..S`
+    Variadic(String),
+    Access {
+        base: Name,
+        indices: Vec<Expr>,
+    },
+    Reduce {
+        kind: Name,
+        vars: Vec<Expr>,
+        body: Box<Expr>,
+    },
+    Call {
+        func: Name,
+        args: Vec<Expr>,
+    },
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+}
+
+#[derive(Clone, Debug)]
+pub struct GraphDecl {
+    pub name: Name,
+    pub stmts: Vec<GraphStmt>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum GraphStmt {
+    Source {
+        results: Vec<Name>,
+        source: Name,
+        ty: TypeExpr,
+        span: Span,
+    },
+    Apply {
+        results: Vec<Name>,
+        op: Name,
+        params: Vec<(Name, Signed)>,
+        args: Vec<Name>,
+        range: Option<Vec<(Signed, Signed)>>,
+        placement: Option<Signed>,
+        types: Vec<TypeExpr>,
+        span: Span,
+    },
+    /// Selectors and generators: `%t = transpose %y [1, 0]`, `%z = zeros : f32[3]`.
+    Instr {
+        results: Vec<Name>,
+        instr: Name,
+        args: Vec<Name>,
+        attrs: Vec<Attr>,
+        types: Vec<TypeExpr>,
+        span: Span,
+    },
+    Sink {
+        sink: Name,
+        value: Name,
+        span: Span,
+    },
+    /// Each reference is `(is_sink, name)`: `@sink` or `%value`.
+    Sequence {
+        before: Vec<(bool, Name)>,
+        after: Vec<(bool, Name)>,
+        span: Span,
+    },
+    Error(Span),
+}
+
+/// An integer literal with an optional sign, as written.
+#[derive(Clone, Debug)]
+pub struct Signed {
+    pub negative: bool,
+    pub digits: String,
+    pub span: Span,
+}
+
+/// One attribute of a selector or generator instruction.
+#[derive(Clone, Debug)]
+pub enum Attr {
+    /// `[1, 0]`, `[0:10, 0:64:2]`, `[1:1, 2:2]`
+    List(Vec<ListElem>, Span),
+    /// `axis`, `reflect`, `seed` ...
+    Word(Name),
+    /// `2.5`, `-1`, `true`
+    Number(Literal, Span),
+}
+
+#[derive(Clone, Debug)]
+pub enum Literal {
+    Int(Signed),
+    Float(bool, String),
+    Bool(bool),
+}
+
+#[derive(Clone, Debug)]
+pub enum ListElem {
+    Single(Signed),
+    /// `start:stop:step` with each part optional.
+    Range {
+        start: Option<Signed>,
+        stop: Option<Signed>,
+        step: Option<Signed>,
+        span: Span,
+    },
+}
+
+impl GraphStmt {
+    pub fn span(&self) -> Span {
+        match self {
+            GraphStmt::Source { span, .. }
+            | GraphStmt::Apply { span, .. }
+            | GraphStmt::Instr { span, .. }
+            | GraphStmt::Sink { span, .. }
+            | GraphStmt::Sequence { span, .. }
+            | GraphStmt::Error(span) => *span,
+        }
+    }
+}
+
+/// Builds a binary expression spanning `l..r` (used by the grammar).
+pub fn bin(op: BinOp, a: Expr, b: Expr, l: usize, r: usize) -> Expr {
+    Expr {
+        kind: ExprKind::Binary(op, Box::new(a), Box::new(b)),
+        span: Span::new(l, r),
+    }
+}
+
+/// The right-hand side of `%a, ... = ...` before it is merged with its results.
+pub enum Rhs {
+    Source {
+        source: Name,
+        ty: TypeExpr,
+    },
+    Apply {
+        op: Name,
+        params: Vec<(Name, Signed)>,
+        args: Vec<Name>,
+        range: Option<Vec<(Signed, Signed)>>,
+        placement: Option<Signed>,
+        types: Vec<TypeExpr>,
+    },
+    Instr {
+        instr: Name,
+        args: Vec<Name>,
+        attrs: Vec<Attr>,
+        types: Vec<TypeExpr>,
+    },
+}
+
+/// Builds a value-defining graph statement (used by the grammar).
+pub fn make_def(results: Vec<Name>, rhs: Rhs, span: Span) -> GraphStmt {
+    match rhs {
+        Rhs::Source { source, ty } => GraphStmt::Source {
+            results,
+            source,
+            ty,
+            span,
+        },
+        Rhs::Apply {
+            op,
+            params,
+            args,
+            range,
+            placement,
+            types,
+        } => GraphStmt::Apply {
+            results,
+            op,
+            params,
+            args,
+            range,
+            placement,
+            types,
+            span,
+        },
+        Rhs::Instr {
+            instr,
+            args,
+            attrs,
+            types,
+        } => GraphStmt::Instr {
+            results,
+            instr,
+            args,
+            attrs,
+            types,
+            span,
+        },
+    }
+}

@@ -1,0 +1,844 @@
+//! Lowering: syntax tree to IR. Resolves value names, dtypes and instruction names, and checks
+//! everything that needs no shapes (arity, attribute forms, duplicate names). Shape and type
+//! checks live in the verifier. Lowering reports every problem it finds and keeps going.
+
+use super::ast::{self, Attr, ExprKind, GraphStmt, ListElem, OpStmt};
+use crate::diag::{codes, Code, Diagnostic, Diagnostics, Span};
+use crate::ir::graph::*;
+use crate::ir::kernel::*;
+use crate::ir::{DType, Literal, Module, TensorType};
+use std::collections::HashMap;
+
+/// Lowers a parsed file; items with errors are left out so later stages see only sound IR.
+pub fn lower(file: &ast::File, diags: &mut Diagnostics) -> Module {
+    let mut cx = Cx { diags };
+    let mut module = Module::default();
+    let mut seen: HashMap<&str, Span> = HashMap::new();
+    for item in &file.items {
+        let name = match item {
+            ast::Item::Op(op) => &op.name,
+            ast::Item::Graph(g) => &g.name,
+            ast::Item::Error(_) => continue,
+        };
+        if let Some(prev) = seen.insert(&name.text, name.span) {
+            cx.duplicate(&format!("@{}", name.text), name.span, prev);
+            continue;
+        }
+        match item {
+            ast::Item::Op(op) => {
+                if let Some(op) = cx.op(op) {
+                    module.ops.push(op);
+                }
+            }
+            ast::Item::Graph(g) => {
+                if let Some(g) = cx.graph(g) {
+                    module.graphs.push(g);
+                }
+            }
+            ast::Item::Error(_) => {}
+        }
+    }
+    module
+}
+
+struct Cx<'d> {
+    diags: &'d mut Diagnostics,
+}
+
+fn err(code: Code, msg: impl Into<String>, span: Span, label: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(code, msg).primary(span, label)
+}
+
+impl Cx<'_> {
+    fn report(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    fn duplicate(&mut self, what: &str, span: Span, prev: Span) {
+        self.report(
+            err(
+                codes::DUPLICATE,
+                format!("`{what}` is defined twice"),
+                span,
+                "defined again here",
+            )
+            .secondary(prev, "first defined here"),
+        );
+    }
+
+    // ---- ops ------------------------------------------------------------------------------
+
+    fn op(&mut self, op: &ast::OpDecl) -> Option<OpDef> {
+        let before = self.diags.0.len();
+        let mut names: HashMap<&str, Span> = HashMap::new();
+        for p in op
+            .params
+            .iter()
+            .chain(op.inputs.iter().map(|p| &p.name))
+            .chain(op.outputs.iter().map(|p| &p.name))
+        {
+            if let Some(prev) = names.insert(&p.text, p.span) {
+                self.duplicate(&p.text, p.span, prev);
+            }
+        }
+        let inputs: Vec<PortDef> = op.inputs.iter().filter_map(|p| self.port(p)).collect();
+        let outputs: Vec<PortDef> = op.outputs.iter().filter_map(|p| self.port(p)).collect();
+        let body = if op.is_extern {
+            self.extern_body(op)
+        } else {
+            self.kernel_body(op)
+        };
+        (self.diags.0.len() == before).then(|| OpDef {
+            name: op.name.text.clone(),
+            params: op.params.iter().map(|p| p.text.clone()).collect(),
+            inputs,
+            outputs,
+            body,
+            span: op.span,
+            name_span: op.name.span,
+        })
+    }
+
+    fn port(&mut self, p: &ast::Port) -> Option<PortDef> {
+        let dtype = self.dtype(&p.ty.dtype)?;
+        let dims =
+            p.ty.dims
+                .iter()
+                .map(|d| self.dim(d))
+                .collect::<Option<Vec<_>>>()?;
+        Some(PortDef {
+            name: p.name.text.clone(),
+            dtype,
+            dims,
+            span: p.name.span.to(p.ty.span),
+        })
+    }
+
+    fn dtype(&mut self, n: &ast::Name) -> Option<DType> {
+        let d = DType::from_name(&n.text);
+        if d.is_none() {
+            self.report(
+                err(
+                    codes::UNKNOWN_DTYPE,
+                    format!("unknown dtype `{}`", n.text),
+                    n.span,
+                    "not a dtype",
+                )
+                .note("dtypes are f32, f64, i32, i64 and bool"),
+            );
+        }
+        d
+    }
+
+    fn dim(&mut self, e: &ast::Expr) -> Option<Dim> {
+        match &e.kind {
+            ExprKind::Variadic(s) => Some(Dim::Variadic(s.clone(), e.span)),
+            _ => self.iexpr(e, codes::BAD_SHAPE, "shape").map(Dim::Expr),
+        }
+    }
+
+    /// An integer expression over names; `what` says where it appears, for the message.
+    fn iexpr(&mut self, e: &ast::Expr, code: Code, what: &str) -> Option<IExpr> {
+        let s = e.span;
+        Some(match &e.kind {
+            ExprKind::Int(d) => IExpr::Int(self.int(d, false, s)?, s),
+            ExprKind::Name(n) => IExpr::Name(n.clone(), s),
+            ExprKind::Unary(ast::UnOp::Neg, inner) => {
+                IExpr::Neg(Box::new(self.iexpr(inner, code, what)?), s)
+            }
+            ExprKind::Binary(op, a, b) => {
+                let op = match op {
+                    ast::BinOp::Add => IOp::Add,
+                    ast::BinOp::Sub => IOp::Sub,
+                    ast::BinOp::Mul => IOp::Mul,
+                    ast::BinOp::Div => IOp::Div,
+                    ast::BinOp::Rem => IOp::Rem,
+                    _ => return self.not_integer(e, code, what),
+                };
+                let a = self.iexpr(a, code, what);
+                let b = self.iexpr(b, code, what);
+                IExpr::Bin(op, Box::new(a?), Box::new(b?), s)
+            }
+            _ => return self.not_integer(e, code, what),
+        })
+    }
+
+    fn not_integer<T>(&mut self, e: &ast::Expr, code: Code, what: &str) -> Option<T> {
+        self.report(
+            err(
+                code,
+                format!("a {what} expression must be an integer expression"),
+                e.span,
+                "not allowed here",
+            )
+            .note("only integers, names, + - * / % and parentheses may appear here"),
+        );
+        None
+    }
+
+    fn int(&mut self, digits: &str, negative: bool, span: Span) -> Option<i64> {
+        let text = if negative {
+            format!("-{digits}")
+        } else {
+            digits.to_string()
+        };
+        let v = text.parse::<i64>().ok();
+        if v.is_none() {
+            self.report(err(
+                codes::BAD_LITERAL,
+                format!("integer literal `{text}` does not fit in i64"),
+                span,
+                "too large",
+            ));
+        }
+        v
+    }
+
+    fn signed(&mut self, s: &ast::Signed) -> Option<i64> {
+        self.int(&s.digits, s.negative, s.span)
+    }
+
+    fn kernel_body(&mut self, op: &ast::OpDecl) -> OpBody {
+        let mut stmts = Vec::new();
+        for st in &op.body {
+            match st {
+                OpStmt::Assign { .. } => stmts.extend(self.assign(st)),
+                OpStmt::IndexSpace { span, .. }
+                | OpStmt::Projection { span, .. }
+                | OpStmt::Cost { span, .. } => self.report(
+                    err(
+                        codes::BAD_SIGNATURE,
+                        "explicit signatures belong in an `extern op`",
+                        *span,
+                        "only allowed in `extern op`",
+                    )
+                    .note("a kernel op derives its signature from its kernel"),
+                ),
+                OpStmt::Error(_) => {}
+            }
+        }
+        OpBody::Kernel(stmts)
+    }
+
+    fn extern_body(&mut self, op: &ast::OpDecl) -> OpBody {
+        let mut sig = ExternSig {
+            index: vec![],
+            projections: vec![],
+            costs: vec![],
+            kernel: vec![],
+            index_span: op.name.span,
+        };
+        let mut have_index = false;
+        for st in &op.body {
+            match st {
+                OpStmt::Assign { .. } => sig.kernel.extend(self.assign(st)),
+                OpStmt::IndexSpace { dims, span } => {
+                    if have_index {
+                        self.report(err(
+                            codes::BAD_SIGNATURE,
+                            "the index space is declared twice",
+                            *span,
+                            "second declaration",
+                        ));
+                    }
+                    have_index = true;
+                    sig.index_span = *span;
+                    for (n, e) in dims {
+                        if let Some(e) = self.iexpr(e, codes::BAD_SIGNATURE, "index extent") {
+                            sig.index.push((n.text.clone(), e));
+                        }
+                    }
+                }
+                OpStmt::Projection {
+                    port,
+                    start,
+                    shape,
+                    span,
+                } => {
+                    let start: Vec<_> = start
+                        .iter()
+                        .filter_map(|e| self.iexpr(e, codes::BAD_SIGNATURE, "projection"))
+                        .collect();
+                    let shape: Vec<_> = shape
+                        .iter()
+                        .filter_map(|e| self.iexpr(e, codes::BAD_SIGNATURE, "projection"))
+                        .collect();
+                    sig.projections.push(ExternProjection {
+                        port: port.text.clone(),
+                        start,
+                        shape,
+                        span: *span,
+                    });
+                }
+                OpStmt::Cost { dims, .. } => {
+                    for (d, entries) in dims {
+                        let entries = entries
+                            .iter()
+                            .filter_map(|(k, e)| {
+                                Some((k.text.clone(), self.iexpr(e, codes::BAD_SIGNATURE, "cost")?))
+                            })
+                            .collect();
+                        sig.costs.push((d.text.clone(), entries));
+                    }
+                }
+                OpStmt::Error(_) => {}
+            }
+        }
+        if !have_index {
+            self.report(
+                err(
+                    codes::BAD_SIGNATURE,
+                    format!("extern op `@{}` declares no index space", op.name.text),
+                    op.name.span,
+                    "missing `index [...]`",
+                )
+                .note("write e.g. `index [i: M, j: N]` in the body"),
+            );
+        }
+        OpBody::Extern(sig)
+    }
+
+    fn assign(&mut self, st: &OpStmt) -> Option<Stmt> {
+        let OpStmt::Assign {
+            target,
+            indices,
+            value,
+            span,
+        } = st
+        else {
+            return None;
+        };
+        let mut vars = Vec::new();
+        for i in indices {
+            match &i.kind {
+                ExprKind::Name(n) => vars.push(IndexVar::Var(n.clone(), i.span)),
+                ExprKind::Variadic(n) => vars.push(IndexVar::Variadic(n.clone(), i.span)),
+                _ => self.report(
+                    err(
+                        codes::BAD_TARGET,
+                        "an assignment target must be indexed by plain index variables",
+                        i.span,
+                        "not an index variable",
+                    )
+                    .note("write the computation on the right-hand side, e.g. `y[i] = x[2 * i]`"),
+                ),
+            }
+        }
+        let value = self.kexpr(value);
+        (vars.len() == indices.len()).then_some(())?;
+        Some(Stmt {
+            target: target.text.clone(),
+            indices: vars,
+            value: value?,
+            span: *span,
+            target_span: target.span,
+        })
+    }
+
+    fn kexpr(&mut self, e: &ast::Expr) -> Option<KExpr> {
+        let kind = match &e.kind {
+            ExprKind::Int(d) => KExprKind::Int(self.int(d, false, e.span)?),
+            ExprKind::Float(f) => KExprKind::Float(self.float(f, e.span)?),
+            ExprKind::Bool(b) => KExprKind::Bool(*b),
+            ExprKind::Name(n) => KExprKind::Name(n.clone()),
+            ExprKind::Variadic(n) => {
+                self.report(err(
+                    codes::BAD_TARGET,
+                    format!("`..{n}` can only appear inside `[...]`"),
+                    e.span,
+                    "not a value",
+                ));
+                return None;
+            }
+            ExprKind::Access { base, indices } => {
+                let idx = indices
+                    .iter()
+                    .map(|i| match &i.kind {
+                        ExprKind::Variadic(n) => Some(Index::Variadic(n.clone(), i.span)),
+                        _ => self
+                            .iexpr(i, codes::NON_AFFINE, "tensor index")
+                            .map(Index::Expr),
+                    })
+                    .collect::<Vec<_>>();
+                KExprKind::Access(base.text.clone(), idx.into_iter().collect::<Option<_>>()?)
+            }
+            ExprKind::Reduce { kind, vars, body } => {
+                let red = Reduction::from_name(&kind.text);
+                if red.is_none() {
+                    self.report(
+                        err(
+                            codes::BAD_REDUCTION,
+                            format!("unknown reduction `{}`", kind.text),
+                            kind.span,
+                            "not a reduction",
+                        )
+                        .note("reductions are sum, max, min and prod"),
+                    );
+                }
+                let mut vs = Vec::new();
+                for v in vars {
+                    match &v.kind {
+                        ExprKind::Name(n) => vs.push(IndexVar::Var(n.clone(), v.span)),
+                        ExprKind::Variadic(n) => vs.push(IndexVar::Variadic(n.clone(), v.span)),
+                        _ => self.report(err(
+                            codes::BAD_REDUCTION,
+                            "reduction variables must be plain names",
+                            v.span,
+                            "not a name",
+                        )),
+                    }
+                }
+                let body = self.kexpr(body);
+                (vs.len() == vars.len()).then_some(())?;
+                KExprKind::Reduce(red?, vs, Box::new(body?))
+            }
+            ExprKind::Call { func, args } => {
+                let args: Vec<_> = args.iter().map(|a| self.kexpr(a)).collect();
+                let Some(f) = Func::from_name(&func.text) else {
+                    self.report(
+                        err(codes::UNKNOWN_FUNCTION, format!("unknown function `{}`", func.text), func.span, "not a kernel function")
+                            .note("functions: exp log sqrt tanh abs sin cos floor ceil max min select, and casts f32 f64 i32 i64 bool"),
+                    );
+                    return None;
+                };
+                if args.len() != f.arity() {
+                    self.report(err(
+                        codes::UNKNOWN_FUNCTION,
+                        format!(
+                            "`{}` takes {} argument(s) but {} were given",
+                            f.name(),
+                            f.arity(),
+                            args.len()
+                        ),
+                        e.span,
+                        "wrong number of arguments",
+                    ));
+                    return None;
+                }
+                KExprKind::Call(f, args.into_iter().collect::<Option<_>>()?)
+            }
+            ExprKind::Unary(op, a) => KExprKind::Unary(*op, Box::new(self.kexpr(a)?)),
+            ExprKind::Binary(op, a, b) => {
+                let a = self.kexpr(a);
+                let b = self.kexpr(b);
+                KExprKind::Binary(*op, Box::new(a?), Box::new(b?))
+            }
+        };
+        Some(KExpr { kind, span: e.span })
+    }
+
+    fn float(&mut self, text: &str, span: Span) -> Option<f64> {
+        let v = text.parse::<f64>().ok().filter(|v| v.is_finite());
+        if v.is_none() {
+            self.report(err(
+                codes::BAD_LITERAL,
+                format!("float literal `{text}` is out of range"),
+                span,
+                "not a finite f64",
+            ));
+        }
+        v
+    }
+
+    // ---- graphs ---------------------------------------------------------------------------
+
+    fn graph(&mut self, g: &ast::GraphDecl) -> Option<Graph> {
+        let before = self.diags.0.len();
+        let mut gb = GraphBuilder {
+            graph: Graph {
+                name: g.name.text.clone(),
+                span: g.span,
+                name_span: g.name.span,
+                ..Graph::default()
+            },
+            names: HashMap::new(),
+            sinks: HashMap::new(),
+        };
+        for st in &g.stmts {
+            self.graph_stmt(&mut gb, st);
+        }
+        (self.diags.0.len() == before).then_some(gb.graph)
+    }
+
+    fn graph_stmt(&mut self, gb: &mut GraphBuilder, st: &GraphStmt) {
+        let before = gb.graph.nodes.len();
+        self.graph_stmt_inner(gb, st);
+        if gb.graph.nodes.len() == before {
+            gb.poison(st);
+        }
+    }
+
+    fn graph_stmt_inner(&mut self, gb: &mut GraphBuilder, st: &GraphStmt) {
+        let span = st.span();
+        let kind = match st {
+            GraphStmt::Error(_) => return,
+            GraphStmt::Source {
+                results,
+                source,
+                ty,
+                ..
+            } => {
+                let Some(ty) = self.concrete_type(ty) else {
+                    return;
+                };
+                if results.len() != 1 {
+                    self.report(err(
+                        codes::ARITY,
+                        "a source defines exactly one value",
+                        span,
+                        "one result expected",
+                    ));
+                    return;
+                }
+                let kind = NodeKind::Source {
+                    name: source.text.clone(),
+                    ty: ty.clone(),
+                };
+                return gb.push(self, kind, results, vec![Some(ty)], span);
+            }
+            GraphStmt::Sink { sink, value, .. } => {
+                let Some(v) = gb.resolve(self, value) else {
+                    return;
+                };
+                if let Some(prev) = gb.sinks.insert(sink.text.clone(), sink.span) {
+                    self.report(
+                        err(
+                            codes::BAD_SINK,
+                            format!("sink `@{}` is defined twice", sink.text),
+                            sink.span,
+                            "second sink with this name",
+                        )
+                        .secondary(prev, "first defined here"),
+                    );
+                    return;
+                }
+                NodeKind::Sink {
+                    name: sink.text.clone(),
+                    value: v,
+                }
+            }
+            GraphStmt::Sequence { before, after, .. } => {
+                let b: Vec<_> = before.iter().map(|r| self.seq_ref(gb, r)).collect();
+                let a: Vec<_> = after.iter().map(|r| self.seq_ref(gb, r)).collect();
+                let (Some(before), Some(after)) =
+                    (b.into_iter().collect(), a.into_iter().collect())
+                else {
+                    return;
+                };
+                NodeKind::Sequence { before, after }
+            }
+            GraphStmt::Apply {
+                results,
+                op,
+                params,
+                args,
+                range,
+                placement,
+                types,
+                ..
+            } => {
+                let args: Vec<_> = args.iter().map(|a| gb.resolve(self, a)).collect();
+                let params: Vec<_> = params
+                    .iter()
+                    .map(|(n, v)| Some((n.text.clone(), self.signed(v)?)))
+                    .collect();
+                let range = range.as_ref().map(|r| {
+                    r.iter()
+                        .map(|(lo, hi)| Some((self.signed(lo)?, self.signed(hi)?)))
+                        .collect::<Option<Vec<_>>>()
+                });
+                let placement = placement.as_ref().map(|p| self.placement(p));
+                let tys: Vec<_> = types.iter().map(|t| self.concrete_type(t)).collect();
+                let (Some(args), Some(params)) =
+                    (args.into_iter().collect(), params.into_iter().collect())
+                else {
+                    return;
+                };
+                let range = match range {
+                    Some(None) => return,
+                    Some(Some(r)) => Some(r),
+                    None => None,
+                };
+                let placement = match placement {
+                    Some(None) => return,
+                    Some(Some(p)) => Some(p),
+                    None => None,
+                };
+                let Some(tys) = self.annotations(tys, results.len(), span) else {
+                    return;
+                };
+                let kind = NodeKind::Apply(Apply {
+                    op: op.text.clone(),
+                    params,
+                    args,
+                    range,
+                    placement,
+                    op_span: op.span,
+                });
+                return gb.push(self, kind, results, tys, span);
+            }
+            GraphStmt::Instr {
+                results,
+                instr,
+                args,
+                attrs,
+                types,
+                ..
+            } => {
+                let args: Vec<_> = args.iter().map(|a| gb.resolve(self, a)).collect();
+                let tys: Vec<_> = types.iter().map(|t| self.concrete_type(t)).collect();
+                let Some(args) = args.into_iter().collect::<Option<Vec<_>>>() else {
+                    return;
+                };
+                let Some(tys) = self.annotations(tys, results.len(), span) else {
+                    return;
+                };
+                if results.len() != 1 {
+                    self.report(err(
+                        codes::ARITY,
+                        format!("`{}` defines one value, not {}", instr.text, results.len()),
+                        span,
+                        "too many results",
+                    ));
+                    return;
+                }
+                let Some(kind) = super::instr::lower_instr(
+                    self.diags,
+                    instr,
+                    &args,
+                    attrs,
+                    tys[0].as_ref(),
+                    span,
+                ) else {
+                    return;
+                };
+                return gb.push(self, kind, results, tys, span);
+            }
+        };
+        gb.graph.nodes.push(Node {
+            kind,
+            results: vec![],
+            span,
+        });
+    }
+
+    fn placement(&mut self, p: &ast::Signed) -> Option<u32> {
+        let v = self.signed(p)?;
+        let ok = u32::try_from(v).ok();
+        if ok.is_none() {
+            self.report(err(
+                codes::BAD_RANGE,
+                format!("placement `on {v}` is not a node number"),
+                p.span,
+                "must be 0 or more",
+            ));
+        }
+        ok
+    }
+
+    fn annotations(
+        &mut self,
+        tys: Vec<Option<TensorType>>,
+        results: usize,
+        span: Span,
+    ) -> Option<Vec<Option<TensorType>>> {
+        if tys.iter().any(Option::is_none) {
+            return None;
+        }
+        match tys.len() {
+            0 => Some(vec![None; results]),
+            n if n == results => Some(tys),
+            n => {
+                self.report(err(
+                    codes::ARITY,
+                    format!("{results} result(s) but {n} type(s) written"),
+                    span,
+                    "types and results must pair up",
+                ));
+                None
+            }
+        }
+    }
+
+    fn seq_ref(&mut self, gb: &GraphBuilder, (is_sink, r): &(bool, ast::Name)) -> Option<SeqRef> {
+        if *is_sink && gb.sinks.contains_key(&r.text) {
+            return Some(SeqRef::Sink(r.text.clone()));
+        }
+        match gb.names.get(r.text.as_str()) {
+            Some(&v)
+                if !is_sink
+                    && gb
+                        .graph
+                        .nodes
+                        .get(gb.graph.values[v.index()].node)
+                        .is_some_and(|n| matches!(n.kind, NodeKind::Apply(_))) =>
+            {
+                Some(SeqRef::Value(v))
+            }
+            _ => {
+                let sigil = if *is_sink { "@" } else { "%" };
+                self.report(
+                    err(codes::BAD_SEQUENCE, format!("`{sigil}{}` is not a sink or apply result defined above", r.text), r.span, "cannot be ordered")
+                        .note("sequence points order sinks (`@name`) and applies (`%value`) defined earlier in the graph"),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn concrete_type(&mut self, t: &ast::TypeExpr) -> Option<TensorType> {
+        let dtype = self.dtype(&t.dtype);
+        let mut shape = Vec::new();
+        for d in &t.dims {
+            let v =
+                self.iexpr(d, codes::BAD_SHAPE, "shape")
+                    .and_then(|e| match e.eval(&|_| None) {
+                        Ok(Some(v)) if v >= 0 => Some(v),
+                        _ => {
+                            self.report(err(
+                                codes::BAD_SHAPE,
+                                "a graph shape must be a non-negative integer",
+                                d.span,
+                                "not a constant size",
+                            ));
+                            None
+                        }
+                    });
+            shape.push(v);
+        }
+        Some(TensorType::new(
+            dtype?,
+            shape.into_iter().collect::<Option<_>>()?,
+        ))
+    }
+}
+
+struct GraphBuilder {
+    graph: Graph,
+    names: HashMap<String, ValueId>,
+    sinks: HashMap<String, Span>,
+}
+
+impl GraphBuilder {
+    /// Defines the results of a statement that failed, so later uses do not report again.
+    /// (A graph with errors is dropped, so these never reach the IR.)
+    fn poison(&mut self, st: &GraphStmt) {
+        let results = match st {
+            GraphStmt::Source { results, .. }
+            | GraphStmt::Apply { results, .. }
+            | GraphStmt::Instr { results, .. } => results,
+            _ => return,
+        };
+        for r in results {
+            if !self.names.contains_key(&r.text) {
+                let id = ValueId(self.graph.values.len() as u32);
+                self.graph.values.push(ValueDef {
+                    name: r.text.clone(),
+                    node: usize::MAX,
+                    ty: None,
+                    span: r.span,
+                });
+                self.names.insert(r.text.clone(), id);
+            }
+        }
+    }
+
+    fn resolve(&self, cx: &mut Cx, n: &ast::Name) -> Option<ValueId> {
+        let v = self.names.get(&n.text).copied();
+        if v.is_none() {
+            let d = err(
+                codes::UNDEFINED_VALUE,
+                format!("`%{}` is not defined", n.text),
+                n.span,
+                "undefined value",
+            );
+            cx.report(if self.sinks.contains_key(&n.text) {
+                d.note(format!("`@{}` is a sink; sinks produce no value and can only be ordered by sequence points", n.text))
+            } else {
+                d.note("values must be defined above their first use")
+            });
+        }
+        v
+    }
+
+    fn push(
+        &mut self,
+        cx: &mut Cx,
+        kind: NodeKind,
+        results: &[ast::Name],
+        tys: Vec<Option<TensorType>>,
+        span: Span,
+    ) {
+        let node = self.graph.nodes.len();
+        let mut ids = Vec::new();
+        for (r, ty) in results.iter().zip(tys) {
+            if let Some(&prev) = self.names.get(&r.text) {
+                cx.duplicate(
+                    &format!("%{}", r.text),
+                    r.span,
+                    self.graph.values[prev.index()].span,
+                );
+                continue;
+            }
+            let id = ValueId(self.graph.values.len() as u32);
+            self.graph.values.push(ValueDef {
+                name: r.text.clone(),
+                node,
+                ty,
+                span: r.span,
+            });
+            self.names.insert(r.text.clone(), id);
+            ids.push(id);
+        }
+        self.graph.nodes.push(Node {
+            kind,
+            results: ids,
+            span,
+        });
+    }
+}
+
+/// Parses an attribute literal (shared with instruction lowering).
+pub(super) fn literal(diags: &mut Diagnostics, lit: &ast::Literal, span: Span) -> Option<Literal> {
+    match lit {
+        ast::Literal::Int(s) => Cx { diags }.signed(s).map(Literal::Int),
+        ast::Literal::Float(neg, f) => Cx { diags }
+            .float(f, span)
+            .map(|v| Literal::Float(if *neg { -v } else { v })),
+        ast::Literal::Bool(b) => Some(Literal::Bool(*b)),
+    }
+}
+
+/// Parses a signed integer attribute (shared with instruction lowering).
+pub(super) fn signed(diags: &mut Diagnostics, s: &ast::Signed) -> Option<i64> {
+    Cx { diags }.signed(s)
+}
+
+pub(super) fn list_elems(
+    diags: &mut Diagnostics,
+    v: &[ListElem],
+) -> Vec<Option<(Option<i64>, Option<i64>, Option<i64>, bool)>> {
+    let mut cx = Cx { diags };
+    v.iter()
+        .map(|e| match e {
+            ListElem::Single(s) => cx.signed(s).map(|v| (Some(v), None, None, false)),
+            ListElem::Range {
+                start, stop, step, ..
+            } => {
+                let f = |cx: &mut Cx, s: &Option<ast::Signed>| s.as_ref().map(|s| cx.signed(s));
+                let (a, b, c) = (f(&mut cx, start), f(&mut cx, stop), f(&mut cx, step));
+                if [a, b, c].contains(&Some(None)) {
+                    return None;
+                }
+                Some((a.flatten(), b.flatten(), c.flatten(), true))
+            }
+        })
+        .collect()
+}
+
+pub(super) fn attr_span(a: &Attr) -> Span {
+    match a {
+        Attr::List(_, s) | Attr::Number(_, s) => *s,
+        Attr::Word(n) => n.span,
+    }
+}

@@ -1,0 +1,76 @@
+//! Parser glue: runs the generated LR parser over the filtered token stream and turns parse
+//! errors (recovered or not) into diagnostics.
+
+use super::ast::File;
+use super::lexer::{lex, Tok};
+use crate::diag::{codes, Diagnostic, Diagnostics, Span};
+use lalrpop_util::{lalrpop_mod, ErrorRecovery, ParseError};
+
+lalrpop_mod!(
+    #[allow(clippy::all, clippy::pedantic, unused)]
+    teg
+);
+
+/// Parses a whole file. Always returns a tree; problems are pushed to `diags`.
+pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
+    let tokens = lex(src, diags);
+    let mut errors: Vec<ErrorRecovery<usize, Tok, ()>> = Vec::new();
+    let result = teg::FileParser::new().parse(&mut errors, tokens.into_iter().map(Ok));
+    for e in errors {
+        diags.push(describe(e.error, src.len()));
+    }
+    match result {
+        Ok(file) => file,
+        Err(e) => {
+            diags.push(describe(e, src.len()));
+            File::default()
+        }
+    }
+}
+
+fn describe(e: ParseError<usize, Tok, ()>, len: usize) -> Diagnostic {
+    match e {
+        ParseError::InvalidToken { location } => Diagnostic::error(codes::SYNTAX, "invalid token")
+            .primary(Span::new(location, location + 1), "here"),
+        ParseError::UnrecognizedEof { location, expected } => {
+            let at = Span::new(location.min(len), location.min(len));
+            Diagnostic::error(codes::UNEXPECTED_EOF, "unexpected end of file")
+                .primary(at, "the file ends here")
+                .note(expected_note(&expected))
+        }
+        ParseError::UnrecognizedToken {
+            token: (l, tok, r),
+            expected,
+        } => Diagnostic::error(codes::SYNTAX, format!("unexpected {tok}"))
+            .primary(Span::new(l, r), "not expected here")
+            .note(expected_note(&expected)),
+        ParseError::ExtraToken { token: (l, tok, r) } => {
+            Diagnostic::error(codes::SYNTAX, format!("unexpected {tok}"))
+                .primary(Span::new(l, r), "extra token")
+        }
+        ParseError::User { .. } => Diagnostic::error(codes::SYNTAX, "syntax error"),
+    }
+}
+
+fn expected_note(expected: &[String]) -> String {
+    let names: Vec<String> = expected.iter().map(|e| pretty_terminal(e)).collect();
+    match names.len() {
+        0 => "nothing more was expected here".to_string(),
+        1 => format!("expected {}", names[0]),
+        n if n <= 8 => format!("expected one of {}", names.join(", ")),
+        _ => format!("expected one of {}, …", names[..8].join(", ")),
+    }
+}
+
+/// lalrpop names terminals by their grammar spelling (`"\"(\""`, `IDENT`); make them readable.
+fn pretty_terminal(t: &str) -> String {
+    match t {
+        "IDENT" => "an identifier".into(),
+        "GLOBAL" => "an `@name`".into(),
+        "LOCAL" => "a `%value`".into(),
+        "INT" => "an integer".into(),
+        "FLOAT" => "a number".into(),
+        "\"\\\\n\"" | "\"\\n\"" => "end of line".into(),
+        other => format!("`{}`", other.trim_matches('"')),
+    }
+}

@@ -1,0 +1,273 @@
+//! Binding an op's shape symbols, variadic shape lists and parameters to the argument types of
+//! one apply (unification), and evaluating the op's output shapes.
+
+use crate::diag::{codes, Diagnostic, Span};
+use crate::ir::kernel::{Dim, IExpr, OpDef, PortDef};
+use crate::ir::TensorType;
+use std::collections::HashMap;
+
+#[derive(Clone, Debug, Default)]
+pub struct Bindings {
+    pub syms: HashMap<String, i64>,
+    pub variadic: HashMap<String, Vec<i64>>,
+}
+
+impl Bindings {
+    pub fn get(&self, n: &str) -> Option<i64> {
+        self.syms.get(n).copied()
+    }
+    pub fn eval(&self, e: &IExpr) -> Result<Option<i64>, String> {
+        e.eval(&|n| self.get(n))
+    }
+}
+
+/// Where the apply is, for secondary labels.
+#[derive(Clone, Copy)]
+pub struct Site {
+    pub span: Span,
+}
+
+impl Site {
+    pub fn err(&self, code: crate::diag::Code, msg: String, at: Span, label: &str) -> Diagnostic {
+        Diagnostic::error(code, msg)
+            .primary(at, label)
+            .secondary(self.span, "in this apply")
+    }
+}
+
+/// Binds parameters and unifies input ports with `args`; returns the bindings or diagnostics.
+pub fn bind(
+    op: &OpDef,
+    params: &[(String, i64)],
+    args: &[TensorType],
+    site: Site,
+) -> Result<Bindings, Vec<Diagnostic>> {
+    let mut b = Bindings::default();
+    let mut errs = Vec::new();
+    for (n, v) in params {
+        if !op.params.contains(n) {
+            errs.push(site.err(
+                codes::BAD_PARAM,
+                format!("`@{}` has no parameter `{n}`", op.name),
+                site.span,
+                "unknown parameter",
+            ));
+        } else if b.syms.insert(n.clone(), *v).is_some() {
+            errs.push(site.err(
+                codes::BAD_PARAM,
+                format!("parameter `{n}` is given twice"),
+                site.span,
+                "duplicate parameter",
+            ));
+        }
+    }
+    for p in &op.params {
+        if !b.syms.contains_key(p) {
+            errs.push(
+                Diagnostic::error(
+                    codes::BAD_PARAM,
+                    format!("missing parameter `{p}` for `@{}`", op.name),
+                )
+                .primary(
+                    site.span,
+                    format!("write `apply @{}<{p} = ...>(...)`", op.name),
+                )
+                .secondary(op.name_span, "op defined here"),
+            );
+        }
+    }
+    if args.len() != op.inputs.len() {
+        errs.push(
+            Diagnostic::error(
+                codes::ARITY,
+                format!(
+                    "`@{}` takes {} input(s) but {} were given",
+                    op.name,
+                    op.inputs.len(),
+                    args.len()
+                ),
+            )
+            .primary(site.span, "wrong number of arguments")
+            .secondary(op.name_span, "op defined here"),
+        );
+    }
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    for (port, ty) in op.inputs.iter().zip(args) {
+        if port.dtype != ty.dtype {
+            errs.push(site.err(
+                codes::DTYPE_MISMATCH,
+                format!(
+                    "input `{}` of `@{}` is {} but the argument is {ty}",
+                    port.name, op.name, port.dtype
+                ),
+                port.span,
+                "port declared here",
+            ));
+        }
+    }
+    // Two rounds: bare symbols bind first, so compound dims like `(H - KH) / s + 1` can then be checked.
+    for round in 0..2 {
+        for (port, ty) in op.inputs.iter().zip(args) {
+            if let Err(d) = unify(&mut b, port, ty, round == 1, site) {
+                errs.push(d);
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(b)
+    } else {
+        Err(errs)
+    }
+}
+
+fn split_dims<'a>(port: &'a PortDef, rank: usize) -> Option<(usize, Option<&'a str>)> {
+    let fixed = port
+        .dims
+        .iter()
+        .filter(|d| matches!(d, Dim::Expr(_)))
+        .count();
+    let var = port.dims.iter().find_map(|d| match d {
+        Dim::Variadic(n, _) => Some(n.as_str()),
+        Dim::Expr(_) => None,
+    });
+    match var {
+        None if rank == fixed => Some((0, None)),
+        Some(v) if rank >= fixed => Some((rank - fixed, Some(v))),
+        _ => None,
+    }
+}
+
+fn unify(
+    b: &mut Bindings,
+    port: &PortDef,
+    ty: &TensorType,
+    check: bool,
+    site: Site,
+) -> Result<(), Diagnostic> {
+    let Some((vlen, _)) = split_dims(port, ty.rank()) else {
+        return Err(site.err(
+            codes::RANK_MISMATCH,
+            format!(
+                "input `{}` has rank {} but the argument {ty} has rank {}",
+                port.name,
+                port.dims.len(),
+                ty.rank()
+            ),
+            port.span,
+            "port declared here",
+        ));
+    };
+    let mut k = 0;
+    for d in &port.dims {
+        match d {
+            Dim::Variadic(n, _) => {
+                let got = ty.shape[k..k + vlen].to_vec();
+                k += vlen;
+                match b.variadic.get(n) {
+                    Some(prev) if *prev != got => {
+                        return Err(site.err(
+                            codes::SHAPE_MISMATCH,
+                            format!(
+                                "`..{n}` is {prev:?} from an earlier input but {got:?} for `{}`",
+                                port.name
+                            ),
+                            port.span,
+                            "does not unify",
+                        ))
+                    }
+                    _ => {
+                        b.variadic.insert(n.clone(), got);
+                    }
+                }
+            }
+            Dim::Expr(e) => {
+                let got = ty.shape[k];
+                k += 1;
+                if let IExpr::Name(n, _) = e {
+                    if !b.syms.contains_key(n) {
+                        b.syms.insert(n.clone(), got);
+                        continue;
+                    }
+                }
+                match b.eval(e) {
+                    Ok(Some(v)) if v != got => {
+                        return Err(site.err(
+                            codes::SHAPE_MISMATCH,
+                            format!(
+                                "dimension {} of input `{}` must be {v} but the argument is {ty}",
+                                k - 1,
+                                port.name
+                            ),
+                            e.span(),
+                            &format!("this is {v} here"),
+                        ))
+                    }
+                    Ok(_) => {}
+                    Err(n) if check => {
+                        return Err(site.err(
+                            codes::SHAPE_MISMATCH,
+                            format!("symbol `{n}` is not bound by any input dimension"),
+                            e.span(),
+                            "cannot be inferred",
+                        ));
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The concrete shape of an output port under `b`.
+pub fn output_shape(b: &Bindings, port: &PortDef, site: Site) -> Result<Vec<i64>, Diagnostic> {
+    let mut shape = Vec::new();
+    for d in &port.dims {
+        match d {
+            Dim::Variadic(n, s) => match b.variadic.get(n) {
+                Some(v) => shape.extend(v),
+                None => {
+                    return Err(site.err(
+                        codes::BAD_SHAPE,
+                        format!("`..{n}` is not bound by any input"),
+                        *s,
+                        "unknown shape list",
+                    ))
+                }
+            },
+            Dim::Expr(e) => match b.eval(e) {
+                Ok(Some(v)) if v >= 0 => shape.push(v),
+                Ok(Some(v)) => {
+                    return Err(site.err(
+                        codes::BAD_SHAPE,
+                        format!(
+                            "output `{}` would have a negative dimension ({v})",
+                            port.name
+                        ),
+                        e.span(),
+                        "negative here",
+                    ))
+                }
+                Ok(None) => {
+                    return Err(site.err(
+                        codes::BAD_SHAPE,
+                        "shape expression divides by zero or overflows".into(),
+                        e.span(),
+                        "cannot evaluate",
+                    ))
+                }
+                Err(n) => {
+                    return Err(site.err(
+                        codes::BAD_SHAPE,
+                        format!("symbol `{n}` is not bound by any input"),
+                        e.span(),
+                        "cannot be inferred",
+                    ))
+                }
+            },
+        }
+    }
+    Ok(shape)
+}

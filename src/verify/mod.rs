@@ -1,0 +1,187 @@
+//! The verifier: shape inference and unification, dtype checks, SSA order, acyclicity and
+//! static bounds. It fills in every value's type and canonicalizes selector attributes, and
+//! returns the per-apply [`Instance`]s that the interpreter and passes use.
+
+mod bind;
+mod instance;
+mod kernel;
+mod views;
+
+pub use bind::Site;
+pub use instance::{instantiate, visit_loads};
+pub use views::canonical_slice;
+
+use crate::diag::{codes, Diagnostic, Diagnostics};
+use crate::ir::instance::Instance;
+use crate::ir::{Graph, Module, NodeKind, SeqRef};
+use petgraph::graph::DiGraph;
+use std::collections::HashMap;
+
+/// What verification learned about one graph: the instance of every apply, by node index.
+#[derive(Clone, Debug, Default)]
+pub struct GraphFacts {
+    pub instances: HashMap<usize, Instance>,
+}
+
+/// Verifies every graph of `m`, filling in types. Diagnostics are sorted by position.
+pub fn verify(m: &mut Module) -> (Diagnostics, Vec<GraphFacts>) {
+    let mut diags = Diagnostics::default();
+    let mut facts = Vec::new();
+    let ops = m.ops.clone();
+    let lookup = Module {
+        ops,
+        graphs: vec![],
+    };
+    for g in &mut m.graphs {
+        facts.push(verify_graph(&lookup, g, &mut diags));
+    }
+    (diags.sorted(), facts)
+}
+
+fn verify_graph(m: &Module, g: &mut Graph, diags: &mut Diagnostics) -> GraphFacts {
+    let mut facts = GraphFacts::default();
+    for n in 0..g.nodes.len() {
+        let operands = g.nodes[n].kind.operands();
+        // An operand without a type had its own error already; skip silently.
+        let Some(args) = operands
+            .iter()
+            .map(|v| g.ty(*v).cloned())
+            .collect::<Option<Vec<_>>>()
+        else {
+            continue;
+        };
+        let span = g.nodes[n].span;
+        let tys = match &mut g.nodes[n].kind {
+            NodeKind::Source { ty, .. } => Ok(vec![ty.clone()]),
+            NodeKind::Generator(gen) => views::check_generator(gen, span)
+                .map(|_| vec![gen.ty.clone()])
+                .map_err(|d| vec![d]),
+            NodeKind::View(v) => views::view_type(v, &args.iter().collect::<Vec<_>>(), span)
+                .map(|t| vec![t])
+                .map_err(|d| vec![d]),
+            NodeKind::Apply(a) => match m.op(&a.op) {
+                None => Err(vec![undefined_op(m, &a.op, a.op_span)]),
+                Some(op) => instantiate(op, &a.params, &args, a.range.as_deref(), Site { span })
+                    .map(|inst| {
+                        let t = inst.outputs.clone();
+                        facts.instances.insert(n, inst);
+                        t
+                    }),
+            },
+            NodeKind::Sink { .. } | NodeKind::Sequence { .. } => Ok(vec![]),
+        };
+        match tys {
+            Err(ds) => ds.into_iter().for_each(|d| diags.push(d)),
+            Ok(tys) => assign_types(g, n, tys, diags),
+        }
+    }
+    check_acyclic(g, diags);
+    facts
+}
+
+fn assign_types(g: &mut Graph, n: usize, tys: Vec<crate::ir::TensorType>, diags: &mut Diagnostics) {
+    let results = g.nodes[n].results.clone();
+    if results.len() != tys.len() {
+        diags.push(
+            Diagnostic::error(
+                codes::ARITY,
+                format!(
+                    "this produces {} value(s) but {} name(s) are bound",
+                    tys.len(),
+                    results.len()
+                ),
+            )
+            .primary(g.nodes[n].span, "results and names must pair up"),
+        );
+        return;
+    }
+    for (v, t) in results.into_iter().zip(tys) {
+        let def = &mut g.values[v.index()];
+        match &def.ty {
+            Some(written) if *written != t => diags.push(
+                Diagnostic::error(
+                    codes::ANNOTATION_MISMATCH,
+                    format!("`%{}` is written as {written} but is {t}", def.name),
+                )
+                .primary(def.span, format!("inferred {t}")),
+            ),
+            _ => def.ty = Some(t),
+        }
+    }
+}
+
+fn undefined_op(m: &Module, name: &str, span: crate::diag::Span) -> Diagnostic {
+    let d = Diagnostic::error(codes::UNDEFINED_OP, format!("op `@{name}` is not defined"))
+        .primary(span, "undefined op");
+    match m
+        .ops
+        .iter()
+        .map(|o| o.name.as_str())
+        .min_by_key(|o| edit_distance(o, name))
+    {
+        Some(best) if edit_distance(best, name) <= 2 => {
+            d.note(format!("help: did you mean `@{best}`?"))
+        }
+        _ => d,
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for j in 0..b.len() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != b[j]))
+                .min(row[j] + 1)
+                .min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// Data edges always point forward in text order; sequence points could close a cycle.
+fn check_acyclic(g: &Graph, diags: &mut Diagnostics) {
+    let mut dg: DiGraph<usize, ()> = DiGraph::new();
+    let ids: Vec<_> = (0..g.nodes.len()).map(|n| dg.add_node(n)).collect();
+    let sink_node: HashMap<&str, usize> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| {
+            if let NodeKind::Sink { name, .. } = &n.kind {
+                Some((name.as_str(), i))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let node_of = |r: &SeqRef| match r {
+        SeqRef::Sink(s) => sink_node.get(s.as_str()).copied(),
+        SeqRef::Value(v) => Some(g.value(*v).node),
+    };
+    for (i, n) in g.nodes.iter().enumerate() {
+        for v in n.kind.operands() {
+            dg.add_edge(ids[g.value(v).node], ids[i], ());
+        }
+        if let NodeKind::Sequence { before, after } = &n.kind {
+            for b in before.iter().filter_map(node_of) {
+                dg.add_edge(ids[b], ids[i], ());
+            }
+            for a in after.iter().filter_map(node_of) {
+                dg.add_edge(ids[i], ids[a], ());
+            }
+        }
+    }
+    if let Err(c) = petgraph::algo::toposort(&dg, None) {
+        let n = dg[c.node_id()];
+        diags.push(
+            Diagnostic::error(codes::CYCLE, "sequence points form a cycle")
+                .primary(g.nodes[n].span, "this is part of the cycle")
+                .note("a sequence point's `before` side must not depend on its `after` side"),
+        );
+    }
+}

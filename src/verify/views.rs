@@ -1,0 +1,320 @@
+//! Type rules of selectors and generators: each checks its attributes against the operand
+//! types, returns the result type, and canonicalizes attributes (explicit slices, reshape -1).
+
+use crate::diag::{codes, Diagnostic, Span};
+use crate::ir::graph::{GenKind, Generator, PadMode, SliceDim, View};
+use crate::ir::{DType, Literal, TensorType};
+
+type R<T> = Result<T, Diagnostic>;
+
+fn bad(span: Span, msg: String) -> Diagnostic {
+    Diagnostic::error(codes::BAD_ATTR, msg.clone()).primary(span, msg)
+}
+
+fn check_dims(dims: &[usize], rank: usize, span: Span, what: &str) -> R<()> {
+    let mut seen = vec![false; rank];
+    for &d in dims {
+        if d >= rank {
+            return Err(bad(
+                span,
+                format!("{what} dimension {d} is out of range for rank {rank}"),
+            ));
+        }
+        if std::mem::replace(&mut seen[d], true) {
+            return Err(bad(span, format!("{what} dimension {d} is listed twice")));
+        }
+    }
+    Ok(())
+}
+
+/// Canonical slice of one dimension of size `n` (Python semantics, no clamping).
+pub fn canonical_slice(s: SliceDim, n: i64, span: Span) -> R<(SliceDim, i64)> {
+    let step = s.step.unwrap_or(1);
+    if step == 0 {
+        return Err(bad(span, "slice step cannot be 0".into()));
+    }
+    let wrap = |v: i64| if v < 0 { v + n } else { v };
+    let (start, stop) = if step > 0 {
+        (s.start.map_or(0, wrap), s.stop.map_or(n, wrap))
+    } else {
+        (s.start.map_or(n - 1, wrap), s.stop.map_or(-1, wrap))
+    };
+    let count = if step > 0 {
+        (stop - start + step - 1).div_euclid(step).max(0)
+    } else {
+        (start - stop + (-step) - 1).div_euclid(-step).max(0)
+    };
+    let in_range = if count == 0 {
+        (0..=n).contains(&start.clamp(-1, n)) && (-1..=n).contains(&stop)
+    } else {
+        let last = start + (count - 1) * step;
+        (0..n).contains(&start) && (0..n).contains(&last) && (-1..=n).contains(&stop)
+    };
+    if !in_range {
+        return Err(bad(
+            span,
+            format!(
+                "slice {}:{}:{step} is out of range for a dimension of size {n}",
+                opt(s.start),
+                opt(s.stop)
+            ),
+        ));
+    }
+    let stop = (stop >= 0).then_some(stop);
+    Ok((
+        SliceDim {
+            start: Some(start),
+            stop,
+            step: Some(step),
+        },
+        count,
+    ))
+}
+
+fn opt(v: Option<i64>) -> String {
+    v.map_or(String::new(), |v| v.to_string())
+}
+
+/// Result type of a view; canonicalizes `view`'s attributes in place.
+pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorType> {
+    let t = args[0];
+    let rank = t.rank();
+    match view {
+        View::Transpose { perm, .. } => {
+            if perm.len() != rank {
+                return Err(bad(
+                    span,
+                    format!(
+                        "transpose of a rank-{rank} tensor needs {rank} dims, got {}",
+                        perm.len()
+                    ),
+                ));
+            }
+            check_dims(perm, rank, span, "transpose")?;
+            Ok(t.with_shape(perm.iter().map(|&p| t.shape[p]).collect()))
+        }
+        View::Reverse { dims, .. } => {
+            check_dims(dims, rank, span, "reverse")?;
+            Ok(t.clone())
+        }
+        View::Slice { dims, .. } => {
+            if dims.len() > rank {
+                return Err(bad(
+                    span,
+                    format!("slice of a rank-{rank} tensor has {} ranges", dims.len()),
+                ));
+            }
+            dims.resize(
+                rank,
+                SliceDim {
+                    start: None,
+                    stop: None,
+                    step: None,
+                },
+            );
+            let mut shape = Vec::new();
+            for (d, n) in dims.iter_mut().zip(&t.shape) {
+                let (c, count) = canonical_slice(*d, *n, span)?;
+                *d = c;
+                shape.push(count);
+            }
+            Ok(t.with_shape(shape))
+        }
+        View::Squeeze { dims, .. } => {
+            check_dims(dims, rank, span, "squeeze")?;
+            if let Some(&d) = dims.iter().find(|&&d| t.shape[d] != 1) {
+                return Err(bad(
+                    span,
+                    format!("cannot squeeze dimension {d} of size {}", t.shape[d]),
+                ));
+            }
+            Ok(t.with_shape(
+                (0..rank)
+                    .filter(|d| !dims.contains(d))
+                    .map(|d| t.shape[d])
+                    .collect(),
+            ))
+        }
+        View::Unsqueeze { dims, .. } => {
+            let out = rank + dims.len();
+            check_dims(dims, out, span, "unsqueeze")?;
+            let mut it = t.shape.iter();
+            Ok(t.with_shape(
+                (0..out)
+                    .map(|d| {
+                        if dims.contains(&d) {
+                            1
+                        } else {
+                            *it.next().unwrap_or(&1)
+                        }
+                    })
+                    .collect(),
+            ))
+        }
+        View::Broadcast { shape, .. } => {
+            let ok = shape.len() >= rank
+                && shape.iter().all(|&s| s >= 0)
+                && t.shape
+                    .iter()
+                    .rev()
+                    .zip(shape.iter().rev())
+                    .all(|(&a, &b)| a == b || a == 1);
+            if !ok {
+                return Err(bad(span, format!("cannot broadcast {t} to {shape:?}"))
+                    .note("dims align from the right; each must be equal or 1 in the operand"));
+            }
+            Ok(t.with_shape(shape.clone()))
+        }
+        View::Reshape { shape, .. } => {
+            let known: i64 = shape.iter().filter(|&&s| s != -1).product();
+            let holes = shape.iter().filter(|&&s| s == -1).count();
+            if holes > 1 || shape.iter().any(|&s| s < -1) {
+                return Err(bad(
+                    span,
+                    "reshape takes non-negative sizes and at most one -1".into(),
+                ));
+            }
+            if holes == 1 {
+                if known == 0 || t.elements() % known != 0 {
+                    return Err(bad(
+                        span,
+                        format!("cannot infer -1 when reshaping {t} to {shape:?}"),
+                    ));
+                }
+                let fill = t.elements() / known;
+                shape
+                    .iter_mut()
+                    .filter(|s| **s == -1)
+                    .for_each(|s| *s = fill);
+            }
+            if shape.iter().product::<i64>() != t.elements() {
+                return Err(bad(
+                    span,
+                    format!(
+                        "cannot reshape {t} ({} elements) to {shape:?}",
+                        t.elements()
+                    ),
+                ));
+            }
+            Ok(t.with_shape(shape.clone()))
+        }
+        View::Concat { axis, .. } | View::Interleave { axis, .. } => {
+            let axis = *axis;
+            let interleave = matches!(view, View::Interleave { .. });
+            if axis >= rank {
+                return Err(bad(
+                    span,
+                    format!("axis {axis} is out of range for rank {rank}"),
+                ));
+            }
+            let mut total = 0;
+            for a in args {
+                let same = a.dtype == t.dtype
+                    && a.rank() == rank
+                    && (0..rank).all(|d| (d == axis && !interleave) || a.shape[d] == t.shape[d]);
+                if !same {
+                    let how = if interleave {
+                        "the same type"
+                    } else {
+                        "the same dtype and the same sizes except along the axis"
+                    };
+                    return Err(Diagnostic::error(
+                        codes::SHAPE_MISMATCH,
+                        format!("operands must have {how}: {t} and {a}"),
+                    )
+                    .primary(span, "operands disagree"));
+                }
+                total += a.shape[axis];
+            }
+            let mut shape = t.shape.clone();
+            shape[axis] = total;
+            Ok(t.with_shape(shape))
+        }
+        View::Repeat { times, axis, .. } => {
+            if *axis >= rank || *times < 0 {
+                return Err(bad(
+                    span,
+                    format!("repeat needs 0 <= axis < {rank} and times >= 0"),
+                ));
+            }
+            let mut shape = t.shape.clone();
+            shape[*axis] *= *times;
+            Ok(t.with_shape(shape))
+        }
+        View::Pad { widths, mode, .. } => {
+            if widths.len() > rank {
+                return Err(bad(
+                    span,
+                    format!("pad of a rank-{rank} tensor has {} widths", widths.len()),
+                ));
+            }
+            widths.resize(rank, (0, 0));
+            if let PadMode::Constant(l) = mode {
+                *l = literal_for(*l, t.dtype, span)?;
+            }
+            if *mode == PadMode::Reflect {
+                if let Some((d, _)) = widths
+                    .iter()
+                    .enumerate()
+                    .find(|(d, w)| w.0.max(w.1) > t.shape[*d] - 1 && w.0.max(w.1) > 0)
+                {
+                    return Err(bad(
+                        span,
+                        format!(
+                            "reflect padding of dimension {d} must be smaller than its size {}",
+                            t.shape[d]
+                        ),
+                    ));
+                }
+            }
+            Ok(t.with_shape(
+                t.shape
+                    .iter()
+                    .zip(widths.iter())
+                    .map(|(s, w)| s + w.0 + w.1)
+                    .collect(),
+            ))
+        }
+    }
+}
+
+/// A literal converted to `dtype`, or an error if it does not fit (a float for an int, ...).
+pub fn literal_for(l: Literal, dtype: DType, span: Span) -> R<Literal> {
+    match (l, dtype) {
+        (Literal::Bool(_), DType::Bool) => Ok(l),
+        (Literal::Int(v), d) if d.is_float() => Ok(Literal::Float(v as f64)),
+        (Literal::Int(v), DType::I32) if i32::try_from(v).is_err() => {
+            Err(bad(span, format!("{v} does not fit in i32")))
+        }
+        (Literal::Int(_), d) if d.is_int() => Ok(l),
+        (Literal::Float(_), d) if d.is_float() => Ok(l),
+        (l, d) => Err(Diagnostic::error(
+            codes::DTYPE_MISMATCH,
+            format!("the value {l} is not a {d}"),
+        )
+        .primary(span, "wrong kind of value")),
+    }
+}
+
+/// Checks a generator against its declared type.
+pub fn check_generator(g: &mut Generator, span: Span) -> R<()> {
+    match &mut g.kind {
+        GenKind::Full(l) => *l = literal_for(*l, g.ty.dtype, span)?,
+        GenKind::Iota { axis } => {
+            if *axis >= g.ty.rank() {
+                return Err(bad(
+                    span,
+                    format!("iota axis {axis} is out of range for {}", g.ty),
+                ));
+            }
+            if g.ty.dtype == DType::Bool {
+                return Err(
+                    Diagnostic::error(codes::DTYPE_MISMATCH, "iota cannot be bool")
+                        .primary(span, "use a numeric dtype"),
+                );
+            }
+        }
+        GenKind::Zeros | GenKind::Ones | GenKind::Rand { .. } => {}
+    }
+    Ok(())
+}
