@@ -1,0 +1,36 @@
+//! Helpers shared by the integration tests: compile a source and run its graph.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use tapc::ir::Module;
+use tapc::verify::GraphFacts;
+use tapc_runtime::Tensor;
+
+/// Compiles `src`, panicking with the rendered diagnostics if it has errors.
+pub fn compile_ok(name: &str, src: &str) -> (Module, Vec<GraphFacts>) {
+    let (m, facts, diags) = tapc::compile_source(src);
+    if diags.has_errors() {
+        panic!("{name} has errors:\n{}", tapc::diag::render_human(name, src, &diags.0, false));
+    }
+    (m, facts)
+}
+
+/// Runs graph `gi` with `inputs`; sinks by name.
+pub fn run(m: &Module, facts: &[GraphFacts], gi: usize, inputs: &HashMap<String, Tensor>) -> HashMap<String, Tensor> {
+    tapc::interp::run(m, &m.graphs[gi], &facts[gi], inputs).expect("graph runs").into_iter().collect()
+}
+
+pub fn f64s(t: &Tensor) -> Vec<f64> {
+    use tapc_runtime::Data;
+    match &t.data {
+        Data::F32(v) => v.iter().map(|&x| x as f64).collect(),
+        Data::F64(v) => v.clone(),
+        Data::I32(v) => v.iter().map(|&x| x as f64).collect(),
+        Data::I64(v) => v.iter().map(|&x| x as f64).collect(),
+        Data::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
+    }
+}
+
+pub fn example(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))).expect("example exists")
+}
