@@ -21,7 +21,10 @@ fn root() -> &'static Path {
 
 fn mlp_args(out: &Path) -> Vec<String> {
     let data = root().join("tests/data/mlp");
-    let mut a = vec!["run".to_string(), root().join("examples/mlp.teg").display().to_string()];
+    let mut a = vec![
+        "run".to_string(),
+        root().join("examples/mlp.teg").display().to_string(),
+    ];
     for n in ["x", "w1", "b1", "w2", "b2"] {
         a.push("--input".into());
         a.push(format!("{n}={}", data.join(format!("{n}.npy")).display()));
@@ -51,8 +54,18 @@ fn wrong_input_shape_names_source_expected_and_found_and_writes_nothing() {
     args[i] = format!("x={w2}");
     let o = run(&args);
     assert_eq!(o.code, 1);
-    assert!(o.stderr.contains("@x") && o.stderr.contains("expected f32[64, 784]") && o.stderr.contains("found f32[512, 10]"), "{}", o.stderr);
-    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "no outputs after a failed run");
+    assert!(
+        o.stderr.contains("@x")
+            && o.stderr.contains("expected f32[64, 784]")
+            && o.stderr.contains("found f32[512, 10]"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        0,
+        "no outputs after a failed run"
+    );
 }
 
 #[test]
@@ -78,7 +91,11 @@ fn missing_and_corrupt_inputs_are_errors_naming_the_file() {
 fn check_reports_json_diagnostics_and_exit_code() {
     let dir = scratch("json");
     let f = dir.join("bad.teg");
-    std::fs::write(&f, "graph @g {\n  %a = zeros : f32[2]\n  sink @s %nope\n}\n").unwrap();
+    std::fs::write(
+        &f,
+        "graph @g {\n  %a = zeros : f32[2]\n  sink @s %nope\n}\n",
+    )
+    .unwrap();
     let o = tapc(&["check", f.to_str().unwrap(), "--error-format=json"]);
     assert_eq!(o.code, 1);
     let d: serde_json::Value = serde_json::from_str(o.stderr.lines().next().unwrap()).unwrap();
@@ -89,9 +106,17 @@ fn check_reports_json_diagnostics_and_exit_code() {
 
 #[test]
 fn compile_to_native_says_the_backend_is_not_available() {
-    let o = tapc(&[root().join("examples/mlp.teg").to_str().unwrap(), "-o", "/tmp/tapc-never-written"]);
+    let o = tapc(&[
+        root().join("examples/mlp.teg").to_str().unwrap(),
+        "-o",
+        "/tmp/tapc-never-written",
+    ]);
     assert_eq!(o.code, 1);
-    assert!(o.stderr.contains("E0101") && o.stderr.contains("not available"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("E0101") && o.stderr.contains("not available"),
+        "{}",
+        o.stderr
+    );
     assert!(!Path::new("/tmp/tapc-never-written").exists());
 }
 
@@ -99,7 +124,14 @@ fn compile_to_native_says_the_backend_is_not_available() {
 fn fmt_in_place_rewrites_to_the_canonical_form() {
     let dir = scratch("fmt");
     let f = dir.join("g.teg");
-    std::fs::write(&f, "graph @g {\n  %a   =   zeros : f32[2]   // comment\n  sink @s %a\n}\n").unwrap();
+    std::fs::write(
+        &f,
+        "graph @g {\n  %a   =   zeros : f32[2]   // comment\n  sink @s %a\n}\n",
+    )
+    .unwrap();
     assert_eq!(tapc(&["fmt", "--in-place", f.to_str().unwrap()]).code, 0);
-    assert_eq!(std::fs::read_to_string(&f).unwrap(), "graph @g {\n  %a = zeros : f32[2]\n  sink @s %a\n}\n");
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "graph @g {\n  %a = zeros : f32[2]\n  sink @s %a\n}\n"
+    );
 }

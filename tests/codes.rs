@@ -35,7 +35,13 @@ fn every_code_is_documented_and_tested() {
 fn codes_are_unique_and_well_formed() {
     let all = tapc::diag::codes::ALL;
     for (i, (a, _)) in all.iter().enumerate() {
-        assert!(a.0.len() == 5 && a.0.starts_with('E') && a.0[1..].chars().all(|c| c.is_ascii_digit()), "{a}");
-        assert!(all[i + 1..].iter().all(|(b, _)| a != b), "{a} is listed twice");
+        assert!(
+            a.0.len() == 5 && a.0.starts_with('E') && a.0[1..].chars().all(|c| c.is_ascii_digit()),
+            "{a}"
+        );
+        assert!(
+            all[i + 1..].iter().all(|(b, _)| a != b),
+            "{a} is listed twice"
+        );
     }
 }

@@ -15,7 +15,11 @@ fn examples_round_trip_through_the_printer() {
         let printed = print_module(&m);
         let (m2, _) = compile_ok(&format!("printed {name}"), &printed);
         assert_eq!(m, m2, "{name}: parse(print(m)) != m");
-        assert_eq!(printed, print_module(&m2), "{name}: printing is not a fixed point");
+        assert_eq!(
+            printed,
+            print_module(&m2),
+            "{name}: printing is not a fixed point"
+        );
     }
 }
 
@@ -23,14 +27,23 @@ fn mlp_inputs() -> HashMap<String, tapc_runtime::Tensor> {
     let dir = format!("{}/tests/data/mlp", env!("CARGO_MANIFEST_DIR"));
     ["x", "w1", "b1", "w2", "b2"]
         .iter()
-        .map(|n| (n.to_string(), npy::read(std::path::Path::new(&format!("{dir}/{n}.npy"))).expect("fixture")))
+        .map(|n| {
+            (
+                n.to_string(),
+                npy::read(std::path::Path::new(&format!("{dir}/{n}.npy"))).expect("fixture"),
+            )
+        })
         .collect()
 }
 
 /// Normwise relative error: max |a - b| / max |b|.
 fn rel_err(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
-    let num = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    let num = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max);
     num / b.iter().map(|y| y.abs()).fold(0.0, f64::max)
 }
 
@@ -55,7 +68,10 @@ fn every_example_runs_in_the_interpreter() {
         let sinks = run(&m, &facts, 0, &HashMap::new());
         assert!(!sinks.is_empty(), "{name} has sinks");
         for (s, t) in &sinks {
-            assert!(f64s(t).iter().all(|v| v.is_finite()), "{name}: @{s} has non-finite values");
+            assert!(
+                f64s(t).iter().all(|v| v.is_finite()),
+                "{name}: @{s} has non-finite values"
+            );
         }
     }
 }
@@ -69,5 +85,8 @@ fn softmax_rows_sum_to_one_and_conv_shape_follows_the_stride() {
     }
     let (m, facts) = compile_ok("conv.teg", &example("conv.teg"));
     // (16 + 2 padding - 3) / 2 + 1 = 8
-    assert_eq!(run(&m, &facts, 0, &HashMap::new())["features"].shape, vec![1, 4, 8, 8]);
+    assert_eq!(
+        run(&m, &facts, 0, &HashMap::new())["features"].shape,
+        vec![1, 4, 8, 8]
+    );
 }

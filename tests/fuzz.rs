@@ -19,9 +19,51 @@ impl Rng {
 }
 
 const PIECES: &[&str] = &[
-    "%x", "@f", "[", "]", "(", ")", "{", "}", ",", ":", "=", "\n", "..", "-", "+", "*", "/", "%", "0", "-1", "2.5", "sum", "max",
-    "apply", "source", "sink", "op", "graph", "extern", "index", "cost", "sequence", "->", "on", "@[0:2]", "f32", "i64[3]", "slice",
-    "reshape", "[0:1:-1]", "axis", "99999999999999999999", "é", "$", "\u{0}",
+    "%x",
+    "@f",
+    "[",
+    "]",
+    "(",
+    ")",
+    "{",
+    "}",
+    ",",
+    ":",
+    "=",
+    "\n",
+    "..",
+    "-",
+    "+",
+    "*",
+    "/",
+    "%",
+    "0",
+    "-1",
+    "2.5",
+    "sum",
+    "max",
+    "apply",
+    "source",
+    "sink",
+    "op",
+    "graph",
+    "extern",
+    "index",
+    "cost",
+    "sequence",
+    "->",
+    "on",
+    "@[0:2]",
+    "f32",
+    "i64[3]",
+    "slice",
+    "reshape",
+    "[0:1:-1]",
+    "axis",
+    "99999999999999999999",
+    "é",
+    "$",
+    "\u{0}",
 ];
 
 fn mutate(src: &str, rng: &mut Rng) -> String {
@@ -56,7 +98,10 @@ fn exercise(src: &str) {
     let (m, facts, diags) = tapc::compile_source(src);
     for d in &diags.0 {
         for l in &d.labels {
-            assert!(l.span.end as usize <= src.len() + 1, "label past the end for input {src:?}");
+            assert!(
+                l.span.end as usize <= src.len() + 1,
+                "label past the end for input {src:?}"
+            );
         }
     }
     let _ = tapc::diag::render_human("fuzz.teg", src, &diags.0, false);
@@ -64,11 +109,17 @@ fn exercise(src: &str) {
     if !diags.has_errors() {
         let printed = tapc::syntax::printer::print_module(&m);
         let (m2, _, d2) = tapc::compile_source(&printed);
-        assert!(!d2.has_errors(), "printed form of a clean input has errors: {printed}");
+        assert!(
+            !d2.has_errors(),
+            "printed form of a clean input has errors: {printed}"
+        );
         assert_eq!(m, m2);
         for (g, f) in m.graphs.iter().zip(&facts) {
             // Generators only, and small: sources have no bindings, which must be an error, not a panic.
-            if g.values.iter().all(|v| v.ty.as_ref().is_some_and(|t| t.elements() < 4096)) {
+            if g.values
+                .iter()
+                .all(|v| v.ty.as_ref().is_some_and(|t| t.elements() < 4096))
+            {
                 let _ = tapc::interp::run(&m, g, f, &HashMap::new());
             }
         }
@@ -77,7 +128,10 @@ fn exercise(src: &str) {
 
 #[test]
 fn mutated_examples_never_panic() {
-    let seeds: Vec<String> = ["mlp.teg", "conv.teg", "softmax.teg", "attention.teg"].iter().map(|n| common::example(n)).collect();
+    let seeds: Vec<String> = ["mlp.teg", "conv.teg", "softmax.teg", "attention.teg"]
+        .iter()
+        .map(|n| common::example(n))
+        .collect();
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     for i in 0..3000 {
         let base = &seeds[i % seeds.len()];
@@ -91,7 +145,10 @@ fn random_token_soup_never_panics() {
     let mut rng = Rng(0xdead_beef_0000_0042);
     for _ in 0..2000 {
         let n = rng.below(40);
-        let src: String = (0..n).map(|_| PIECES[rng.below(PIECES.len())]).collect::<Vec<_>>().join(" ");
+        let src: String = (0..n)
+            .map(|_| PIECES[rng.below(PIECES.len())])
+            .collect::<Vec<_>>()
+            .join(" ");
         exercise(&src);
     }
 }

@@ -6,7 +6,10 @@ use std::collections::HashMap;
 
 fn sinks(src: &str) -> HashMap<String, Vec<f64>> {
     let (m, facts) = compile_ok("test", src);
-    run(&m, &facts, 0, &HashMap::new()).into_iter().map(|(k, v)| (k, f64s(&v))).collect()
+    run(&m, &facts, 0, &HashMap::new())
+        .into_iter()
+        .map(|(k, v)| (k, f64s(&v)))
+        .collect()
 }
 
 #[test]

@@ -46,23 +46,47 @@ fn build(steps: &[Step]) -> String {
         let (line, shape) = match s {
             Step::Gen(k, a, b) => {
                 let g = ["zeros", "ones", "rand seed 9"][*k as usize];
-                (format!("{name} = {g} : f32[{a}, {b}]"), (*a as i64, *b as i64))
+                (
+                    format!("{name} = {g} : f32[{a}, {b}]"),
+                    (*a as i64, *b as i64),
+                )
             }
-            Step::Relu(i) => (format!("{name} = apply @relu(%v{})", pick(i)), shapes[pick(i)]),
-            Step::Affine(i) => (format!("{name} = apply @affine(%v{})", pick(i)), shapes[pick(i)]),
-            Step::RowSum(i) => (format!("{name} = apply @rowsum(%v{})", pick(i)), (shapes[pick(i)].0, 1)),
-            Step::Transpose(i) => (format!("{name} = transpose %v{} [1, 0]", pick(i)), (shapes[pick(i)].1, shapes[pick(i)].0)),
-            Step::Reverse(i, d) => (format!("{name} = reverse %v{} [{}]", pick(i), u8::from(*d)), shapes[pick(i)]),
+            Step::Relu(i) => (
+                format!("{name} = apply @relu(%v{})", pick(i)),
+                shapes[pick(i)],
+            ),
+            Step::Affine(i) => (
+                format!("{name} = apply @affine(%v{})", pick(i)),
+                shapes[pick(i)],
+            ),
+            Step::RowSum(i) => (
+                format!("{name} = apply @rowsum(%v{})", pick(i)),
+                (shapes[pick(i)].0, 1),
+            ),
+            Step::Transpose(i) => (
+                format!("{name} = transpose %v{} [1, 0]", pick(i)),
+                (shapes[pick(i)].1, shapes[pick(i)].0),
+            ),
+            Step::Reverse(i, d) => (
+                format!("{name} = reverse %v{} [{}]", pick(i), u8::from(*d)),
+                shapes[pick(i)],
+            ),
             Step::Slice(i, start, step) => {
                 let (r, c) = shapes[pick(i)];
                 let st = (*start as i64).min(c - 1);
                 let count = (c - st + *step as i64 - 1) / *step as i64;
-                (format!("{name} = slice %v{} [0:{r}, {st}:{c}:{step}]", pick(i)), (r, count))
+                (
+                    format!("{name} = slice %v{} [0:{r}, {st}:{c}:{step}]", pick(i)),
+                    (r, count),
+                )
             }
             Step::Concat(a, b) => {
                 let (a, b) = (pick(a), pick(b));
                 if shapes[a].1 == shapes[b].1 {
-                    (format!("{name} = concat %v{a}, %v{b} axis 0"), (shapes[a].0 + shapes[b].0, shapes[a].1))
+                    (
+                        format!("{name} = concat %v{a}, %v{b} axis 0"),
+                        (shapes[a].0 + shapes[b].0, shapes[a].1),
+                    )
                 } else {
                     (format!("{name} = reverse %v{a} [0]"), shapes[a])
                 }
@@ -72,7 +96,10 @@ fn build(steps: &[Step]) -> String {
         shapes.push(shape);
     }
     let last = shapes.len() - 1;
-    format!("{OPS}graph @g {{\n{}\n  sink @out %v{last}\n  sink @first %v0\n}}\n", lines.join("\n"))
+    format!(
+        "{OPS}graph @g {{\n{}\n  sink @out %v{last}\n  sink @first %v0\n}}\n",
+        lines.join("\n")
+    )
 }
 
 proptest! {

@@ -14,7 +14,7 @@ pub use render::{render_human, render_json, ErrorFormat};
 ///
 /// Spans never take part in equality: two graphs that differ only in where their text came from
 /// are the same graph (this is what makes `parse(print(g)) == g` meaningful).
-#[derive(Clone, Copy, Debug, Default, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, Eq)]
 pub struct Span {
     pub start: u32,
     pub end: u32,

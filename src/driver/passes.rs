@@ -85,24 +85,39 @@ fn parse_item(item: &str) -> Result<PassSpec, String> {
 
 /// Runs the pipeline over `m`; `log` collects --print-after / --time-passes output.
 pub fn run_pipeline(
-    _m: &mut Module,
-    _facts: &mut [GraphFacts],
+    m: &mut Module,
+    facts: &mut Vec<GraphFacts>,
     opts: &Options,
     log: &mut String,
 ) -> Result<(), Diagnostic> {
     let specs =
         parse_pipeline(&opts.pipeline).map_err(|e| Diagnostic::error(codes::BAD_PASS, e))?;
-    if let Some(p) = specs.first() {
-        let known = crate::passes::REGISTERED;
-        let list = if known.is_empty() {
-            "none yet".to_string()
-        } else {
-            known.join(", ")
-        };
+    let known = crate::passes::REGISTERED;
+    let list = if known.is_empty() {
+        "none yet".to_string()
+    } else {
+        known.join(", ")
+    };
+    let unknown = specs
+        .iter()
+        .map(|p| p.name.as_str())
+        .chain(opts.print_after.iter().map(String::as_str))
+        .find(|n| !known.contains(n));
+    if let Some(name) = unknown {
         return Err(
-            Diagnostic::error(codes::BAD_PASS, format!("unknown pass `{}`", p.name))
+            Diagnostic::error(codes::BAD_PASS, format!("unknown pass `{name}`"))
                 .note(format!("registered passes: {list}")),
         );
+    }
+    if opts.print_after_all && specs.is_empty() {
+        log.push_str("// -----// no passes ran: nothing to print after //----- //\n");
+    }
+    if opts.verify_each || cfg!(debug_assertions) {
+        let (diags, new_facts) = crate::verify::verify(m);
+        if let Some(d) = diags.0.into_iter().find(Diagnostic::is_error) {
+            return Err(d);
+        }
+        *facts = new_facts;
     }
     if opts.time_passes {
         log.push_str("===-------------------------------------------===\n  pass execution timing report: no passes ran\n");

@@ -814,10 +814,10 @@ pub(super) fn signed(diags: &mut Diagnostics, s: &ast::Signed) -> Option<i64> {
     Cx { diags }.signed(s)
 }
 
-pub(super) fn list_elems(
-    diags: &mut Diagnostics,
-    v: &[ListElem],
-) -> Vec<Option<(Option<i64>, Option<i64>, Option<i64>, bool)>> {
+/// A list element as `(start, stop, step, is_range)`; `None` where a number did not parse.
+pub(super) type Elem = Option<(Option<i64>, Option<i64>, Option<i64>, bool)>;
+
+pub(super) fn list_elems(diags: &mut Diagnostics, v: &[ListElem]) -> Vec<Elem> {
     let mut cx = Cx { diags };
     v.iter()
         .map(|e| match e {

@@ -122,7 +122,7 @@ pub fn bind(
     }
 }
 
-fn split_dims<'a>(port: &'a PortDef, rank: usize) -> Option<(usize, Option<&'a str>)> {
+fn split_dims(port: &PortDef, rank: usize) -> Option<(usize, Option<&str>)> {
     let fixed = port
         .dims
         .iter()

@@ -93,6 +93,7 @@ fn from_kernel(
     Ok(inst)
 }
 
+#[allow(clippy::needless_range_loop)] // d indexes three parallel tables
 /// Projections from the kernel's accesses: reduction variables fold into the block shape;
 /// several accesses to one port take their hull (widened to the whole dim if they disagree).
 fn derive_signature(op: &OpDef, inst: &Instance) -> Signature {

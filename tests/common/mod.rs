@@ -10,14 +10,25 @@ use tapc_runtime::Tensor;
 pub fn compile_ok(name: &str, src: &str) -> (Module, Vec<GraphFacts>) {
     let (m, facts, diags) = tapc::compile_source(src);
     if diags.has_errors() {
-        panic!("{name} has errors:\n{}", tapc::diag::render_human(name, src, &diags.0, false));
+        panic!(
+            "{name} has errors:\n{}",
+            tapc::diag::render_human(name, src, &diags.0, false)
+        );
     }
     (m, facts)
 }
 
 /// Runs graph `gi` with `inputs`; sinks by name.
-pub fn run(m: &Module, facts: &[GraphFacts], gi: usize, inputs: &HashMap<String, Tensor>) -> HashMap<String, Tensor> {
-    tapc::interp::run(m, &m.graphs[gi], &facts[gi], inputs).expect("graph runs").into_iter().collect()
+pub fn run(
+    m: &Module,
+    facts: &[GraphFacts],
+    gi: usize,
+    inputs: &HashMap<String, Tensor>,
+) -> HashMap<String, Tensor> {
+    tapc::interp::run(m, &m.graphs[gi], &facts[gi], inputs)
+        .expect("graph runs")
+        .into_iter()
+        .collect()
 }
 
 pub fn f64s(t: &Tensor) -> Vec<f64> {
@@ -32,5 +43,6 @@ pub fn f64s(t: &Tensor) -> Vec<f64> {
 }
 
 pub fn example(name: &str) -> String {
-    std::fs::read_to_string(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))).expect("example exists")
+    std::fs::read_to_string(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR")))
+        .expect("example exists")
 }
