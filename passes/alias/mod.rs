@@ -12,3 +12,5 @@ pub use region::{Region, RegionError, SliceDim};
 pub use regions::Regions;
 pub use sett::Sett;
 pub use stripe::{SettError, Stripe};
+
+pub mod analysis;

@@ -58,4 +58,5 @@ codes! {
     RUNTIME = "E0102": "an error while running a graph (bad input tensor, missing source binding)";
     BAD_PASS = "E0103": "an unknown pass or a malformed pass list";
     BAD_GRAPH_CHOICE = "E0104": "no graph, or several graphs and no `--graph NAME`";
+    PASS_FAILED = "E0105": "a pass failed or produced a module that does not verify (a compiler bug)";
 }

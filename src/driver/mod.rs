@@ -2,7 +2,8 @@
 //! printed and its exit code, so tests drive the real CLI without spawning processes.
 
 mod emit;
-mod passes;
+
+use crate::passes::manager::{self, RunConfig};
 
 use crate::diag::{codes, render_human, render_json, Diagnostic, ErrorFormat};
 use crate::ir::Module;
@@ -79,7 +80,8 @@ enum Command {
         /// Print the module after the named pass (to stderr).
         #[arg(long)]
         print_after: Vec<String>,
-        /// Verify after every pass (always on in debug builds).
+        /// Verify after every pass. Always on (verification also refreshes the facts later
+        /// passes use); accepted for mlir-opt compatibility.
         #[arg(long)]
         verify_each: bool,
         /// Print a table of time per pass (to stderr).
@@ -112,6 +114,8 @@ pub enum Emit {
     Teg,
     Dot,
     Signature,
+    /// The alias analysis report (needs `--passes=...,alias`).
+    Alias,
 }
 
 /// Runs `tapc` with `args` (without the program name).
@@ -160,18 +164,16 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
             passes,
             print_after_all,
             print_after,
-            verify_each,
+            verify_each: _,
             time_passes,
             emit,
         }) => {
-            let opts = passes::Options {
-                pipeline: passes,
+            let config = RunConfig {
                 print_after_all,
                 print_after,
-                verify_each,
                 time_passes,
             };
-            cx.opt(&file, &opts, emit)
+            cx.opt(&file, &passes, &config, emit)
         }
         Some(Command::Run {
             file,
@@ -283,22 +285,40 @@ impl Cx {
         }
     }
 
-    fn opt(&mut self, path: &Path, opts: &passes::Options, emit: Emit) -> bool {
+    fn opt(&mut self, path: &Path, pipeline: &str, config: &RunConfig, emit: Emit) -> bool {
         let Some(mut l) = self.load(path) else {
             return false;
         };
         let mut log = String::new();
-        if let Err(d) = passes::run_pipeline(&mut l.module, &mut l.facts, opts, &mut log) {
-            self.out.stderr.push_str(&log);
-            let src = l.src.clone();
-            self.report(&l.name, &src, &[d]);
-            return false;
-        }
+        let result = manager::run_pipeline(
+            &mut l.module,
+            std::mem::take(&mut l.facts),
+            pipeline,
+            config,
+            &mut log,
+        );
         self.out.stderr.push_str(&log);
+        let cx = match result {
+            Ok(cx) => cx,
+            Err(d) => {
+                let src = l.src.clone();
+                self.report(&l.name, &src, &[d]);
+                return false;
+            }
+        };
         self.out.stdout = match emit {
             Emit::Teg => print_module(&l.module),
             Emit::Dot => emit::dot(&l.module),
-            Emit::Signature => emit::signatures(&l.module, &l.facts),
+            Emit::Signature => emit::signatures(&l.module, &cx.facts),
+            Emit::Alias => match cx.report("alias") {
+                Some(r) => r.to_string(),
+                None => {
+                    let d =
+                        Diagnostic::error(codes::BAD_PASS, "`--emit alias` needs the alias pass")
+                            .note("add it to the pipeline: `--passes=alias`");
+                    return self.fail(&l.name, d);
+                }
+            },
         };
         true
     }
@@ -416,7 +436,10 @@ fn pick_graph(m: &Module, name: Option<&str>) -> Result<usize, Diagnostic> {
             .iter()
             .position(|g| g.name == n.trim_start_matches('@'))
             .ok_or_else(|| {
-                Diagnostic::error(codes::BAD_GRAPH_CHOICE, format!("there is no graph @{n}"))
+                Diagnostic::error(
+                    codes::BAD_GRAPH_CHOICE,
+                    format!("there is no graph @{}", n.trim_start_matches('@')),
+                )
             }),
         None if m.graphs.len() == 1 => Ok(0),
         None if m.graphs.is_empty() => Err(Diagnostic::error(

@@ -164,6 +164,23 @@ pub struct SliceDim {
     pub step: Option<i64>,
 }
 
+impl SliceDim {
+    /// The canonical slice of `count` elements from `start` by `step`: `stop` is one step
+    /// past the last element, or `None` when that is before index 0.
+    pub fn from_count(start: i64, step: i64, count: i64) -> SliceDim {
+        let stop = if count == 0 {
+            start
+        } else {
+            start + (count - 1) * step + step.signum()
+        };
+        SliceDim {
+            start: Some(start),
+            stop: (stop >= 0).then_some(stop),
+            step: Some(step),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PadMode {
     Constant(Literal),

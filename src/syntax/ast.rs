@@ -178,6 +178,11 @@ pub enum GraphStmt {
         after: Vec<(bool, Name)>,
         span: Span,
     },
+    /// `%a = ...` whose right-hand side has a syntax error (already reported).
+    Broken {
+        results: Vec<Name>,
+        span: Span,
+    },
     Error(Span),
 }
 
@@ -227,6 +232,7 @@ impl GraphStmt {
             | GraphStmt::Instr { span, .. }
             | GraphStmt::Sink { span, .. }
             | GraphStmt::Sequence { span, .. }
+            | GraphStmt::Broken { span, .. }
             | GraphStmt::Error(span) => *span,
         }
     }

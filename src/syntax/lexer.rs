@@ -181,6 +181,7 @@ impl Tok {
                 | Tok::Slash
                 | Tok::Percent
                 | Tok::Lt
+                | Tok::Gt
                 | Tok::Le
                 | Tok::Ge
                 | Tok::EqEq

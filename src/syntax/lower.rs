@@ -7,13 +7,16 @@ use crate::diag::{codes, Code, Diagnostic, Diagnostics, Span};
 use crate::ir::graph::*;
 use crate::ir::kernel::*;
 use crate::ir::{DType, Literal, Module, TensorType};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Lowers a parsed file; items with errors are left out so later stages see only sound IR.
 pub fn lower(file: &ast::File, diags: &mut Diagnostics) -> Module {
     let mut cx = Cx { diags };
     let mut module = Module::default();
     let mut seen: HashMap<&str, Span> = HashMap::new();
+    // Ops left out for their own errors: applies of them are not reported again as undefined.
+    let mut broken: HashSet<String> = HashSet::new();
+    let mut graphs = Vec::new();
     for item in &file.items {
         let name = match item {
             ast::Item::Op(op) => &op.name,
@@ -25,17 +28,20 @@ pub fn lower(file: &ast::File, diags: &mut Diagnostics) -> Module {
             continue;
         }
         match item {
-            ast::Item::Op(op) => {
-                if let Some(op) = cx.op(op) {
-                    module.ops.push(op);
+            ast::Item::Op(op) => match cx.op(op) {
+                Some(op) => module.ops.push(op),
+                None => {
+                    broken.insert(op.name.text.clone());
                 }
-            }
-            ast::Item::Graph(g) => {
-                if let Some(g) = cx.graph(g) {
-                    module.graphs.push(g);
-                }
-            }
+            },
+            // Graphs come after every op is known, wherever they are in the file.
+            ast::Item::Graph(g) => graphs.push(g),
             ast::Item::Error(_) => {}
+        }
+    }
+    for g in graphs {
+        if let Some(g) = cx.graph(g, &broken) {
+            module.graphs.push(g);
         }
     }
     module
@@ -88,7 +94,9 @@ impl Cx<'_> {
         } else {
             self.kernel_body(op)
         };
-        (self.diags.0.len() == before).then(|| OpDef {
+        // A body statement with a syntax error (already reported) leaves the op incomplete.
+        let parsed = !op.body.iter().any(|st| matches!(st, OpStmt::Error(_)));
+        (self.diags.0.len() == before && parsed).then(|| OpDef {
             name: op.name.text.clone(),
             params: op.params.iter().map(|p| p.text.clone()).collect(),
             inputs,
@@ -442,7 +450,7 @@ impl Cx<'_> {
 
     // ---- graphs ---------------------------------------------------------------------------
 
-    fn graph(&mut self, g: &ast::GraphDecl) -> Option<Graph> {
+    fn graph(&mut self, g: &ast::GraphDecl, broken_ops: &HashSet<String>) -> Option<Graph> {
         let before = self.diags.0.len();
         let mut gb = GraphBuilder {
             graph: Graph {
@@ -453,11 +461,18 @@ impl Cx<'_> {
             },
             names: HashMap::new(),
             sinks: HashMap::new(),
+            broken_ops: broken_ops.clone(),
+            applies_broken_op: false,
         };
         for st in &g.stmts {
             self.graph_stmt(&mut gb, st);
         }
-        (self.diags.0.len() == before).then_some(gb.graph)
+        // A statement with a syntax error (already reported) leaves the graph incomplete.
+        let parsed = !g
+            .stmts
+            .iter()
+            .any(|st| matches!(st, GraphStmt::Error(_) | GraphStmt::Broken { .. }));
+        (self.diags.0.len() == before && parsed && !gb.applies_broken_op).then_some(gb.graph)
     }
 
     fn graph_stmt(&mut self, gb: &mut GraphBuilder, st: &GraphStmt) {
@@ -471,7 +486,7 @@ impl Cx<'_> {
     fn graph_stmt_inner(&mut self, gb: &mut GraphBuilder, st: &GraphStmt) {
         let span = st.span();
         let kind = match st {
-            GraphStmt::Error(_) => return,
+            GraphStmt::Error(_) | GraphStmt::Broken { .. } => return,
             GraphStmt::Source {
                 results,
                 source,
@@ -567,6 +582,11 @@ impl Cx<'_> {
                 let Some(tys) = self.annotations(tys, results.len(), span) else {
                     return;
                 };
+                if gb.broken_ops.contains(&op.text) {
+                    // The op's own errors are reported; the graph cannot be verified without it.
+                    gb.applies_broken_op = true;
+                    return;
+                }
                 let kind = NodeKind::Apply(Apply {
                     op: op.text.clone(),
                     params,
@@ -717,6 +737,9 @@ struct GraphBuilder {
     graph: Graph,
     names: HashMap<String, ValueId>,
     sinks: HashMap<String, Span>,
+    /// Ops that failed to lower, and whether this graph applies one (it is then left out).
+    broken_ops: HashSet<String>,
+    applies_broken_op: bool,
 }
 
 impl GraphBuilder {
@@ -726,7 +749,8 @@ impl GraphBuilder {
         let results = match st {
             GraphStmt::Source { results, .. }
             | GraphStmt::Apply { results, .. }
-            | GraphStmt::Instr { results, .. } => results,
+            | GraphStmt::Instr { results, .. }
+            | GraphStmt::Broken { results, .. } => results,
             _ => return,
         };
         for r in results {

@@ -108,9 +108,15 @@ pub fn bind(
         }
     }
     // Two rounds: bare symbols bind first, so compound dims like `(H - KH) / s + 1` can then be checked.
+    let mut failed = vec![false; args.len()];
     for round in 0..2 {
-        for (port, ty) in op.inputs.iter().zip(args) {
+        for (k, (port, ty)) in op.inputs.iter().zip(args).enumerate() {
+            // A port that failed in the first round would only report the same error again.
+            if failed[k] {
+                continue;
+            }
             if let Err(d) = unify(&mut b, port, ty, round == 1, site) {
+                failed[k] = true;
                 errs.push(d);
             }
         }

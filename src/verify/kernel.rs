@@ -70,11 +70,19 @@ pub fn lower(
     let Ok(parallel) = parallel else {
         return Err(lx.errs);
     };
+    // The index space's variables are created first (a variadic name stands for several).
+    let n = lx.vars.len();
     let mut out = Vec::new();
     let mut assigned = vec![false; op.outputs.len()];
     for st in stmts {
-        if let Ok(s) = lx.stmt(st, &parallel, &mut assigned) {
-            out.push(s);
+        match lx.stmt(st, &parallel, &mut assigned) {
+            Ok(s) => out.push(s),
+            // Its own error was reported; do not also call the output unassigned.
+            Err(()) => {
+                if let Some(k) = op.outputs.iter().position(|p| p.name == st.target) {
+                    assigned[k] = true;
+                }
+            }
         }
     }
     for (k, done) in assigned.iter().enumerate() {
@@ -96,7 +104,6 @@ pub fn lower(
     if !lx.errs.is_empty() {
         return Err(lx.errs);
     }
-    let n = parallel.names.len();
     let outputs = (0..op.outputs.len())
         .map(|k| {
             let vars = &parallel.out_vars[k];
@@ -683,21 +690,32 @@ impl Lx<'_> {
                 ));
             }
             Func::Select => {
-                let (c, b) = (cargs.remove(0), cargs.remove(0));
+                let (c, b, e) = (cargs.remove(0), cargs.remove(0), cargs.remove(0));
                 let c = self.coerce(c, DType::Bool, span)?;
-                let ty = self.unify(b.1, cargs[0].1, span)?;
-                let mut out = vec![c];
-                out.push(b.0);
-                out.push(cargs.remove(0).0);
+                let ty = self.unify(b.1, e.1, span)?;
+                // A weak branch takes the other's dtype now (so an f32 literal rounds to f32).
+                let (b, e) = match ty {
+                    Ty::Known(d) => (self.coerce(b, d, span)?, self.coerce(e, d, span)?),
+                    _ => (b.0, e.0),
+                };
                 return Ok((
                     CExpr {
-                        kind: CKind::Call(f, out),
+                        kind: CKind::Call(f, vec![c, b, e]),
                         dtype: placeholder(ty),
                     },
                     ty,
                 ));
             }
-            Func::Max | Func::Min => self.unify(cargs[0].1, cargs[1].1, span)?,
+            Func::Max | Func::Min => {
+                let ty = self.unify(cargs[0].1, cargs[1].1, span)?;
+                if let Ty::Known(d) = ty {
+                    for a in std::mem::take(&mut cargs) {
+                        let e = self.coerce(a, d, span)?;
+                        cargs.push((e, ty));
+                    }
+                }
+                ty
+            }
             Func::Abs => cargs[0].1,
             _ => match cargs[0].1 {
                 Ty::WeakInt | Ty::WeakFloat => Ty::WeakFloat,
@@ -767,9 +785,14 @@ impl Lx<'_> {
                 Ty::Known(DType::Bool),
             ));
         }
+        // A weak operand takes the other's dtype now (so an f32 literal rounds to f32).
+        let (x, y) = match ty {
+            Ty::Known(d) => (self.coerce(x, d, a.span)?, self.coerce(y, d, b.span)?),
+            _ => (x.0, y.0),
+        };
         Ok((
             CExpr {
-                kind: CKind::Binary(op, Box::new(x.0), Box::new(y.0)),
+                kind: CKind::Binary(op, Box::new(x), Box::new(y)),
                 dtype: placeholder(ty),
             },
             ty,
@@ -838,9 +861,43 @@ impl Lx<'_> {
             }
             _ => {
                 settle(&mut e, want);
+                if let Some(text) = unfit_literal(&e) {
+                    self.err(
+                        codes::BAD_LITERAL,
+                        format!("the literal {text} does not fit in {want}"),
+                        span,
+                        &format!("this is {want}"),
+                    );
+                    return Err(());
+                }
                 Ok(e)
             }
         }
+    }
+}
+
+/// A literal that `settle` gave a dtype it does not fit (an i32 beyond 32 bits, an f32 overflow).
+fn unfit_literal(e: &CExpr) -> Option<String> {
+    let fits = |v: Scalar, d: DType| match (v, d) {
+        (Scalar::I(v), DType::I32) => i32::try_from(v).is_ok(),
+        (Scalar::F(v), DType::F32) => !v.is_finite() || (v as f32).is_finite(),
+        _ => true,
+    };
+    match &e.kind {
+        CKind::Unary(UnOp::Neg, a) => match a.kind {
+            CKind::Const(Scalar::I(v)) => {
+                (!fits(Scalar::I(v.wrapping_neg()), a.dtype)).then(|| format!("-{v}"))
+            }
+            _ => unfit_literal(a),
+        },
+        CKind::Const(v) => (!fits(*v, e.dtype)).then(|| match v {
+            Scalar::F(f) => crate::ir::types::float_text(*f),
+            _ => format!("{}", v.as_i64()),
+        }),
+        CKind::Var(_) | CKind::Load { .. } => None,
+        CKind::Reduce { body: a, .. } | CKind::Unary(_, a) => unfit_literal(a),
+        CKind::Call(_, args) => args.iter().find_map(unfit_literal),
+        CKind::Binary(_, a, b) => unfit_literal(a).or_else(|| unfit_literal(b)),
     }
 }
 

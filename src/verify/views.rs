@@ -60,15 +60,7 @@ pub fn canonical_slice(s: SliceDim, n: i64, span: Span) -> R<(SliceDim, i64)> {
             ),
         ));
     }
-    let stop = (stop >= 0).then_some(stop);
-    Ok((
-        SliceDim {
-            start: Some(start),
-            stop,
-            step: Some(step),
-        },
-        count,
-    ))
+    Ok((SliceDim::from_count(start, step, count), count))
 }
 
 fn opt(v: Option<i64>) -> String {
@@ -218,8 +210,13 @@ pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorT
                     } else {
                         "the same dtype and the same sizes except along the axis"
                     };
+                    let code = if a.dtype == t.dtype {
+                        codes::SHAPE_MISMATCH
+                    } else {
+                        codes::DTYPE_MISMATCH
+                    };
                     return Err(Diagnostic::error(
-                        codes::SHAPE_MISMATCH,
+                        code,
                         format!("operands must have {how}: {t} and {a}"),
                     )
                     .primary(span, "operands disagree"));
@@ -283,9 +280,16 @@ pub fn literal_for(l: Literal, dtype: DType, span: Span) -> R<Literal> {
     match (l, dtype) {
         (Literal::Bool(_), DType::Bool) => Ok(l),
         (Literal::Int(v), d) if d.is_float() => Ok(Literal::Float(v as f64)),
-        (Literal::Int(v), DType::I32) if i32::try_from(v).is_err() => {
-            Err(bad(span, format!("{v} does not fit in i32")))
-        }
+        (Literal::Int(v), DType::I32) if i32::try_from(v).is_err() => Err(Diagnostic::error(
+            codes::BAD_LITERAL,
+            format!("{v} does not fit in i32"),
+        )
+        .primary(span, "literal out of range")),
+        (Literal::Float(v), DType::F32) if (v as f32).is_infinite() => Err(Diagnostic::error(
+            codes::BAD_LITERAL,
+            format!("{l} does not fit in f32"),
+        )
+        .primary(span, "literal out of range")),
         (Literal::Int(_), d) if d.is_int() => Ok(l),
         (Literal::Float(_), d) if d.is_float() => Ok(l),
         (l, d) => Err(Diagnostic::error(

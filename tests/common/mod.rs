@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: compile a source and run its graph.
 #![allow(dead_code)]
 
+pub mod graphgen;
+
 use std::collections::HashMap;
 use tapc::ir::Module;
 use tapc::verify::GraphFacts;

@@ -1,0 +1,279 @@
+//! The pass manager: a registry of passes by name, `--passes=` pipeline parsing
+//! (`name`, `name{key=value,...}`), and a runner that re-verifies after every pass (the
+//! verifier is also what recomputes the per-apply facts passes rely on), prints after passes
+//! and times them. Pass failures are diagnostics, never panics.
+
+use crate::diag::{codes, Diagnostic};
+use crate::ir::Module;
+use crate::syntax::printer::print_module;
+use crate::verify::{self, GraphFacts};
+use std::time::{Duration, Instant};
+
+/// The pipeline `tapc input.teg -o out` runs before code generation.
+pub const DEFAULT_PIPELINE: &str = "canonicalize";
+
+/// What a pass sees besides the module: verification facts (fresh before every pass) and
+/// named text reports that analyses leave for `--emit`.
+#[derive(Default)]
+pub struct PassContext {
+    pub facts: Vec<GraphFacts>,
+    pub reports: Vec<(String, String)>,
+}
+
+impl PassContext {
+    pub fn report(&self, name: &str) -> Option<&str> {
+        self.reports
+            .iter()
+            .rev()
+            .find(|r| r.0 == name)
+            .map(|r| r.1.as_str())
+    }
+}
+
+pub trait Pass {
+    fn name(&self) -> &'static str;
+    /// Runs on the whole module; returns whether anything changed.
+    fn run(&mut self, m: &mut Module, cx: &mut PassContext) -> Result<bool, Diagnostic>;
+}
+
+/// `{key=value}` options of one pipeline entry.
+pub type PassOptions = [(String, String)];
+
+pub struct PassInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub create: fn(&PassOptions) -> Result<Box<dyn Pass>, String>,
+}
+
+/// Every pass, in one place.
+pub fn registry() -> &'static [PassInfo] {
+    &[
+        PassInfo {
+            name: "canonicalize",
+            summary: "view-chain canonicalization, DCE and CSE",
+            create: super::canonicalize::create,
+        },
+        PassInfo {
+            name: "alias",
+            summary: "footprints of every value on its allocations (stripe/sett/region algebra)",
+            create: super::alias::analysis::create,
+        },
+    ]
+}
+
+/// One pipeline entry: a pass name and its `{key=value}` options.
+#[derive(Debug, PartialEq)]
+pub struct PassSpec {
+    pub name: String,
+    pub options: Vec<(String, String)>,
+}
+
+/// Splits a pipeline at top-level commas (commas inside `{}` belong to options).
+pub fn parse_pipeline(s: &str) -> Result<Vec<PassSpec>, String> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err(format!("unbalanced `}}` in pass pipeline `{s}`"));
+        }
+    }
+    if depth != 0 {
+        return Err(format!("unclosed `{{` in pass pipeline `{s}`"));
+    }
+    items.push(&s[start..]);
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(parse_item)
+        .collect()
+}
+
+fn parse_item(item: &str) -> Result<PassSpec, String> {
+    let (name, opts) = match item.split_once('{') {
+        None => (item, ""),
+        Some((n, rest)) => (
+            n,
+            rest.strip_suffix('}')
+                .ok_or_else(|| format!("`{item}`: options must end with `}}`"))?,
+        ),
+    };
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    if !valid(name.trim()) {
+        return Err(format!("`{item}` is not a pass name"));
+    }
+    let options = opts
+        .split(',')
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .map(|o| match o.split_once('=') {
+            Some((k, v)) if valid(k.trim()) => Ok((k.trim().to_string(), v.trim().to_string())),
+            _ => Err(format!("pass option `{o}` must be key=value")),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(PassSpec {
+        name: name.trim().to_string(),
+        options,
+    })
+}
+
+/// How to run a pipeline (the `tapc opt` flags).
+#[derive(Clone, Debug, Default)]
+pub struct RunConfig {
+    pub print_after_all: bool,
+    pub print_after: Vec<String>,
+    pub time_passes: bool,
+}
+
+fn unknown_pass(name: &str) -> Diagnostic {
+    let list: Vec<&str> = registry().iter().map(|p| p.name).collect();
+    Diagnostic::error(codes::BAD_PASS, format!("unknown pass `{name}`"))
+        .note(format!("registered passes: {}", list.join(", ")))
+}
+
+/// Builds the passes of `pipeline` (every name and option is checked before anything runs).
+pub fn build(pipeline: &str, config: &RunConfig) -> Result<Vec<Box<dyn Pass>>, Diagnostic> {
+    let specs = parse_pipeline(pipeline).map_err(|e| Diagnostic::error(codes::BAD_PASS, e))?;
+    if let Some(n) = config
+        .print_after
+        .iter()
+        .find(|n| !registry().iter().any(|p| p.name == n.as_str()))
+    {
+        return Err(unknown_pass(n));
+    }
+    specs
+        .iter()
+        .map(|s| {
+            let info = registry()
+                .iter()
+                .find(|p| p.name == s.name)
+                .ok_or_else(|| unknown_pass(&s.name))?;
+            (info.create)(&s.options)
+                .map_err(|e| Diagnostic::error(codes::BAD_PASS, format!("pass `{}`: {e}", s.name)))
+        })
+        .collect()
+}
+
+/// Runs `pipeline` over `m`, starting from verified `facts`. Printing and timing go to `log`.
+pub fn run_pipeline(
+    m: &mut Module,
+    facts: Vec<GraphFacts>,
+    pipeline: &str,
+    config: &RunConfig,
+    log: &mut String,
+) -> Result<PassContext, Diagnostic> {
+    let passes = build(pipeline, config)?;
+    let mut cx = PassContext {
+        facts,
+        reports: vec![],
+    };
+    let mut times: Vec<(&'static str, Duration)> = Vec::new();
+    for mut pass in passes {
+        let start = Instant::now();
+        pass.run(m, &mut cx).map_err(|d| {
+            if d.code.is_some() {
+                d
+            } else {
+                Diagnostic {
+                    code: Some(codes::PASS_FAILED),
+                    ..d
+                }
+            }
+        })?;
+        times.push((pass.name(), start.elapsed()));
+        let (diags, facts) = verify::verify(m);
+        if let Some(d) = diags.0.iter().find(|d| d.is_error()) {
+            return Err(Diagnostic::error(
+                codes::PASS_FAILED,
+                format!(
+                    "pass `{}` produced a module that does not verify: {}",
+                    pass.name(),
+                    d.message
+                ),
+            )
+            .note("this is a compiler bug; please report it with the input file")
+            .note(print_module(m)));
+        }
+        cx.facts = facts;
+        if config.print_after_all || config.print_after.iter().any(|n| n == pass.name()) {
+            log.push_str(&format!(
+                "// -----// IR Dump After {} //----- //\n{}\n",
+                pass.name(),
+                print_module(m)
+            ));
+        }
+    }
+    if config.time_passes {
+        log.push_str(&timing_report(&times));
+    }
+    Ok(cx)
+}
+
+fn timing_report(times: &[(&str, Duration)]) -> String {
+    let total: f64 = times.iter().map(|t| t.1.as_secs_f64()).sum();
+    let bar = "===-------------------------------------------------------------------------===";
+    let mut s = format!("{bar}\n                      ... Pass execution timing report ...\n{bar}\n  Total Execution Time: {total:.4} seconds\n\n  ----Wall Time----  ----Name----\n");
+    let pct = |t: f64| if total > 0.0 { 100.0 * t / total } else { 0.0 };
+    for (n, t) in times {
+        let t = t.as_secs_f64();
+        s.push_str(&format!("  {t:>8.4} ({:>5.1}%)  {n}\n", pct(t)));
+    }
+    s.push_str(&format!("  {total:>8.4} (100.0%)  Total\n"));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pipelines_with_options_split_at_top_level_commas() {
+        let p = parse_pipeline("canonicalize, shard{parts=4,dims=auto},fuse").unwrap();
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[1].name, "shard");
+        assert_eq!(
+            p[1].options,
+            vec![("parts".into(), "4".into()), ("dims".into(), "auto".into())]
+        );
+        assert!(parse_pipeline("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn malformed_pipelines_are_errors() {
+        assert!(parse_pipeline("shard{parts=4").is_err());
+        assert!(parse_pipeline("shard}").is_err());
+        assert!(parse_pipeline("shard{parts}").is_err());
+        assert!(parse_pipeline("sh ard").is_err());
+    }
+
+    #[test]
+    fn unknown_passes_and_options_are_diagnostics() {
+        let cfg = RunConfig::default();
+        assert_eq!(
+            build("nosuch", &cfg).err().unwrap().code,
+            Some(codes::BAD_PASS)
+        );
+        assert_eq!(
+            build("canonicalize{bogus=1}", &cfg).err().unwrap().code,
+            Some(codes::BAD_PASS)
+        );
+        let cfg = RunConfig {
+            print_after: vec!["nosuch".into()],
+            ..RunConfig::default()
+        };
+        assert!(build("", &cfg).is_err());
+    }
+}
