@@ -241,9 +241,33 @@ fn rebuild(g: &Graph) -> Result<Graph, Diagnostic> {
                 }
                 let (root, ops, vals) = chain_of(g, v)?;
                 let root_ty = ty(g, root)?.clone();
-                let canon = chain::canonicalize(&root_ty.shape, &ops);
+                let mut canon = chain::canonicalize(&root_ty.shape, &ops);
                 let mut cur = b.mapped(root);
-                if canon == ops {
+                let mut shape = root_ty.shape.clone();
+                let mut folded_any = false;
+                if let Some(first @ Op::Slice(_)) = canon.first() {
+                    // A chain that starts by slicing a concat may read one part directly.
+                    let out = root_ty.with_shape(first.out_shape(&shape));
+                    let folded = peephole::fold(&to_view(first, cur), &b.new, &out);
+                    if let Some(f) = folded {
+                        cur = match f {
+                            peephole::Folded::Value(x) => x,
+                            peephole::Folded::View(nv) => {
+                                let last = canon.len() == 1;
+                                let name = if last {
+                                    g.value(v).name.clone()
+                                } else {
+                                    format!("{}.c", g.value(v).name)
+                                };
+                                b.emit(NodeKind::View(nv), &name, out.clone(), node.span)
+                            }
+                        };
+                        shape = out.shape;
+                        canon.remove(0);
+                        folded_any = true;
+                    }
+                }
+                if !folded_any && canon == ops {
                     // Already canonical: keep the written views and names.
                     for &x in &vals {
                         let n = &g.nodes[g.value(x).node];
@@ -262,7 +286,6 @@ fn rebuild(g: &Graph) -> Result<Graph, Diagnostic> {
                     b.map[v.index()] = Some(cur);
                     continue;
                 }
-                let mut shape = root_ty.shape.clone();
                 for (k, op) in canon.iter().enumerate() {
                     shape = op.out_shape(&shape);
                     let base = g.value(v).name.clone();

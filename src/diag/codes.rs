@@ -25,7 +25,7 @@ codes! {
     SYNTAX = "E0002": "unexpected token";
     UNEXPECTED_EOF = "E0003": "the file ended in the middle of a construct";
     BAD_LITERAL = "E0004": "a numeric literal that does not fit its type";
-    DUPLICATE = "E0010": "a name defined twice (op, graph, port, value, sink, index variable)";
+    DUPLICATE = "E0010": "a name defined twice (op, graph, port, value, source, index variable)";
     UNDEFINED_VALUE = "E0011": "use of a value (%name) that is not defined before the use";
     UNDEFINED_OP = "E0012": "apply of an op (@name) that is not defined";
     UNKNOWN_DTYPE = "E0013": "a dtype that is not f32, f64, i32, i64 or bool";
@@ -47,7 +47,7 @@ codes! {
     USE_BEFORE_DEF = "E0037": "a kernel temporary used before it is assigned";
     BAD_REDUCTION = "E0038": "an invalid reduction (unknown kind, bad or shadowing variables)";
     BAD_PARAM = "E0040": "a missing, unknown or duplicate op parameter at an apply";
-    BAD_SINK = "E0050": "a sink misused (duplicate name, consumed as a value)";
+    BAD_SINK = "E0050": "two sinks with the same name";
     BAD_SEQUENCE = "E0051": "a sequence point naming something that is not a sink or apply";
     CYCLE = "E0052": "a cycle through sequence points";
     BAD_SIGNATURE = "E0070": "an invalid explicit signature in an extern op";

@@ -58,21 +58,26 @@ impl Affine {
         Some(self)
     }
     /// The inclusive range `[min, max]` over a box of variable ranges (half-open `[lo, hi)`).
+    /// Saturates at the i64 range, so a huge index is reported as out of bounds, never wraps.
     pub fn range(&self, boxes: &[(i64, i64)]) -> (i64, i64) {
-        let (mut lo, mut hi) = (self.constant, self.constant);
+        let (mut lo, mut hi) = (self.constant as i128, self.constant as i128);
         for &(v, c) in &self.terms {
             let (a, b) = boxes[v];
-            let (x, y) = (c * a, c * (b - 1));
+            let (x, y) = (c as i128 * a as i128, c as i128 * (b as i128 - 1));
             lo += x.min(y);
             hi += x.max(y);
         }
-        (lo, hi)
+        (saturate(lo), saturate(hi))
     }
     pub fn eval(&self, env: &[i64]) -> i64 {
         self.terms
             .iter()
             .fold(self.constant, |acc, &(v, c)| acc + c * env[v])
     }
+}
+
+fn saturate(v: i128) -> i64 {
+    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// One port's index projection: the block of the port touched by index point `p` starts at
@@ -101,13 +106,13 @@ impl Projection {
             .zip(&self.offset)
             .zip(&self.shape)
             .map(|((row, o), s)| {
-                let (mut lo, mut hi) = (*o, *o);
+                let (mut lo, mut hi) = (*o as i128, *o as i128);
                 for (a, &(l, h)) in row.iter().zip(range) {
-                    let (x, y) = (a * l, a * (h - 1));
+                    let (x, y) = (*a as i128 * l as i128, *a as i128 * (h as i128 - 1));
                     lo += x.min(y);
                     hi += x.max(y);
                 }
-                (lo, hi + s)
+                (saturate(lo), saturate(hi + *s as i128))
             })
             .collect()
     }
@@ -228,8 +233,7 @@ impl Instance {
     pub fn points(&self) -> i64 {
         self.vars[..self.parallel]
             .iter()
-            .map(|v| v.range.1 - v.range.0)
-            .product()
+            .fold(1i64, |acc, v| acc.saturating_mul(v.range.1 - v.range.0))
     }
 }
 

@@ -299,7 +299,17 @@ impl<'a> InstrCx<'a, '_> {
                 }
             }
         }
-        let mode = if self.word("reflect").is_some() {
+        let reflect = self.word("reflect");
+        if let Some(Some((_, s))) = reflect {
+            self.diags.push(bad(s, "`reflect` takes no value"));
+            return None;
+        }
+        if reflect.is_some() && self.word("constant").is_some() {
+            self.diags
+                .push(bad(self.span, "choose one of `reflect` and `constant V`"));
+            return None;
+        }
+        let mode = if reflect.is_some() {
             PadMode::Reflect
         } else {
             match self.word("constant") {

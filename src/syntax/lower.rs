@@ -108,6 +108,23 @@ impl Cx<'_> {
     }
 
     fn port(&mut self, p: &ast::Port) -> Option<PortDef> {
+        let variadic: Vec<_> =
+            p.ty.dims
+                .iter()
+                .filter(|d| matches!(d.kind, ExprKind::Variadic(_)))
+                .collect();
+        if let Some(second) = variadic.get(1) {
+            self.report(
+                err(
+                    codes::BAD_SHAPE,
+                    "a port shape may contain at most one `..` list",
+                    second.span,
+                    "second `..` list",
+                )
+                .secondary(variadic[0].span, "first one here"),
+            );
+            return None;
+        }
         let dtype = self.dtype(&p.ty.dtype)?;
         let dims =
             p.ty.dims
@@ -292,6 +309,7 @@ impl Cx<'_> {
                 OpStmt::Error(_) => {}
             }
         }
+        self.check_extern_names(op, &sig);
         if !have_index {
             self.report(
                 err(
@@ -304,6 +322,56 @@ impl Cx<'_> {
             );
         }
         OpBody::Extern(sig)
+    }
+
+    /// Every port has exactly one projection, and costs name declared index dims.
+    fn check_extern_names(&mut self, op: &ast::OpDecl, sig: &ExternSig) {
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for p in &sig.projections {
+            if !op
+                .inputs
+                .iter()
+                .chain(&op.outputs)
+                .any(|q| q.name.text == p.port)
+            {
+                self.report(err(
+                    codes::BAD_SIGNATURE,
+                    format!("`{}` is not a port of `@{}`", p.port, op.name.text),
+                    p.span,
+                    "unknown port",
+                ));
+            } else if let Some(prev) = seen.insert(&p.port, p.span) {
+                self.report(
+                    err(
+                        codes::BAD_SIGNATURE,
+                        format!("port `{}` has two projections", p.port),
+                        p.span,
+                        "second projection",
+                    )
+                    .secondary(prev, "first one here"),
+                );
+            }
+        }
+        for q in op.inputs.iter().chain(&op.outputs) {
+            if !seen.contains_key(q.name.text.as_str()) && !sig.index.is_empty() {
+                self.report(err(
+                    codes::BAD_SIGNATURE,
+                    format!("port `{}` has no projection", q.name.text),
+                    q.name.span,
+                    "missing `port: [start] + [shape]`",
+                ));
+            }
+        }
+        for (d, _) in &sig.costs {
+            if !sig.index.iter().any(|(n, _)| n == d) {
+                self.report(err(
+                    codes::BAD_SIGNATURE,
+                    format!("cost for `{d}`, which is not an index dimension"),
+                    op.name.span,
+                    "unknown cost dimension",
+                ));
+            }
+        }
     }
 
     fn assign(&mut self, st: &OpStmt) -> Option<Stmt> {
@@ -461,6 +529,7 @@ impl Cx<'_> {
             },
             names: HashMap::new(),
             sinks: HashMap::new(),
+            sources: HashMap::new(),
             broken_ops: broken_ops.clone(),
             applies_broken_op: false,
         };
@@ -496,6 +565,18 @@ impl Cx<'_> {
                 let Some(ty) = self.concrete_type(ty) else {
                     return;
                 };
+                if let Some(prev) = gb.sources.insert(source.text.clone(), source.span) {
+                    self.report(
+                        err(
+                            codes::DUPLICATE,
+                            format!("source `@{}` is declared twice", source.text),
+                            source.span,
+                            "second declaration",
+                        )
+                        .secondary(prev, "first declared here"),
+                    );
+                    return;
+                }
                 if results.len() != 1 {
                     self.report(err(
                         codes::ARITY,
@@ -726,10 +807,17 @@ impl Cx<'_> {
                     });
             shape.push(v);
         }
-        Some(TensorType::new(
-            dtype?,
-            shape.into_iter().collect::<Option<_>>()?,
-        ))
+        let shape: Vec<i64> = shape.into_iter().collect::<Option<_>>()?;
+        if crate::verify::checked_elements(&shape).is_none() {
+            self.report(err(
+                codes::BAD_SHAPE,
+                "this shape has more elements than fit in i64",
+                t.span,
+                "too large",
+            ));
+            return None;
+        }
+        Some(TensorType::new(dtype?, shape))
     }
 }
 
@@ -737,6 +825,7 @@ struct GraphBuilder {
     graph: Graph,
     names: HashMap<String, ValueId>,
     sinks: HashMap<String, Span>,
+    sources: HashMap<String, Span>,
     /// Ops that failed to lower, and whether this graph applies one (it is then left out).
     broken_ops: HashSet<String>,
     applies_broken_op: bool,

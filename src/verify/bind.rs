@@ -153,12 +153,22 @@ fn unify(
     site: Site,
 ) -> Result<(), Diagnostic> {
     let Some((vlen, _)) = split_dims(port, ty.rank()) else {
+        // A `..S` dim stands for any number of dims: the rank is then a lower bound.
+        let fixed = port
+            .dims
+            .iter()
+            .filter(|d| matches!(d, Dim::Expr(_)))
+            .count();
+        let rank = if fixed < port.dims.len() {
+            format!("at least {fixed}")
+        } else {
+            fixed.to_string()
+        };
         return Err(site.err(
             codes::RANK_MISMATCH,
             format!(
-                "input `{}` has rank {} but the argument {ty} has rank {}",
+                "input `{}` has rank {rank} but the argument {ty} has rank {}",
                 port.name,
-                port.dims.len(),
                 ty.rank()
             ),
             port.span,

@@ -145,14 +145,22 @@ impl Lx<'_> {
                 .zip(&port.dims)
                 .any(|(i, d)| matches!(i, IndexVar::Variadic(..)) != shape_of(d))
         {
-            self.err(
-                codes::BAD_TARGET,
+            let msg = if st.indices.len() == port.dims.len() {
+                format!(
+                    "`{}` must be indexed with `..i` exactly where its port has a `..S` list",
+                    st.target
+                )
+            } else {
                 format!(
                     "`{}` is indexed with {} entries but is declared with {} dimension(s)",
                     st.target,
                     st.indices.len(),
                     port.dims.len()
-                ),
+                )
+            };
+            self.err(
+                codes::BAD_TARGET,
+                msg,
                 st.target_span,
                 "does not match the port's declared dimensions",
             );

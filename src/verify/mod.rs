@@ -9,7 +9,7 @@ mod views;
 
 pub use bind::Site;
 pub use instance::{instantiate, visit_loads};
-pub use views::canonical_slice;
+pub use views::{canonical_slice, checked_elements};
 
 use crate::diag::{codes, Diagnostic, Diagnostics};
 use crate::ir::instance::Instance;

@@ -27,27 +27,30 @@ fn check_dims(dims: &[usize], rank: usize, span: Span, what: &str) -> R<()> {
     Ok(())
 }
 
-/// Canonical slice of one dimension of size `n` (Python semantics, no clamping).
+/// Canonical slice of one dimension of size `n` (Python semantics, no clamping: a start or
+/// stop outside the dimension is an error even when the slice would be empty).
 pub fn canonical_slice(s: SliceDim, n: i64, span: Span) -> R<(SliceDim, i64)> {
     let step = s.step.unwrap_or(1);
     if step == 0 {
         return Err(bad(span, "slice step cannot be 0".into()));
     }
-    let wrap = |v: i64| if v < 0 { v + n } else { v };
-    let (start, stop) = if step > 0 {
+    // i128 so that no attribute, however large, overflows.
+    let (n, st) = (n as i128, step as i128);
+    let wrap = |v: i64| if v < 0 { v as i128 + n } else { v as i128 };
+    let (start, stop) = if st > 0 {
         (s.start.map_or(0, wrap), s.stop.map_or(n, wrap))
     } else {
         (s.start.map_or(n - 1, wrap), s.stop.map_or(-1, wrap))
     };
-    let count = if step > 0 {
-        (stop - start + step - 1).div_euclid(step).max(0)
+    let count = if st > 0 {
+        (stop - start + st - 1).div_euclid(st).max(0)
     } else {
-        (start - stop + (-step) - 1).div_euclid(-step).max(0)
+        (start - stop - st - 1).div_euclid(-st).max(0)
     };
     let in_range = if count == 0 {
-        (0..=n).contains(&start.clamp(-1, n)) && (-1..=n).contains(&stop)
+        (0..=n).contains(&start) && (-1..=n).contains(&stop)
     } else {
-        let last = start + (count - 1) * step;
+        let last = start + (count - 1) * st;
         (0..n).contains(&start) && (0..n).contains(&last) && (-1..=n).contains(&stop)
     };
     if !in_range {
@@ -60,7 +63,15 @@ pub fn canonical_slice(s: SliceDim, n: i64, span: Span) -> R<(SliceDim, i64)> {
             ),
         ));
     }
-    Ok((SliceDim::from_count(start, step, count), count))
+    Ok((
+        SliceDim::from_count(start as i64, step, count as i64),
+        count as i64,
+    ))
+}
+
+/// The element count of `shape`, if it fits in i64.
+pub fn checked_elements(shape: &[i64]) -> Option<i64> {
+    shape.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))
 }
 
 fn opt(v: Option<i64>) -> String {
@@ -69,6 +80,14 @@ fn opt(v: Option<i64>) -> String {
 
 /// Result type of a view; canonicalizes `view`'s attributes in place.
 pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorType> {
+    let t = view_type_unchecked(view, args, span)?;
+    match checked_elements(&t.shape) {
+        Some(_) => Ok(t),
+        None => Err(bad(span, format!("the result {t} has too many elements"))),
+    }
+}
+
+fn view_type_unchecked(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorType> {
     let t = args[0];
     let rank = t.rank();
     match view {
@@ -158,7 +177,18 @@ pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorT
             Ok(t.with_shape(shape.clone()))
         }
         View::Reshape { shape, .. } => {
-            let known: i64 = shape.iter().filter(|&&s| s != -1).product();
+            let Some(known) = checked_elements(
+                &shape
+                    .iter()
+                    .copied()
+                    .filter(|&s| s != -1)
+                    .collect::<Vec<_>>(),
+            ) else {
+                return Err(bad(
+                    span,
+                    format!("reshape to {shape:?} has too many elements"),
+                ));
+            };
             let holes = shape.iter().filter(|&&s| s == -1).count();
             if holes > 1 || shape.iter().any(|&s| s < -1) {
                 return Err(bad(
@@ -179,7 +209,7 @@ pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorT
                     .filter(|s| **s == -1)
                     .for_each(|s| *s = fill);
             }
-            if shape.iter().product::<i64>() != t.elements() {
+            if checked_elements(shape) != Some(t.elements()) {
                 return Err(bad(
                     span,
                     format!(
@@ -221,7 +251,9 @@ pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorT
                     )
                     .primary(span, "operands disagree"));
                 }
-                total += a.shape[axis];
+                total = a.shape[axis]
+                    .checked_add(total)
+                    .ok_or_else(|| bad(span, "the result is too large".into()))?;
             }
             let mut shape = t.shape.clone();
             shape[axis] = total;
@@ -235,7 +267,9 @@ pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorT
                 ));
             }
             let mut shape = t.shape.clone();
-            shape[*axis] *= *times;
+            shape[*axis] = shape[*axis]
+                .checked_mul(*times)
+                .ok_or_else(|| bad(span, "repeat makes the tensor too large".into()))?;
             Ok(t.with_shape(shape))
         }
         View::Pad { widths, mode, .. } => {
@@ -264,13 +298,15 @@ pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorT
                     ));
                 }
             }
-            Ok(t.with_shape(
-                t.shape
-                    .iter()
-                    .zip(widths.iter())
-                    .map(|(s, w)| s + w.0 + w.1)
-                    .collect(),
-            ))
+            let shape: Option<Vec<i64>> = t
+                .shape
+                .iter()
+                .zip(widths.iter())
+                .map(|(s, w)| s.checked_add(w.0)?.checked_add(w.1))
+                .collect();
+            shape
+                .map(|s| t.with_shape(s))
+                .ok_or_else(|| bad(span, "padding makes the tensor too large".into()))
         }
     }
 }
@@ -279,6 +315,8 @@ pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorT
 pub fn literal_for(l: Literal, dtype: DType, span: Span) -> R<Literal> {
     match (l, dtype) {
         (Literal::Bool(_), DType::Bool) => Ok(l),
+        // 0 and 1 are the bool values (so the default pad constant 0 works for every dtype).
+        (Literal::Int(v @ (0 | 1)), DType::Bool) => Ok(Literal::Bool(v == 1)),
         (Literal::Int(v), d) if d.is_float() => Ok(Literal::Float(v as f64)),
         (Literal::Int(v), DType::I32) if i32::try_from(v).is_err() => Err(Diagnostic::error(
             codes::BAD_LITERAL,
