@@ -5,3 +5,4 @@
 pub mod alias;
 pub mod canonicalize;
 pub mod manager;
+pub mod rewrite;

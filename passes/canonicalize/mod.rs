@@ -15,7 +15,7 @@ use crate::diag::{codes, Diagnostic};
 use crate::ir::graph::*;
 use crate::ir::{Module, TensorType};
 use crate::passes::manager::{Pass, PassContext, PassOptions};
-use std::collections::{HashMap, HashSet};
+use crate::passes::rewrite::{dce, Builder};
 
 pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {
     match opts.first() {
@@ -120,77 +120,6 @@ pub fn to_view(op: &Op, arg: ValueId) -> View {
     }
 }
 
-/// Builds the canonical graph: chains rewritten from their roots, peepholes, CSE.
-struct Builder<'a> {
-    old: &'a Graph,
-    new: Graph,
-    map: Vec<Option<ValueId>>,
-    names: HashSet<String>,
-    cse: HashMap<String, ValueId>,
-}
-
-impl Builder<'_> {
-    fn fresh(&mut self, base: &str) -> String {
-        if self.names.insert(base.to_string()) {
-            return base.to_string();
-        }
-        (0..)
-            .map(|k| format!("{base}.c{k}"))
-            .find(|n| self.names.insert(n.clone()))
-            .expect("an unused name exists")
-    }
-
-    /// Adds a node defining one value named like `name`, unless CSE finds it already exists.
-    fn emit(
-        &mut self,
-        kind: NodeKind,
-        name: &str,
-        ty: TensorType,
-        span: crate::diag::Span,
-    ) -> ValueId {
-        let key = cse_key(&kind);
-        if let Some(k) = &key {
-            if let Some(&v) = self.cse.get(k) {
-                return v;
-            }
-        }
-        let id = ValueId(self.new.values.len() as u32);
-        let name = self.fresh(name);
-        self.new.values.push(ValueDef {
-            name,
-            node: self.new.nodes.len(),
-            ty: Some(ty),
-            span,
-        });
-        self.new.nodes.push(Node {
-            kind,
-            results: vec![id],
-            span,
-        });
-        if let Some(k) = key {
-            self.cse.insert(k, id);
-        }
-        id
-    }
-
-    fn mapped(&self, v: ValueId) -> ValueId {
-        self.map[v.index()].expect("operands are rebuilt before their users")
-    }
-}
-
-/// CSE key of a node; `None` for nodes that are never merged (sources, sinks, multi-result applies).
-fn cse_key(kind: &NodeKind) -> Option<String> {
-    match kind {
-        NodeKind::View(v) => Some(format!("view {v:?}")),
-        NodeKind::Generator(gen) => Some(format!("gen {gen:?}")),
-        NodeKind::Apply(a) => Some(format!(
-            "apply {} {:?} {:?} {:?} {:?}",
-            a.op, a.params, a.args, a.range, a.placement
-        )),
-        _ => None,
-    }
-}
-
 /// Where a chain of single-operand views ending at `v` starts, its ops in order, and the
 /// values the ops define.
 fn chain_of(g: &Graph, v: ValueId) -> Result<(ValueId, Vec<Op>, Vec<ValueId>), Diagnostic> {
@@ -219,18 +148,7 @@ fn chain_of(g: &Graph, v: ValueId) -> Result<(ValueId, Vec<Op>, Vec<ValueId>), D
 }
 
 fn rebuild(g: &Graph) -> Result<Graph, Diagnostic> {
-    let mut b = Builder {
-        old: g,
-        new: Graph {
-            name: g.name.clone(),
-            span: g.span,
-            name_span: g.name_span,
-            ..Graph::default()
-        },
-        map: vec![None; g.values.len()],
-        names: HashSet::new(),
-        cse: HashMap::new(),
-    };
+    let mut b = Builder::new(g, true);
     let inner = chain_interior(g);
     for node in &g.nodes {
         match &node.kind {
@@ -316,7 +234,7 @@ fn rebuild(g: &Graph) -> Result<Graph, Diagnostic> {
                 };
                 b.map[v.index()] = Some(out);
             }
-            _ => copy_node(&mut b, node)?,
+            _ => b.copy_node(node)?,
         }
     }
     Ok(b.new)
@@ -383,141 +301,3 @@ fn remap_view(view: &View, b: &Builder) -> View {
     nv
 }
 
-fn copy_node(b: &mut Builder, node: &Node) -> Result<(), Diagnostic> {
-    let mut kind = node.kind.clone();
-    match &mut kind {
-        NodeKind::Apply(a) => a.args.iter_mut().for_each(|x| *x = b.mapped(*x)),
-        NodeKind::Sink { value, .. } => *value = b.mapped(*value),
-        NodeKind::Sequence { before, after } => {
-            for r in before.iter_mut().chain(after.iter_mut()) {
-                if let SeqRef::Value(v) = r {
-                    *v = b.mapped(*v);
-                }
-            }
-        }
-        NodeKind::Source { .. } | NodeKind::Generator(_) | NodeKind::View(_) => {}
-    }
-    if node.results.len() == 1 && !matches!(kind, NodeKind::Source { .. }) {
-        let v = node.results[0];
-        let t = ty(b.old, v)?.clone();
-        let name = b.old.value(v).name.clone();
-        let id = b.emit(kind, &name, t, node.span);
-        b.map[v.index()] = Some(id);
-        return Ok(());
-    }
-    let idx = b.new.nodes.len();
-    let mut results = Vec::new();
-    for &v in &node.results {
-        let id = ValueId(b.new.values.len() as u32);
-        let name = b.fresh(&b.old.value(v).name.clone());
-        b.new.values.push(ValueDef {
-            name,
-            node: idx,
-            ty: b.old.ty(v).cloned(),
-            span: b.old.value(v).span,
-        });
-        b.map[v.index()] = Some(id);
-        results.push(id);
-    }
-    b.new.nodes.push(Node {
-        kind,
-        results,
-        span: node.span,
-    });
-    Ok(())
-}
-
-/// Removes every node that reaches no sink or sequence point (sources stay: they are the
-/// graph's interface), renumbering values.
-pub fn dce(g: &Graph) -> Graph {
-    let mut live = vec![false; g.nodes.len()];
-    for (i, n) in g.nodes.iter().enumerate().rev() {
-        let root = match &n.kind {
-            NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Source { .. } => true,
-            _ => false,
-        };
-        if root {
-            live[i] = true;
-        }
-        if let NodeKind::Sequence { before, after } = &n.kind {
-            for r in before.iter().chain(after) {
-                if let SeqRef::Value(v) = r {
-                    live[g.value(*v).node] = true;
-                }
-            }
-        }
-        if live[i] {
-            for v in n.kind.operands() {
-                live[g.value(v).node] = true;
-            }
-        }
-    }
-    // Sequence points may name later applies; propagate liveness once more in reverse order.
-    for (i, n) in g.nodes.iter().enumerate().rev() {
-        if live[i] {
-            for v in n.kind.operands() {
-                live[g.value(v).node] = true;
-            }
-        }
-    }
-    let mut out = Graph {
-        name: g.name.clone(),
-        span: g.span,
-        name_span: g.name_span,
-        ..Graph::default()
-    };
-    let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        if !live[i] {
-            continue;
-        }
-        let mut kind = n.kind.clone();
-        let m = |v: &mut ValueId| *v = map[v.index()].expect("live operands are kept");
-        match &mut kind {
-            NodeKind::Apply(a) => a.args.iter_mut().for_each(m),
-            NodeKind::View(v) => match v {
-                View::Concat { args, .. } | View::Interleave { args, .. } => {
-                    args.iter_mut().for_each(m)
-                }
-                View::Transpose { arg, .. }
-                | View::Reverse { arg, .. }
-                | View::Slice { arg, .. }
-                | View::Squeeze { arg, .. }
-                | View::Unsqueeze { arg, .. }
-                | View::Broadcast { arg, .. }
-                | View::Reshape { arg, .. }
-                | View::Repeat { arg, .. }
-                | View::Pad { arg, .. } => m(arg),
-            },
-            NodeKind::Sink { value, .. } => m(value),
-            NodeKind::Sequence { before, after } => {
-                before.iter_mut().chain(after.iter_mut()).for_each(|r| {
-                    if let SeqRef::Value(v) = r {
-                        m(v)
-                    }
-                })
-            }
-            NodeKind::Source { .. } | NodeKind::Generator(_) => {}
-        }
-        let idx = out.nodes.len();
-        let results = n
-            .results
-            .iter()
-            .map(|&v| {
-                let id = ValueId(out.values.len() as u32);
-                out.values.push(ValueDef {
-                    node: idx,
-                    ..g.value(v).clone()
-                });
-                map[v.index()] = Some(id);
-                id
-            })
-            .collect();
-        out.nodes.push(Node {
-            kind,
-            results,
-            span: n.span,
-        });
-    }
-    out
-}

@@ -1,0 +1,183 @@
+//! Shared machinery for passes that rebuild a graph node by node: a builder that maps old
+//! values to new ones, hands out fresh names, optionally merges identical nodes (CSE), and
+//! dead-code elimination. Rebuilding in order keeps SSA order by construction.
+
+use crate::diag::{codes, Diagnostic, Span};
+use crate::ir::graph::*;
+use crate::ir::TensorType;
+use std::collections::{HashMap, HashSet};
+
+pub struct Builder<'a> {
+    pub old: &'a Graph,
+    pub new: Graph,
+    /// Old value → its replacement in `new`.
+    pub map: Vec<Option<ValueId>>,
+    names: HashSet<String>,
+    cse: Option<HashMap<String, ValueId>>,
+}
+
+impl<'a> Builder<'a> {
+    /// An empty graph named like `old`; `cse` merges identical views, generators and applies.
+    pub fn new(old: &'a Graph, cse: bool) -> Builder<'a> {
+        Builder {
+            old,
+            new: Graph { name: old.name.clone(), span: old.span, name_span: old.name_span, ..Graph::default() },
+            map: vec![None; old.values.len()],
+            names: HashSet::new(),
+            cse: cse.then(HashMap::new),
+        }
+    }
+
+    /// `base` if unused, else `base.c0`, `base.c1`, ...
+    pub fn fresh(&mut self, base: &str) -> String {
+        if self.names.insert(base.to_string()) {
+            return base.to_string();
+        }
+        (0..).map(|k| format!("{base}.c{k}")).find(|n| self.names.insert(n.clone())).expect("an unused name exists")
+    }
+
+    pub fn mapped(&self, v: ValueId) -> ValueId {
+        self.map[v.index()].expect("operands are rebuilt before their users")
+    }
+
+    /// The type of an old value (every value of a verified graph has one).
+    pub fn old_ty(&self, v: ValueId) -> Result<TensorType, Diagnostic> {
+        self.old.ty(v).cloned().ok_or_else(|| {
+            Diagnostic::error(codes::PASS_FAILED, format!("pass needs a verified graph (`%{}` has no type)", self.old.value(v).name))
+        })
+    }
+
+    /// Adds a node with one result named like `name` (or finds an identical one under CSE).
+    pub fn emit(&mut self, kind: NodeKind, name: &str, ty: TensorType, span: Span) -> ValueId {
+        let key = self.cse.as_ref().and_then(|_| cse_key(&kind));
+        if let (Some(k), Some(cse)) = (&key, &self.cse) {
+            if let Some(&v) = cse.get(k) {
+                return v;
+            }
+        }
+        let id = self.emit_multi(kind, &[(name.to_string(), ty)], span)[0];
+        if let (Some(k), Some(cse)) = (key, &mut self.cse) {
+            cse.insert(k, id);
+        }
+        id
+    }
+
+    /// Adds a node with several results (never merged).
+    pub fn emit_multi(&mut self, kind: NodeKind, results: &[(String, TensorType)], span: Span) -> Vec<ValueId> {
+        let idx = self.new.nodes.len();
+        let ids: Vec<ValueId> = results
+            .iter()
+            .map(|(name, ty)| {
+                let id = ValueId(self.new.values.len() as u32);
+                let name = self.fresh(name);
+                self.new.values.push(ValueDef { name, node: idx, ty: Some(ty.clone()), span });
+                id
+            })
+            .collect();
+        self.new.nodes.push(Node { kind, results: ids.clone(), span });
+        ids
+    }
+
+    /// `kind` with every operand mapped into the new graph.
+    pub fn remap(&self, kind: &NodeKind) -> NodeKind {
+        let mut kind = kind.clone();
+        for_each_operand(&mut kind, &mut |v| *v = self.mapped(*v));
+        kind
+    }
+
+    /// Copies an old node unchanged (operands mapped), keeping its result names.
+    pub fn copy_node(&mut self, node: &Node) -> Result<(), Diagnostic> {
+        let kind = self.remap(&node.kind);
+        let results: Vec<(String, TensorType)> = node.results.iter().map(|&v| Ok((self.old.value(v).name.clone(), self.old_ty(v)?))).collect::<Result<_, Diagnostic>>()?;
+        let ids = if results.len() == 1 && !matches!(kind, NodeKind::Source { .. }) {
+            vec![self.emit(kind, &results[0].0, results[0].1.clone(), node.span)]
+        } else {
+            self.emit_multi(kind, &results, node.span)
+        };
+        for (&old, id) in node.results.iter().zip(ids) {
+            self.map[old.index()] = Some(id);
+        }
+        Ok(())
+    }
+}
+
+/// Calls `f` on every value a node reads (including sequence-point references).
+pub fn for_each_operand(kind: &mut NodeKind, f: &mut dyn FnMut(&mut ValueId)) {
+    match kind {
+        NodeKind::Apply(a) => a.args.iter_mut().for_each(f),
+        NodeKind::View(v) => match v {
+            View::Concat { args, .. } | View::Interleave { args, .. } => args.iter_mut().for_each(f),
+            View::Transpose { arg, .. }
+            | View::Reverse { arg, .. }
+            | View::Slice { arg, .. }
+            | View::Squeeze { arg, .. }
+            | View::Unsqueeze { arg, .. }
+            | View::Broadcast { arg, .. }
+            | View::Reshape { arg, .. }
+            | View::Repeat { arg, .. }
+            | View::Pad { arg, .. } => f(arg),
+        },
+        NodeKind::Sink { value, .. } => f(value),
+        NodeKind::Sequence { before, after } => before.iter_mut().chain(after.iter_mut()).for_each(|r| {
+            if let SeqRef::Value(v) = r {
+                f(v)
+            }
+        }),
+        NodeKind::Source { .. } | NodeKind::Generator(_) => {}
+    }
+}
+
+/// CSE key of a node; `None` for nodes that are never merged (sources, sinks, sequence points).
+fn cse_key(kind: &NodeKind) -> Option<String> {
+    match kind {
+        NodeKind::View(v) => Some(format!("view {v:?}")),
+        NodeKind::Generator(gen) => Some(format!("gen {gen:?}")),
+        NodeKind::Apply(a) => Some(format!("apply {} {:?} {:?} {:?} {:?}", a.op, a.params, a.args, a.range, a.placement)),
+        _ => None,
+    }
+}
+
+/// Removes every node that reaches no sink or sequence point (sources stay: they are the
+/// graph's interface), renumbering values.
+pub fn dce(g: &Graph) -> Graph {
+    let mut live = vec![false; g.nodes.len()];
+    // Sequence points may name applies defined after them, so iterate to a fixed point.
+    loop {
+        let mut changed = false;
+        for (i, n) in g.nodes.iter().enumerate().rev() {
+            let root = matches!(n.kind, NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Source { .. });
+            if !(root || live[i]) {
+                continue;
+            }
+            changed |= !live[i];
+            live[i] = true;
+            let mut kind = n.kind.clone();
+            for_each_operand(&mut kind, &mut |v| {
+                let d = g.value(*v).node;
+                changed |= !live[d];
+                live[d] = true;
+            });
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut b = Builder::new(g, false);
+    for (i, n) in g.nodes.iter().enumerate() {
+        if live[i] {
+            let kind = b.remap(&n.kind);
+            let results: Vec<(String, TensorType)> = n.results.iter().map(|&v| (g.value(v).name.clone(), g.ty(v).cloned().unwrap_or(TensorType::new(tapc_runtime::DType::F32, vec![])))).collect();
+            let ids = b.emit_multi(kind, &results, n.span);
+            for (&old, id) in n.results.iter().zip(ids) {
+                b.map[old.index()] = Some(id);
+            }
+        }
+    }
+    // Keep each value's own span (emit_multi gives results the node's span).
+    for (old, new) in b.map.iter().enumerate() {
+        if let Some(n) = new {
+            b.new.values[n.index()].span = g.values[old].span;
+        }
+    }
+    b.new
+}
