@@ -46,7 +46,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    println!("{:>8} {:>8} {:>12} {:>12}", "nodes", "after", "parse+verify", "canonicalize");
+    println!(
+        "{:>8} {:>8} {:>12} {:>12}",
+        "nodes", "after", "parse+verify", "canonicalize"
+    );
     for n in [1_000, 2_000, 5_000, 10_000] {
         let src = generate(n);
         let mut times = Vec::new();
@@ -58,11 +61,22 @@ fn main() {
             assert!(!diags.has_errors(), "generated graph verifies");
             parse.push(t0.elapsed().as_secs_f64());
             let t1 = Instant::now();
-            run_pipeline(&mut m, facts, "canonicalize", &RunConfig::default(), &mut String::new()).expect("canonicalize runs");
+            run_pipeline(
+                &mut m,
+                facts,
+                "canonicalize",
+                &RunConfig::default(),
+                &mut String::new(),
+            )
+            .expect("canonicalize runs");
             times.push(t1.elapsed().as_secs_f64());
             after = m.graphs[0].nodes.len();
         }
         let nodes = tapc::compile_source(&src).0.graphs[0].nodes.len();
-        println!("{nodes:>8} {after:>8} {:>10.1}ms {:>10.1}ms", 1e3 * median(parse), 1e3 * median(times));
+        println!(
+            "{nodes:>8} {after:>8} {:>10.1}ms {:>10.1}ms",
+            1e3 * median(parse),
+            1e3 * median(times)
+        );
     }
 }

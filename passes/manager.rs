@@ -54,6 +54,13 @@ pub fn registry() -> &'static [PassInfo] {
             create: super::canonicalize::create,
         },
         PassInfo {
+            name: "shard",
+            summary: "split applies into shards along index dimensions (parts, dim, nodes)",
+            create: super::shard::create,
+        },
+        PassInfo { name: "fuse", summary: "producer-consumer fusion of applies and folding of views into affine accesses", create: super::fuse::create },
+        PassInfo { name: "cost", summary: "cost model and stochastic Pareto search over sharding plans; applies the chosen plan", create: super::cost::create },
+        PassInfo {
             name: "alias",
             summary: "footprints of every value on its allocations (stripe/sett/region algebra)",
             create: super::alias::analysis::create,

@@ -4,5 +4,8 @@
 
 pub mod alias;
 pub mod canonicalize;
+pub mod cost;
+pub mod fuse;
 pub mod manager;
 pub mod rewrite;
+pub mod shard;

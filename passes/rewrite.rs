@@ -21,7 +21,12 @@ impl<'a> Builder<'a> {
     pub fn new(old: &'a Graph, cse: bool) -> Builder<'a> {
         Builder {
             old,
-            new: Graph { name: old.name.clone(), span: old.span, name_span: old.name_span, ..Graph::default() },
+            new: Graph {
+                name: old.name.clone(),
+                span: old.span,
+                name_span: old.name_span,
+                ..Graph::default()
+            },
             map: vec![None; old.values.len()],
             names: HashSet::new(),
             cse: cse.then(HashMap::new),
@@ -33,7 +38,10 @@ impl<'a> Builder<'a> {
         if self.names.insert(base.to_string()) {
             return base.to_string();
         }
-        (0..).map(|k| format!("{base}.c{k}")).find(|n| self.names.insert(n.clone())).expect("an unused name exists")
+        (0..)
+            .map(|k| format!("{base}.c{k}"))
+            .find(|n| self.names.insert(n.clone()))
+            .expect("an unused name exists")
     }
 
     pub fn mapped(&self, v: ValueId) -> ValueId {
@@ -43,7 +51,13 @@ impl<'a> Builder<'a> {
     /// The type of an old value (every value of a verified graph has one).
     pub fn old_ty(&self, v: ValueId) -> Result<TensorType, Diagnostic> {
         self.old.ty(v).cloned().ok_or_else(|| {
-            Diagnostic::error(codes::PASS_FAILED, format!("pass needs a verified graph (`%{}` has no type)", self.old.value(v).name))
+            Diagnostic::error(
+                codes::PASS_FAILED,
+                format!(
+                    "pass needs a verified graph (`%{}` has no type)",
+                    self.old.value(v).name
+                ),
+            )
         })
     }
 
@@ -63,18 +77,32 @@ impl<'a> Builder<'a> {
     }
 
     /// Adds a node with several results (never merged).
-    pub fn emit_multi(&mut self, kind: NodeKind, results: &[(String, TensorType)], span: Span) -> Vec<ValueId> {
+    pub fn emit_multi(
+        &mut self,
+        kind: NodeKind,
+        results: &[(String, TensorType)],
+        span: Span,
+    ) -> Vec<ValueId> {
         let idx = self.new.nodes.len();
         let ids: Vec<ValueId> = results
             .iter()
             .map(|(name, ty)| {
                 let id = ValueId(self.new.values.len() as u32);
                 let name = self.fresh(name);
-                self.new.values.push(ValueDef { name, node: idx, ty: Some(ty.clone()), span });
+                self.new.values.push(ValueDef {
+                    name,
+                    node: idx,
+                    ty: Some(ty.clone()),
+                    span,
+                });
                 id
             })
             .collect();
-        self.new.nodes.push(Node { kind, results: ids.clone(), span });
+        self.new.nodes.push(Node {
+            kind,
+            results: ids.clone(),
+            span,
+        });
         ids
     }
 
@@ -88,7 +116,11 @@ impl<'a> Builder<'a> {
     /// Copies an old node unchanged (operands mapped), keeping its result names.
     pub fn copy_node(&mut self, node: &Node) -> Result<(), Diagnostic> {
         let kind = self.remap(&node.kind);
-        let results: Vec<(String, TensorType)> = node.results.iter().map(|&v| Ok((self.old.value(v).name.clone(), self.old_ty(v)?))).collect::<Result<_, Diagnostic>>()?;
+        let results: Vec<(String, TensorType)> = node
+            .results
+            .iter()
+            .map(|&v| Ok((self.old.value(v).name.clone(), self.old_ty(v)?)))
+            .collect::<Result<_, Diagnostic>>()?;
         let ids = if results.len() == 1 && !matches!(kind, NodeKind::Source { .. }) {
             vec![self.emit(kind, &results[0].0, results[0].1.clone(), node.span)]
         } else {
@@ -106,7 +138,9 @@ pub fn for_each_operand(kind: &mut NodeKind, f: &mut dyn FnMut(&mut ValueId)) {
     match kind {
         NodeKind::Apply(a) => a.args.iter_mut().for_each(f),
         NodeKind::View(v) => match v {
-            View::Concat { args, .. } | View::Interleave { args, .. } => args.iter_mut().for_each(f),
+            View::Concat { args, .. } | View::Interleave { args, .. } => {
+                args.iter_mut().for_each(f)
+            }
             View::Transpose { arg, .. }
             | View::Reverse { arg, .. }
             | View::Slice { arg, .. }
@@ -118,11 +152,13 @@ pub fn for_each_operand(kind: &mut NodeKind, f: &mut dyn FnMut(&mut ValueId)) {
             | View::Pad { arg, .. } => f(arg),
         },
         NodeKind::Sink { value, .. } => f(value),
-        NodeKind::Sequence { before, after } => before.iter_mut().chain(after.iter_mut()).for_each(|r| {
-            if let SeqRef::Value(v) = r {
-                f(v)
-            }
-        }),
+        NodeKind::Sequence { before, after } => {
+            before.iter_mut().chain(after.iter_mut()).for_each(|r| {
+                if let SeqRef::Value(v) = r {
+                    f(v)
+                }
+            })
+        }
         NodeKind::Source { .. } | NodeKind::Generator(_) => {}
     }
 }
@@ -132,7 +168,10 @@ fn cse_key(kind: &NodeKind) -> Option<String> {
     match kind {
         NodeKind::View(v) => Some(format!("view {v:?}")),
         NodeKind::Generator(gen) => Some(format!("gen {gen:?}")),
-        NodeKind::Apply(a) => Some(format!("apply {} {:?} {:?} {:?} {:?}", a.op, a.params, a.args, a.range, a.placement)),
+        NodeKind::Apply(a) => Some(format!(
+            "apply {} {:?} {:?} {:?} {:?}",
+            a.op, a.params, a.args, a.range, a.placement
+        )),
         _ => None,
     }
 }
@@ -145,7 +184,10 @@ pub fn dce(g: &Graph) -> Graph {
     loop {
         let mut changed = false;
         for (i, n) in g.nodes.iter().enumerate().rev() {
-            let root = matches!(n.kind, NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Source { .. });
+            let root = matches!(
+                n.kind,
+                NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Source { .. }
+            );
             if !(root || live[i]) {
                 continue;
             }
@@ -166,7 +208,18 @@ pub fn dce(g: &Graph) -> Graph {
     for (i, n) in g.nodes.iter().enumerate() {
         if live[i] {
             let kind = b.remap(&n.kind);
-            let results: Vec<(String, TensorType)> = n.results.iter().map(|&v| (g.value(v).name.clone(), g.ty(v).cloned().unwrap_or(TensorType::new(tapc_runtime::DType::F32, vec![])))).collect();
+            let results: Vec<(String, TensorType)> = n
+                .results
+                .iter()
+                .map(|&v| {
+                    (
+                        g.value(v).name.clone(),
+                        g.ty(v)
+                            .cloned()
+                            .unwrap_or(TensorType::new(tapc_runtime::DType::F32, vec![])),
+                    )
+                })
+                .collect();
             let ids = b.emit_multi(kind, &results, n.span);
             for (&old, id) in n.results.iter().zip(ids) {
                 b.map[old.index()] = Some(id);

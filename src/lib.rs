@@ -6,6 +6,7 @@
 //! and [`driver`] (the `tapc` command line). See docs/architecture.md for the invariants and
 //! the API boundaries between these parts.
 
+pub mod codegen;
 pub mod diag;
 pub mod driver;
 pub mod interp;

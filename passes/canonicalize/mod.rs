@@ -300,4 +300,3 @@ fn remap_view(view: &View, b: &Builder) -> View {
     }
     nv
 }
-

@@ -59,4 +59,5 @@ codes! {
     BAD_PASS = "E0103": "an unknown pass or a malformed pass list";
     BAD_GRAPH_CHOICE = "E0104": "no graph, or several graphs and no `--graph NAME`";
     PASS_FAILED = "E0105": "a pass failed or produced a module that does not verify (a compiler bug)";
+    BAD_SHARD = "E0106": "an apply that cannot be sharded as asked";
 }

@@ -36,6 +36,15 @@ struct Cli {
     /// Output path for the compiled program.
     #[arg(short = 'o')]
     output: Option<PathBuf>,
+    /// What `-o` writes: an executable, an object file, assembly or LLVM IR.
+    #[arg(long, value_enum, default_value_t = crate::codegen::EmitKind::Exe)]
+    emit: crate::codegen::EmitKind,
+    /// Which graph to compile when the file has several.
+    #[arg(long)]
+    graph: Option<String>,
+    /// Fuse float sums of products into multiply-adds (faster; not rounded like `tapc run`).
+    #[arg(long)]
+    fast_math: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -91,7 +100,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Emit::Teg)]
         emit: Emit,
     },
-    /// Run a graph in the reference interpreter: sources from .npy files, sinks to .npy files.
+    /// Run a graph (natively by default, or in the reference interpreter): sources from .npy
+    /// files, sinks to .npy files.
     Run {
         file: PathBuf,
         /// Bind source @NAME to a .npy file: `--input NAME=PATH`.
@@ -106,7 +116,23 @@ enum Command {
         /// Which graph to run when the file has several.
         #[arg(long)]
         graph: Option<String>,
+        #[command(flatten)]
+        native: NativeRun,
     },
+}
+
+/// `tapc run` backend options.
+#[derive(Args, Debug, Clone, Default)]
+struct NativeRun {
+    /// Compile with LLVM (JIT) and run on the multithreaded runtime (the default).
+    #[arg(long, conflicts_with = "interp")]
+    native: bool,
+    /// Run in the reference interpreter instead.
+    #[arg(long)]
+    interp: bool,
+    /// Worker threads of the native runtime (default: available cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -116,6 +142,10 @@ pub enum Emit {
     Signature,
     /// The alias analysis report (needs `--passes=...,alias`).
     Alias,
+    /// Each shard's input boxes and exact footprints (needs `--passes=...,shard`).
+    Shard,
+    /// The cost tables, totals and Pareto frontier (needs `--passes=...,cost`).
+    Cost,
 }
 
 /// Runs `tapc` with `args` (without the program name).
@@ -155,6 +185,7 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
         out: Outcome::default(),
         format: cli.common.error_format,
         color,
+        native: None,
     };
     let ok = match cli.command {
         Some(Command::Check { file }) => cx.check(&file),
@@ -181,14 +212,26 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
             input_dir,
             out_dir,
             graph,
-        }) => cx.run(
-            &file,
-            &inputs,
-            input_dir.as_deref(),
-            &out_dir,
-            graph.as_deref(),
+            native,
+        }) => {
+            cx.native = Some(native);
+            cx.run(
+                &file,
+                &inputs,
+                input_dir.as_deref(),
+                &out_dir,
+                graph.as_deref(),
+            )
+        }
+        None => cx.compile(
+            cli.file.as_deref(),
+            cli.output.as_deref(),
+            cli.emit,
+            cli.graph.as_deref(),
+            &crate::codegen::Options {
+                fast_math: cli.fast_math,
+            },
         ),
-        None => cx.compile(cli.file.as_deref(), cli.output.as_deref()),
     };
     cx.out.code = i32::from(!ok);
     cx.out
@@ -198,6 +241,8 @@ struct Cx {
     out: Outcome,
     format: ErrorFormat,
     color: bool,
+    /// Backend options of `tapc run`.
+    native: Option<NativeRun>,
 }
 
 /// A loaded, verified file.
@@ -310,15 +355,24 @@ impl Cx {
             Emit::Teg => print_module(&l.module),
             Emit::Dot => emit::dot(&l.module),
             Emit::Signature => emit::signatures(&l.module, &cx.facts),
-            Emit::Alias => match cx.report("alias") {
-                Some(r) => r.to_string(),
-                None => {
-                    let d =
-                        Diagnostic::error(codes::BAD_PASS, "`--emit alias` needs the alias pass")
-                            .note("add it to the pipeline: `--passes=alias`");
-                    return self.fail(&l.name, d);
+            Emit::Alias | Emit::Shard | Emit::Cost => {
+                let name = match emit {
+                    Emit::Alias => "alias",
+                    Emit::Shard => "shard",
+                    _ => "cost",
+                };
+                match cx.report(name) {
+                    Some(r) => r.to_string(),
+                    None => {
+                        let d = Diagnostic::error(
+                            codes::BAD_PASS,
+                            format!("`--emit {name}` needs the {name} pass"),
+                        )
+                        .note(format!("add it to the pipeline: `--passes={name}`"));
+                        return self.fail(&l.name, d);
+                    }
                 }
-            },
+            }
         };
         true
     }
@@ -385,7 +439,23 @@ impl Cx {
                 }
             }
         }
-        let sinks = match crate::interp::run(&l.module, g, &l.facts[gi], &tensors) {
+        let native = self.native.clone().unwrap_or_default();
+        // Native by default; a graph with an extern op that has no kernel cannot be compiled,
+        // and the interpreter reports why (E0071) unless `--native` insists.
+        let kernelless = l.facts[gi].instances.values().any(|i| i.stmts.is_none());
+        let sinks = if native.native || (!native.interp && !kernelless) {
+            let threads = native
+                .threads
+                .map_or_else(tapc_runtime::exec::default_threads, |n| n as usize);
+            let opts = tapc_runtime::exec::Options {
+                threads,
+                record: false,
+            };
+            crate::codegen::run_jit(&l.module, gi, &l.facts[gi], &tensors, &opts).map(|(s, _)| s)
+        } else {
+            crate::interp::run(&l.module, g, &l.facts[gi], &tensors)
+        };
+        let sinks = match sinks {
             Ok(s) => s,
             Err(d) => {
                 let src = l.src.clone();
@@ -411,7 +481,15 @@ impl Cx {
         }
     }
 
-    fn compile(&mut self, file: Option<&Path>, _output: Option<&Path>) -> bool {
+    /// `tapc FILE -o OUT [--emit exe|obj|asm|llvm]`: compiles a graph with the native backend.
+    fn compile(
+        &mut self,
+        file: Option<&Path>,
+        output: Option<&Path>,
+        emit: crate::codegen::EmitKind,
+        graph: Option<&str>,
+        opts: &crate::codegen::Options,
+    ) -> bool {
         let Some(file) = file else {
             self.out
                 .stderr
@@ -421,11 +499,33 @@ impl Cx {
         let Some(l) = self.load(file) else {
             return false;
         };
-        self.fail(
-            &l.name,
-            Diagnostic::error(codes::NOT_AVAILABLE, "the native backend is not available yet")
-                .note("the file parses and verifies; run it with the reference interpreter: `tapc run FILE --input NAME=PATH.npy`"),
-        )
+        let gi = match pick_graph(&l.module, graph) {
+            Ok(i) => i,
+            Err(d) => return self.fail(&l.name, d),
+        };
+        let out = match output {
+            Some(o) => o.to_path_buf(),
+            None => {
+                use crate::codegen::EmitKind as E;
+                let stem = file
+                    .file_stem()
+                    .map_or("out".into(), |s| s.to_string_lossy().into_owned());
+                PathBuf::from(match emit {
+                    E::Exe => stem,
+                    E::Obj => format!("{stem}.o"),
+                    E::Asm => format!("{stem}.s"),
+                    E::Llvm => format!("{stem}.ll"),
+                })
+            }
+        };
+        match crate::codegen::emit_to_file(&l.module, gi, &l.facts[gi], emit, &out, opts) {
+            Ok(()) => true,
+            Err(d) => {
+                let src = l.src.clone();
+                self.report(&l.name, &src, &[d]);
+                false
+            }
+        }
     }
 }
 

@@ -1,0 +1,296 @@
+//! `cost`: an analytic multi-objective cost model of sharding plans and a stochastic
+//! Pareto-frontier search over them (see `docs/passes/cost.md`).
+//!
+//! Options: `cost{nodes=2, evals=20000, seed=1, threads=2, parts=N, objective=time|bytes|memory|flops,
+//! max_memory=BYTES, machine=FILE}`. Per graph it builds the model ([`model::Problem`]),
+//! keeps only the dimensions `shard` can actually split each apply along, searches
+//! ([`pareto::search`]), picks the frontier point best for `objective` (ties broken by time,
+//! bytes, memory, flops; points over `max_memory` per node, e.g. `8GiB`, are skipped), and
+//! materializes it with `shard::apply_plan`, so the output is valid sharded TEG. The report
+//! "cost" holds the marginal cost table per apply, graph totals, the chosen plan and the
+//! frontier.
+
+pub mod machine;
+pub mod model;
+pub mod pareto;
+
+use crate::diag::{codes, Diagnostic};
+use crate::ir::Module;
+use crate::passes::manager::{Pass, PassContext, PassOptions};
+use crate::passes::shard::apply_plan;
+use crate::verify::GraphFacts;
+use machine::Machine;
+use model::{Objectives, Problem, OBJECTIVES};
+use pareto::{Point, SearchConfig, MUTATIONS};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// The pass's settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub machine: Machine,
+    pub search: SearchConfig,
+    pub max_parts: usize,
+    /// Index into [`OBJECTIVES`].
+    pub objective: usize,
+    pub max_memory: Option<f64>,
+}
+
+/// `8GiB`, `512MiB`, `1e9`, `1000KB`: a byte count.
+pub fn parse_bytes(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let units = [
+        ("GiB", 1u64 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("KB", 1000),
+        ("B", 1),
+    ];
+    let (num, mul) = units
+        .iter()
+        .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n, *m as f64)))
+        .unwrap_or((t, 1.0));
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(|v| v * mul)
+        .ok_or_else(|| format!("`{s}` is not a byte count (e.g. 8GiB)"))
+}
+
+/// Parses the options; `machine` (e.g. from the driver's `--machine`) overrides the default.
+pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, String> {
+    let mut nodes: Option<u32> = None;
+    let mut machine = machine;
+    let mut c = SearchConfig {
+        evals: 20000,
+        seed: 1,
+        threads: 2,
+    };
+    let (mut parts, mut objective, mut max_memory) = (None, 0, None);
+    for (k, v) in opts {
+        let int = |what: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{what} must be a non-negative integer, not `{v}`"))
+        };
+        match k.as_str() {
+            "nodes" => nodes = Some(int("nodes").ok().filter(|&n| (1..=255).contains(&n)).ok_or_else(|| format!("nodes must be in 1..=255, not `{v}`"))? as u32),
+            "evals" => c.evals = int("evals")?,
+            "seed" => c.seed = int("seed")?,
+            "threads" => c.threads = int("threads").ok().filter(|&t| (1..=64).contains(&t)).ok_or_else(|| format!("threads must be in 1..=64, not `{v}`"))? as usize,
+            "parts" => parts = Some(int("parts").ok().filter(|&p| (1..=model::MAX_PARTS as u64).contains(&p)).ok_or_else(|| format!("parts must be in 1..={}, not `{v}`", model::MAX_PARTS))? as usize),
+            "objective" => objective = OBJECTIVES.iter().position(|o| o == v).ok_or_else(|| format!("objective must be one of {}, not `{v}`", OBJECTIVES.join("|")))?,
+            "max_memory" | "max-memory" => max_memory = Some(parse_bytes(v)?),
+            "machine" => {
+                let text = std::fs::read_to_string(v).map_err(|e| format!("cannot read machine file `{v}`: {e}"))?;
+                machine = Some(Machine::from_toml(&text)?);
+            }
+            other => return Err(format!("unknown option `{other}` (cost takes nodes, evals, seed, threads, parts, objective, max_memory, machine)")),
+        }
+    }
+    let machine = match (machine, nodes) {
+        (Some(m), Some(n)) if m.len() != n as usize => {
+            return Err(format!(
+                "nodes={n} but the machine file has {} nodes",
+                m.len()
+            ))
+        }
+        (Some(m), _) => m,
+        (None, n) => Machine::default_local(n.unwrap_or(2)),
+    };
+    let max_parts = parts.unwrap_or(machine.len().clamp(2, model::MAX_PARTS));
+    Ok(Config {
+        machine,
+        search: c,
+        max_parts,
+        objective,
+        max_memory,
+    })
+}
+
+pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {
+    Ok(Box::new(Cost(config(opts, None)?)))
+}
+
+/// The pass with an explicit machine (for the driver's `--machine FILE`).
+pub fn create_with_machine(opts: &PassOptions, machine: Machine) -> Result<Box<dyn Pass>, String> {
+    Ok(Box::new(Cost(config(opts, Some(machine))?)))
+}
+
+pub struct Cost(pub Config);
+
+/// Builds the problem of graph `gi`, keeping only the (apply, variable) pairs that
+/// `shard::apply_plan` accepts (tried one at a time on a copy of the module).
+pub fn problem(m: &Module, gi: usize, facts: &GraphFacts, cfg: &Config) -> Result<Problem, String> {
+    let mut p = Problem::new(m, gi, facts, cfg.machine.clone(), cfg.max_parts)?;
+    let mut ok = HashMap::new();
+    for (ai, a) in p.applies.iter().enumerate() {
+        for &v in &a.dims {
+            let plan = HashMap::from([(
+                a.node,
+                crate::passes::shard::ApplyPlan {
+                    dim: a.vars[v].0.clone(),
+                    parts: 2,
+                    nodes: vec![0, 0],
+                },
+            )]);
+            let mut copy = m.clone();
+            let good = apply_plan(&mut copy, gi, facts, &plan).is_ok()
+                && !crate::verify::verify(&mut copy).0.has_errors();
+            ok.insert((ai, v), good);
+        }
+    }
+    p.restrict(|ai, v| ok.get(&(ai, v)).copied().unwrap_or(false));
+    Ok(p)
+}
+
+/// The frontier point best for objective `obj` under the memory limit (ties: time, bytes,
+/// memory, flops), or `None` when every point is over the limit.
+pub fn choose(front: &[Point], obj: usize, max_memory: Option<f64>) -> Option<&Point> {
+    let order = [obj, 0, 2, 3, 1];
+    front
+        .iter()
+        .filter(|p| max_memory.is_none_or(|m| p.obj[3] <= m))
+        .min_by(|a, b| {
+            order
+                .iter()
+                .map(|&i| a.obj[i].total_cmp(&b.obj[i]))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+}
+
+/// `1.23e-4 s`-style formatting of objectives.
+pub fn format_objectives(o: &Objectives) -> String {
+    format!(
+        "time {:.3e} s, flops {:.0}, bytes moved {:.0}, peak memory {:.0} B",
+        o[0], o[1], o[2], o[3]
+    )
+}
+
+/// The report of one graph: cost tables, totals, the frontier and the chosen plan.
+pub fn report(
+    p: &Problem,
+    front: &[Point],
+    stats: &pareto::Stats,
+    chosen: Option<&Point>,
+    graph: &str,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "graph @{graph}: {} nodes, {} applies",
+        p.machine.len(),
+        p.applies.len()
+    );
+    let (mut flops, mut bytes) = (0.0, 0.0);
+    for a in &p.applies {
+        flops += a.flops;
+        bytes += a.bytes;
+        let _ = writeln!(
+            s,
+            "  %{} = apply @{}: {:.0} flops, {:.0} footprint bytes",
+            a.name, a.op, a.flops, a.bytes
+        );
+        let _ = writeln!(
+            s,
+            "    {:<8} {:>8} {:>10} {:>14} {:>14}  shardable",
+            "dim", "extent", "kind", "flops/step", "bytes/step"
+        );
+        for (v, r) in a.table.iter().enumerate() {
+            let b = r.bytes.map_or("-".to_string(), |b| format!("{b:.0}"));
+            let kind = if r.reduction { "reduction" } else { "parallel" };
+            let yes = if a.dims.contains(&v) { "yes" } else { "no" };
+            let _ = writeln!(
+                s,
+                "    {:<8} {:>8} {:>10} {:>14.1} {:>14}  {yes}",
+                r.dim, r.extent, kind, r.flops, b
+            );
+        }
+    }
+    let _ = writeln!(s, "  totals: {flops:.0} flops, {bytes:.0} footprint bytes");
+    let _ = writeln!(
+        s,
+        "  unsharded: {}",
+        format_objectives(&p.evaluate(&p.unsharded()))
+    );
+    let rates: Vec<String> = MUTATIONS
+        .iter()
+        .enumerate()
+        .map(|(m, n)| format!("{n} {}/{}", stats.improved[m], stats.tried[m]))
+        .collect();
+    let _ = writeln!(
+        s,
+        "  search: {} evaluations; frontier improvements per mutation: {}",
+        stats.evals,
+        rates.join(", ")
+    );
+    let _ = writeln!(s, "  frontier ({} points):", front.len());
+    let _ = writeln!(
+        s,
+        "    {:>12} {:>14} {:>14} {:>14}  plan",
+        "time (s)", "flops", "bytes moved", "peak mem (B)"
+    );
+    for pt in front {
+        let _ = writeln!(
+            s,
+            "    {:>12.4e} {:>14.0} {:>14.0} {:>14.0}  {}",
+            pt.obj[0],
+            pt.obj[1],
+            pt.obj[2],
+            pt.obj[3],
+            p.describe(&pt.plan)
+        );
+    }
+    match chosen {
+        Some(c) => {
+            let _ = writeln!(s, "  chosen: {}", p.describe(&c.plan));
+            let _ = writeln!(s, "    {}", format_objectives(&c.obj));
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "  chosen: none (no frontier point under the memory limit); graph left unsharded"
+            );
+        }
+    }
+    s
+}
+
+impl Pass for Cost {
+    fn name(&self) -> &'static str {
+        "cost"
+    }
+    fn run(&mut self, m: &mut Module, cx: &mut PassContext) -> Result<bool, Diagnostic> {
+        let cfg = &self.0;
+        let mut out = String::new();
+        let mut changed = false;
+        for gi in 0..m.graphs.len() {
+            let facts = cx.facts.get(gi).ok_or_else(|| {
+                Diagnostic::error(codes::PASS_FAILED, "cost needs a verified graph")
+            })?;
+            let p =
+                problem(m, gi, facts, cfg).map_err(|e| Diagnostic::error(codes::PASS_FAILED, e))?;
+            let (front, stats) = pareto::search(&p, &cfg.search);
+            let chosen = choose(&front, cfg.objective, cfg.max_memory).cloned();
+            out.push_str(&report(
+                &p,
+                &front,
+                &stats,
+                chosen.as_ref(),
+                &m.graphs[gi].name,
+            ));
+            if let Some(c) = chosen {
+                let plans = p.to_apply_plans(&c.plan);
+                if !plans.is_empty() {
+                    apply_plan(m, gi, facts, &plans)?;
+                    changed = true;
+                }
+            }
+        }
+        cx.reports.push(("cost".into(), out));
+        Ok(changed)
+    }
+}

@@ -1,0 +1,790 @@
+//! The analytic cost model: per apply, the marginal cost table per index dimension (rows = index
+//! variables, columns = flops and bytes per step), and for a sharding plan (per apply: the
+//! dimension, the part count and the node of every shard) the four objectives:
+//!
+//! - **time**: a list schedule over nodes in graph order. A shard starts when its node is free
+//!   and every piece of every input it reads has arrived (producer finish time, plus latency and
+//!   bytes / bandwidth when the piece lives on another node); it runs for its flops / the node's
+//!   flop/s. A reduction-sharded apply combines its partial results on the machine's sink node.
+//!   Sinks are collected on the sink node. Link contention is not modelled.
+//! - **flops**: total arithmetic, including the combines of reduction shards.
+//! - **bytes**: bytes moved between nodes: for every shard and input, the bytes of the exact
+//!   footprint of the shard's index box (from the kernel's loads, or the projections for an
+//!   extern op) that do not already live on the shard's node. Sources start where the machine
+//!   says (node 0 by default); a shard's output lives on the node that computed it. Inputs
+//!   reached through views are approximated: footprint bytes times the remote fraction of the
+//!   values the views read. A shard that reads the same remote bytes as another shard on the
+//!   same node fetches them again (no caching).
+//! - **memory**: peak bytes per node, counted without freeing: resident sources, fetched
+//!   inputs and computed outputs.
+
+use super::machine::Machine;
+use crate::ir::graph::NodeKind;
+use crate::ir::instance::{Affine, CExpr, CKind, Instance, Src};
+use crate::ir::Module;
+use crate::passes::shard::{split, ApplyPlan};
+use crate::verify::GraphFacts;
+use std::collections::HashMap;
+
+/// The most shards of one apply a plan may use.
+pub const MAX_PARTS: usize = 8;
+/// The objectives, in the order of [`Objectives`].
+pub const OBJECTIVES: [&str; 4] = ["time", "flops", "bytes", "memory"];
+/// `[time (s), flops, bytes moved, peak memory per node (bytes)]`.
+pub type Objectives = [f64; 4];
+
+/// How one apply is sharded: `dim` 0 is whole, `d + 1` shards index variable `d` into `parts`;
+/// shard `p` runs on node `nodes[p]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Gene {
+    pub dim: u8,
+    pub parts: u8,
+    pub nodes: [u8; MAX_PARTS],
+}
+
+impl Gene {
+    pub fn whole(node: u8) -> Gene {
+        let mut nodes = [0; MAX_PARTS];
+        nodes[0] = node;
+        Gene {
+            dim: 0,
+            parts: 1,
+            nodes,
+        }
+    }
+    pub fn split(var: usize, nodes: &[u8]) -> Gene {
+        let mut g = Gene {
+            dim: var as u8 + 1,
+            parts: nodes.len() as u8,
+            nodes: [0; MAX_PARTS],
+        };
+        g.nodes[..nodes.len()].copy_from_slice(nodes);
+        g
+    }
+    pub fn is_whole(&self) -> bool {
+        self.dim == 0
+    }
+}
+
+/// One gene per apply, in [`Problem::applies`] order.
+pub type Plan = Vec<Gene>;
+
+/// Where the data of a value comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Root {
+    Source {
+        node: u32,
+        bytes: f64,
+    },
+    Apply {
+        apply: usize,
+        output: usize,
+    },
+    /// Generators: available everywhere for free.
+    Free,
+}
+
+#[derive(Clone, Debug)]
+struct Input {
+    roots: Vec<Root>,
+    /// Read directly (not through views): footprints intersect the producer's pieces exactly.
+    exact: bool,
+    elem: f64,
+}
+
+/// One row of the marginal cost table: the cost of one more step along `dim`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MarginalRow {
+    pub dim: String,
+    pub extent: i64,
+    pub reduction: bool,
+    pub flops: f64,
+    /// Footprint bytes (inputs read + outputs written) added by one more step; `None` for a
+    /// dimension of extent 1.
+    pub bytes: Option<f64>,
+}
+
+#[derive(Clone, Debug)]
+struct ShardLayout {
+    in_boxes: Vec<Vec<(i64, i64)>>,
+    out_boxes: Vec<Vec<(i64, i64)>>,
+    out_bytes: f64,
+    flops: f64,
+}
+
+#[derive(Clone, Debug)]
+struct Layout {
+    shards: Vec<ShardLayout>,
+    reduction: bool,
+    combine_flops: f64,
+    /// Reduction sharding: per input, what the epilogue (after the combine) reads.
+    epilogue: Boxes,
+}
+
+/// One apply as the model sees it.
+#[derive(Clone, Debug)]
+pub struct ApplyInfo {
+    /// Node index in the graph.
+    pub node: usize,
+    /// Name of its first result.
+    pub name: String,
+    pub op: String,
+    /// Every index variable (parallel ones first) and its extent.
+    pub vars: Vec<(String, i64)>,
+    pub parallel: usize,
+    pub flops: f64,
+    /// Footprint bytes of the whole apply (inputs read + outputs written).
+    pub bytes: f64,
+    /// Variables this apply may be sharded along.
+    pub dims: Vec<usize>,
+    /// Already a shard (or otherwise pinned): stays whole on `pinned_node`.
+    pub fixed: bool,
+    pub pinned_node: u8,
+    pub table: Vec<MarginalRow>,
+    inputs: Vec<Input>,
+    out_elems: Vec<(f64, f64)>,
+    layouts: HashMap<(u8, u8), Layout>,
+}
+
+impl ApplyInfo {
+    /// The most parts along variable `v` (bounded by its extent and [`MAX_PARTS`]).
+    pub fn max_parts(&self, v: usize, limit: usize) -> usize {
+        (self.vars[v].1.max(1) as usize).min(limit).min(MAX_PARTS)
+    }
+}
+
+/// A graph prepared for costing.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub graph: usize,
+    pub applies: Vec<ApplyInfo>,
+    pub machine: Machine,
+    /// Parts a plan may use per apply (≤ [`MAX_PARTS`]).
+    pub max_parts: usize,
+    sources: Vec<(u32, f64)>,
+    sinks: Vec<Input>,
+}
+
+fn vol(b: &[(i64, i64)]) -> f64 {
+    b.iter().map(|&(l, h)| (h - l).max(0) as f64).product()
+}
+
+fn inter(a: &[(i64, i64)], b: &[(i64, i64)]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&(l1, h1), &(l2, h2))| (h1.min(h2) - l1.max(l2)).max(0) as f64)
+        .product()
+}
+
+/// Calls `f(input, index, inside)` for every load of an input in `e`; `inside` says whether the
+/// load sits inside a reduction over variable `red`.
+fn input_loads(
+    e: &CExpr,
+    red: Option<usize>,
+    inside: bool,
+    f: &mut dyn FnMut(usize, &[Affine], bool),
+) {
+    match &e.kind {
+        CKind::Load {
+            src: Src::Input(k),
+            index,
+            ..
+        } => f(*k, index, inside),
+        CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } => {}
+        CKind::Reduce { vars, body, .. } => input_loads(
+            body,
+            red,
+            inside || red.is_some_and(|v| vars.contains(&v)),
+            f,
+        ),
+        CKind::Call(_, args) => args.iter().for_each(|a| input_loads(a, red, inside, f)),
+        CKind::Unary(_, a) => input_loads(a, red, inside, f),
+        CKind::Binary(_, a, b) => {
+            input_loads(a, red, inside, f);
+            input_loads(b, red, inside, f);
+        }
+    }
+}
+
+type Box1 = Vec<(i64, i64)>;
+type Boxes = Vec<Box1>;
+
+/// The footprint boxes of every input and output of `inst` for the variable ranges `boxes`
+/// (every variable, parallel ones first). With `red = Some(v)` the inputs are split in two:
+/// those read inside the reduction over `v` (the partial results) and those read outside it
+/// (the epilogue, run once after the combine); otherwise the second list is empty boxes.
+fn footprint(inst: &Instance, boxes: &[(i64, i64)], red: Option<usize>) -> (Boxes, Boxes, Boxes) {
+    let np = inst.parallel;
+    let clip = |b: Vec<(i64, i64)>, shape: &[i64]| -> Vec<(i64, i64)> {
+        b.into_iter()
+            .zip(shape)
+            .map(|((l, h), &n)| (l.clamp(0, n), h.clamp(0, n).max(l.clamp(0, n))))
+            .collect()
+    };
+    let empty = || -> Boxes {
+        inst.inputs
+            .iter()
+            .map(|t| vec![(0, 0); t.shape.len()])
+            .collect()
+    };
+    let (ins, epi) = match &inst.stmts {
+        Some(stmts) => {
+            let mut hull: [Vec<Option<Box1>>; 2] =
+                [vec![None; inst.inputs.len()], vec![None; inst.inputs.len()]];
+            for s in stmts {
+                input_loads(&s.value, red, false, &mut |k, index, inside| {
+                    let b: Vec<(i64, i64)> = index
+                        .iter()
+                        .map(|a| {
+                            let (l, h) = a.range(boxes);
+                            (l, h.saturating_add(1))
+                        })
+                        .collect();
+                    let slot = &mut hull[usize::from(red.is_some() && !inside)][k];
+                    *slot = Some(match slot.take() {
+                        None => b,
+                        Some(old) => old
+                            .iter()
+                            .zip(&b)
+                            .map(|(&(a, c), &(x, y))| (a.min(x), c.max(y)))
+                            .collect(),
+                    });
+                });
+            }
+            let fin = |h: Vec<Option<Vec<(i64, i64)>>>| -> Boxes {
+                h.into_iter()
+                    .zip(&inst.inputs)
+                    .map(|(h, t)| match h {
+                        Some(b) => clip(b, &t.shape),
+                        None => vec![(0, 0); t.shape.len()],
+                    })
+                    .collect()
+            };
+            let [a, b] = hull;
+            (fin(a), fin(b))
+        }
+        None => (
+            inst.signature
+                .inputs
+                .iter()
+                .zip(&inst.inputs)
+                .map(|(p, t)| clip(p.projection.image(&boxes[..np]), &t.shape))
+                .collect(),
+            empty(),
+        ),
+    };
+    let outs = inst
+        .signature
+        .outputs
+        .iter()
+        .zip(&inst.outputs)
+        .map(|(p, t)| clip(p.projection.image(&boxes[..np]), &t.shape))
+        .collect();
+    (ins, epi, outs)
+}
+
+fn footprint_bytes(inst: &Instance, boxes: &[(i64, i64)]) -> f64 {
+    let (ins, _, outs) = footprint(inst, boxes, None);
+    let size = |t: &crate::ir::TensorType| t.dtype.size_bytes() as f64;
+    ins.iter()
+        .zip(&inst.inputs)
+        .map(|(b, t)| vol(b) * size(t))
+        .sum::<f64>()
+        + outs
+            .iter()
+            .zip(&inst.outputs)
+            .map(|(b, t)| vol(b) * size(t))
+            .sum::<f64>()
+}
+
+fn full_boxes(inst: &Instance) -> Vec<(i64, i64)> {
+    inst.vars.iter().map(|v| v.range).collect()
+}
+
+/// The marginal cost table of an instance: one row per index variable (parallel, then
+/// reduction). Flops per step are the apply's flops over the extent (constant by
+/// construction); bytes per step are the footprint of the full box minus that of the box one
+/// step shorter along the variable.
+pub fn marginal_table(inst: &Instance) -> Vec<MarginalRow> {
+    let full = full_boxes(inst);
+    let flops = inst.signature.flops_per_point * inst.points().max(1) as f64;
+    let total = footprint_bytes(inst, &full);
+    inst.vars
+        .iter()
+        .enumerate()
+        .map(|(v, var)| {
+            let ext = var.range.1 - var.range.0;
+            let bytes = (ext >= 2).then(|| {
+                let mut b = full.clone();
+                b[v].1 -= 1;
+                total - footprint_bytes(inst, &b)
+            });
+            MarginalRow {
+                dim: var.name.clone(),
+                extent: ext,
+                reduction: v >= inst.parallel,
+                flops: flops / ext.max(1) as f64,
+                bytes,
+            }
+        })
+        .collect()
+}
+
+fn layout(inst: &Instance, v: usize, parts: usize, flops: f64) -> Layout {
+    let full = full_boxes(inst);
+    let (lo0, hi0) = full[v];
+    let ext = hi0 - lo0;
+    let reduction = v >= inst.parallel;
+    let size = |t: &crate::ir::TensorType| t.dtype.size_bytes() as f64;
+    let shards = split(ext, parts as i64)
+        .into_iter()
+        .map(|(lo, hi)| {
+            let mut b = full.clone();
+            b[v] = (lo0 + lo, lo0 + hi);
+            let (in_boxes, _, mut out_boxes) = footprint(inst, &b, reduction.then_some(v));
+            if reduction {
+                // Partial results cover the whole output.
+                out_boxes = footprint(inst, &full, None).2;
+            }
+            let out_bytes = out_boxes
+                .iter()
+                .zip(&inst.outputs)
+                .map(|(b, t)| vol(b) * size(t))
+                .sum();
+            ShardLayout {
+                in_boxes,
+                out_boxes,
+                out_bytes,
+                flops: flops * (hi - lo) as f64 / ext.max(1) as f64,
+            }
+        })
+        .collect::<Vec<_>>();
+    let out_elems: f64 = inst.outputs.iter().map(|t| t.elements() as f64).sum();
+    let combine_flops = if reduction {
+        (shards.len() as f64 - 1.0) * out_elems
+    } else {
+        0.0
+    };
+    let epilogue = if reduction {
+        footprint(inst, &full, Some(v)).1
+    } else {
+        vec![]
+    };
+    Layout {
+        shards,
+        reduction,
+        combine_flops,
+        epilogue,
+    }
+}
+
+impl Problem {
+    /// Prepares graph `gi` of `m` (verified, with its `facts`) for costing on `machine`, with at
+    /// most `max_parts` shards per apply. Every variable of extent ≥ 2 is a candidate dimension;
+    /// [`Problem::restrict`] narrows them.
+    pub fn new(
+        m: &Module,
+        gi: usize,
+        facts: &GraphFacts,
+        machine: Machine,
+        max_parts: usize,
+    ) -> Result<Problem, String> {
+        let g = m.graphs.get(gi).ok_or("no such graph")?;
+        let max_parts = max_parts.clamp(1, MAX_PARTS);
+        let mut roots: Vec<(Vec<Root>, bool)> = vec![(vec![], true); g.values.len()];
+        let mut applies = Vec::new();
+        let mut sources = Vec::new();
+        let mut sinks = Vec::new();
+        let elem_of =
+            |v: crate::ir::ValueId| g.ty(v).map(|t| t.dtype.size_bytes() as f64).unwrap_or(4.0);
+        for (ni, node) in g.nodes.iter().enumerate() {
+            match &node.kind {
+                NodeKind::Source { name, ty } => {
+                    let n = machine
+                        .source_node(name)
+                        .min(machine.len().saturating_sub(1) as u32);
+                    let bytes = ty.bytes() as f64;
+                    sources.push((n, bytes));
+                    roots[node.results[0].index()] = (vec![Root::Source { node: n, bytes }], true);
+                }
+                NodeKind::Generator(_) => {
+                    for r in &node.results {
+                        roots[r.index()] = (vec![Root::Free], true);
+                    }
+                }
+                NodeKind::View(v) => {
+                    let mut rs = Vec::new();
+                    for a in v.args() {
+                        for r in &roots[a.index()].0 {
+                            if !rs.contains(r) {
+                                rs.push(r.clone());
+                            }
+                        }
+                    }
+                    for r in &node.results {
+                        roots[r.index()] = (rs.clone(), false);
+                    }
+                }
+                NodeKind::Sink { value, .. } => {
+                    let (rs, exact) = roots[value.index()].clone();
+                    sinks.push(Input {
+                        roots: rs,
+                        exact,
+                        elem: elem_of(*value),
+                    });
+                }
+                NodeKind::Sequence { .. } => {}
+                NodeKind::Apply(a) => {
+                    let inst = facts
+                        .instances
+                        .get(&ni)
+                        .ok_or("cost needs a verified graph")?;
+                    let ai = applies.len();
+                    let inputs = a
+                        .args
+                        .iter()
+                        .map(|&v| Input {
+                            roots: roots[v.index()].0.clone(),
+                            exact: roots[v.index()].1,
+                            elem: elem_of(v),
+                        })
+                        .collect();
+                    for (o, r) in node.results.iter().enumerate() {
+                        roots[r.index()] = (
+                            vec![Root::Apply {
+                                apply: ai,
+                                output: o,
+                            }],
+                            true,
+                        );
+                    }
+                    let flops = inst.signature.flops_per_point * inst.points().max(1) as f64;
+                    let fixed = a.range.is_some();
+                    let vars: Vec<(String, i64)> = inst
+                        .vars
+                        .iter()
+                        .map(|v| (v.name.clone(), v.range.1 - v.range.0))
+                        .collect();
+                    let dims = if fixed || vars.len() > 255 {
+                        vec![]
+                    } else {
+                        (0..vars.len()).filter(|&v| vars[v].1 >= 2).collect()
+                    };
+                    let mut layouts = HashMap::new();
+                    layouts.insert((0u8, 1u8), layout_whole(inst, flops));
+                    for &v in &dims {
+                        for p in 2..=(vars[v].1 as usize).min(max_parts) {
+                            layouts.insert((v as u8 + 1, p as u8), layout(inst, v, p, flops));
+                        }
+                    }
+                    applies.push(ApplyInfo {
+                        node: ni,
+                        name: g.values[node.results[0].index()].name.clone(),
+                        op: a.op.clone(),
+                        vars,
+                        parallel: inst.parallel,
+                        flops,
+                        bytes: footprint_bytes(inst, &full_boxes(inst)),
+                        dims,
+                        fixed,
+                        pinned_node: a
+                            .placement
+                            .unwrap_or(0)
+                            .min(machine.len().saturating_sub(1) as u32)
+                            as u8,
+                        table: marginal_table(inst),
+                        inputs,
+                        out_elems: inst
+                            .outputs
+                            .iter()
+                            .map(|t| (t.elements() as f64, t.dtype.size_bytes() as f64))
+                            .collect(),
+                        layouts,
+                    });
+                }
+            }
+        }
+        if machine.len() > 255 {
+            return Err("the cost model handles at most 255 nodes".into());
+        }
+        Ok(Problem {
+            graph: gi,
+            applies,
+            machine,
+            max_parts,
+            sources,
+            sinks,
+        })
+    }
+
+    /// Keeps only the variables `keep` returns true for (by apply number and variable).
+    pub fn restrict(&mut self, mut keep: impl FnMut(usize, usize) -> bool) {
+        for (ai, a) in self.applies.iter_mut().enumerate() {
+            a.dims.retain(|&v| keep(ai, v));
+            let dims = a.dims.clone();
+            a.layouts
+                .retain(|&(d, _), _| d == 0 || dims.contains(&(d as usize - 1)));
+        }
+    }
+
+    /// The plan that runs everything whole where it is (node 0 unless pinned).
+    pub fn unsharded(&self) -> Plan {
+        self.applies
+            .iter()
+            .map(|a| Gene::whole(if a.fixed { a.pinned_node } else { 0 }))
+            .collect()
+    }
+
+    /// Whether `plan` is in the search space.
+    pub fn valid(&self, plan: &[Gene]) -> bool {
+        plan.len() == self.applies.len()
+            && plan.iter().zip(&self.applies).all(|(g, a)| {
+                let n = self.machine.len();
+                (g.dim == 0
+                    || (!a.fixed
+                        && a.layouts.contains_key(&(g.dim, g.parts))
+                        && (g.parts as usize) <= self.max_parts))
+                    && (g.dim != 0 || g.parts == 1)
+                    && (!a.fixed || g.nodes[0] == a.pinned_node)
+                    && g.nodes[..g.parts as usize]
+                        .iter()
+                        .all(|&x| (x as usize) < n)
+            })
+    }
+
+    /// The four objectives of `plan` (which must be [`valid`](Problem::valid)).
+    pub fn evaluate(&self, plan: &[Gene]) -> Objectives {
+        let mach = &self.machine;
+        let nn = mach.len();
+        let sink = (mach.sink_node as usize).min(nn - 1);
+        let mut ready = vec![0.0f64; nn];
+        let mut mem = vec![0.0f64; nn];
+        for &(n, b) in &self.sources {
+            mem[n as usize] += b;
+        }
+        let (mut flops, mut moved) = (0.0f64, 0.0f64);
+        // Per apply, per output: pieces (box, node, finish).
+        type Piece = (Vec<(i64, i64)>, usize, f64);
+        let mut pieces: Vec<Vec<Vec<Piece>>> = Vec::with_capacity(self.applies.len());
+        // Bytes and arrival of remote data for a shard on node `n` reading `inp` at `bx`.
+        let fetch =
+            |inp: &Input, bx: &[(i64, i64)], n: usize, pieces: &[Vec<Vec<Piece>>]| -> (f64, f64) {
+                let (mut bytes, mut arrive) = (0.0f64, 0.0f64);
+                if vol(bx) == 0.0 {
+                    return (0.0, 0.0);
+                }
+                if inp.exact && inp.roots.len() == 1 {
+                    match &inp.roots[0] {
+                        Root::Source { node, .. } => {
+                            let src = *node as usize;
+                            if src != n {
+                                bytes = vol(bx) * inp.elem;
+                                arrive = mach.transfer(src, n, bytes);
+                            }
+                        }
+                        Root::Apply { apply, output } => {
+                            for (pb, pn, fin) in &pieces[*apply][*output] {
+                                let b = inter(bx, pb) * inp.elem;
+                                if b > 0.0 {
+                                    let t = if *pn != n {
+                                        bytes += b;
+                                        mach.transfer(*pn, n, b)
+                                    } else {
+                                        0.0
+                                    };
+                                    arrive = arrive.max(fin + t);
+                                }
+                            }
+                        }
+                        Root::Free => {}
+                    }
+                    return (bytes, arrive);
+                }
+                // Through views: the remote fraction of everything the views read.
+                let (mut total, mut remote, mut latest) = (0.0f64, 0.0f64, 0.0f64);
+                let mut from = n;
+                for r in &inp.roots {
+                    match r {
+                        Root::Source { node, bytes: b } => {
+                            total += b;
+                            if *node as usize != n {
+                                remote += b;
+                                from = *node as usize;
+                            }
+                        }
+                        Root::Apply { apply, output } => {
+                            let elem = self.applies[*apply].out_elems[*output].1;
+                            for (pb, pn, fin) in &pieces[*apply][*output] {
+                                let b = vol(pb) * elem;
+                                total += b;
+                                latest = latest.max(*fin);
+                                if *pn != n {
+                                    remote += b;
+                                    from = *pn;
+                                }
+                            }
+                        }
+                        Root::Free => {}
+                    }
+                }
+                if total > 0.0 {
+                    bytes = vol(bx) * inp.elem * remote / total;
+                }
+                (bytes, latest + mach.transfer(from, n, bytes))
+            };
+        for (a, g) in self.applies.iter().zip(plan) {
+            let lay = &a.layouts[&(g.dim, g.parts)];
+            let mut outs: Vec<Vec<Piece>> = vec![Vec::new(); a.out_elems.len()];
+            let mut partial = Vec::new();
+            for (p, sh) in lay.shards.iter().enumerate() {
+                let n = g.nodes[p] as usize;
+                let mut start = ready[n];
+                for (inp, bx) in a.inputs.iter().zip(&sh.in_boxes) {
+                    let (b, t) = fetch(inp, bx, n, &pieces);
+                    moved += b;
+                    mem[n] += b;
+                    start = start.max(t);
+                }
+                let fin = start + sh.flops / mach.nodes[n].flops;
+                ready[n] = fin;
+                flops += sh.flops;
+                mem[n] += sh.out_bytes;
+                if lay.reduction {
+                    partial.push((n, fin, sh.out_bytes));
+                } else {
+                    for (o, b) in sh.out_boxes.iter().enumerate() {
+                        outs[o].push((b.clone(), n, fin));
+                    }
+                }
+            }
+            if lay.reduction {
+                let mut start = ready[sink];
+                for &(n, fin, b) in &partial {
+                    if n != sink {
+                        moved += b;
+                        mem[sink] += b;
+                    }
+                    start = start.max(fin + mach.transfer(n, sink, b));
+                }
+                for (inp, bx) in a.inputs.iter().zip(&lay.epilogue) {
+                    let (b, t) = fetch(inp, bx, sink, &pieces);
+                    moved += b;
+                    mem[sink] += b;
+                    start = start.max(t);
+                }
+                let fin = start + lay.combine_flops / mach.nodes[sink].flops;
+                ready[sink] = fin;
+                flops += lay.combine_flops;
+                mem[sink] += lay.shards[0].out_bytes;
+                for (o, b) in lay.shards[0].out_boxes.iter().enumerate() {
+                    outs[o].push((b.clone(), sink, fin));
+                }
+            }
+            pieces.push(outs);
+        }
+        let mut end = ready.iter().cloned().fold(0.0f64, f64::max);
+        for s in &self.sinks {
+            for r in &s.roots {
+                if let Root::Apply { apply, output } = r {
+                    let elem = self.applies[*apply].out_elems[*output].1;
+                    for (pb, pn, fin) in &pieces[*apply][*output] {
+                        let b = if *pn != sink { vol(pb) * elem } else { 0.0 };
+                        moved += b;
+                        end = end.max(fin + mach.transfer(*pn, sink, b));
+                    }
+                } else if let Root::Source { node, bytes } = r {
+                    if *node as usize != sink {
+                        moved += bytes;
+                        end = end.max(mach.transfer(*node as usize, sink, *bytes));
+                    }
+                }
+            }
+        }
+        let peak = mem.iter().cloned().fold(0.0f64, f64::max);
+        [end, flops, moved, peak]
+    }
+
+    /// The plan as `shard::apply_plan` input (keyed by graph node index). A whole apply on a
+    /// node other than 0 becomes a single shard placed there.
+    pub fn to_apply_plans(&self, plan: &[Gene]) -> HashMap<usize, ApplyPlan> {
+        let mut out = HashMap::new();
+        for (a, g) in self.applies.iter().zip(plan) {
+            if a.fixed {
+                continue;
+            }
+            if g.is_whole() {
+                if g.nodes[0] != 0 && a.parallel > 0 {
+                    out.insert(
+                        a.node,
+                        ApplyPlan {
+                            dim: a.vars[0].0.clone(),
+                            parts: 1,
+                            nodes: vec![g.nodes[0] as u32],
+                        },
+                    );
+                }
+                continue;
+            }
+            let v = g.dim as usize - 1;
+            out.insert(
+                a.node,
+                ApplyPlan {
+                    dim: a.vars[v].0.clone(),
+                    parts: g.parts as i64,
+                    nodes: g.nodes[..g.parts as usize]
+                        .iter()
+                        .map(|&n| n as u32)
+                        .collect(),
+                },
+            );
+        }
+        out
+    }
+
+    /// `plan` in words: `%h: k/2 on [0, 1]; %y: whole on 0`.
+    pub fn describe(&self, plan: &[Gene]) -> String {
+        self.applies
+            .iter()
+            .zip(plan)
+            .map(|(a, g)| {
+                if g.is_whole() {
+                    format!("%{}: whole on {}", a.name, g.nodes[0])
+                } else {
+                    let nodes: Vec<String> = g.nodes[..g.parts as usize]
+                        .iter()
+                        .map(|n| n.to_string())
+                        .collect();
+                    format!(
+                        "%{}: {}/{} on [{}]",
+                        a.name,
+                        a.vars[g.dim as usize - 1].0,
+                        g.parts,
+                        nodes.join(",")
+                    )
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+fn layout_whole(inst: &Instance, flops: f64) -> Layout {
+    let full = full_boxes(inst);
+    let (in_boxes, _, out_boxes) = footprint(inst, &full, None);
+    let out_bytes = out_boxes
+        .iter()
+        .zip(&inst.outputs)
+        .map(|(b, t)| vol(b) * t.dtype.size_bytes() as f64)
+        .sum();
+    Layout {
+        shards: vec![ShardLayout {
+            in_boxes,
+            out_boxes,
+            out_bytes,
+            flops,
+        }],
+        reduction: false,
+        combine_flops: 0.0,
+        epilogue: vec![],
+    }
+}

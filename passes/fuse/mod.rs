@@ -1,0 +1,515 @@
+//! `fuse`: producer→consumer fusion of applies and folding of views into affine accesses.
+//!
+//! Every rewrite replaces one apply (the *consumer*) by an apply of a **new op**, appended to
+//! the module with a fresh name (`@linear.relu`, `@matmul.transpose`; identical new ops are
+//! shared), and removes the nodes it made dead. Two rewrites, iterated to a fixed point in
+//! text order:
+//!
+//! - **View folding.** An operand of an apply defined by `transpose`, `reverse`, `slice`,
+//!   `squeeze`, `unsqueeze`, `broadcast` or an affine `reshape` (see `views.rs`) is replaced by
+//!   the view's operand, and the view's affine map is composed into every load of that port:
+//!   `apply @matmul(transpose %a, %b)` becomes an op reading `a[k, i]`. The view node goes
+//!   when nothing else uses it. Views never cost a recomputation, so they always fold.
+//! - **Producer→consumer fusion.** An operand defined by another apply (the *producer*, one
+//!   output) is composed into the consumer: the producer's statements run first in the fused
+//!   kernel, its output becomes a temporary indexed by the consumer's parallel variables, or
+//!   its output expression is substituted into the consumer's loads (elementwise chains become
+//!   one expression). The rules that decide which, and the diamond rule (a reduction with
+//!   several consumers stays materialized), are in `plan.rs`.
+//!
+//! **Pinned values** are never fused away nor recomputed: a value is pinned when a sink or a
+//! sequence point names it. (The language has no attribute syntax yet; the intended spelling
+//! of an explicit marker is a graph statement `pin %v`. Until the front end has it, sink a
+//! value to pin it.)
+//!
+//! **What is never touched:** sharded applies (`@[...]`), extern ops (their signature is a
+//! contract), producers with several outputs, producers and consumers placed on different
+//! nodes, and kernels that would exceed 512 expression nodes or depth 64.
+//!
+//! **Value preservation.** Fusion never reorders a reduction or changes a dtype. Every rewrite
+//! is composed in concrete form (`kernel.rs`), printed (`emit.rs`), re-instantiated by the
+//! verifier and compared node by node with the composition (`check.rs`); a rewrite that does
+//! not verify or does not lower to the same computation is silently not done. Internal
+//! failures are diagnostics (E0105), never panics.
+
+mod check;
+mod emit;
+mod kernel;
+mod plan;
+mod views;
+
+use crate::diag::{codes, Diagnostic};
+use crate::ir::graph::*;
+use crate::ir::instance::Instance;
+use crate::ir::kernel::OpDef;
+use crate::ir::{Module, TensorType};
+use crate::passes::manager::{Pass, PassContext, PassOptions};
+use crate::syntax::printer::print_op;
+use crate::verify::GraphFacts;
+use kernel::FKernel;
+use std::collections::{HashMap, HashSet};
+
+/// Largest fused kernel, in expression nodes over all statements.
+pub const MAX_NODES: usize = 512;
+/// Deepest fused expression.
+pub const MAX_DEPTH: usize = 64;
+
+pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {
+    let mut pass = Fuse {
+        views: true,
+        producers: true,
+    };
+    for (k, v) in opts {
+        let on = match v.as_str() {
+            "true" | "on" | "1" => true,
+            "false" | "off" | "0" => false,
+            _ => return Err(format!("option `{k}` takes true or false, not `{v}`")),
+        };
+        match k.as_str() {
+            "views" => pass.views = on,
+            "producers" => pass.producers = on,
+            _ => {
+                return Err(format!(
+                    "unknown option `{k}` (fuse takes views, producers)"
+                ))
+            }
+        }
+    }
+    Ok(Box::new(pass))
+}
+
+/// The pass; `views`/`producers` switch the two rewrites (`fuse{views=false}`).
+pub struct Fuse {
+    pub views: bool,
+    pub producers: bool,
+}
+
+impl Pass for Fuse {
+    fn name(&self) -> &'static str {
+        "fuse"
+    }
+    fn run(&mut self, m: &mut Module, cx: &mut PassContext) -> Result<bool, Diagnostic> {
+        let facts = if cx.facts.len() == m.graphs.len() {
+            cx.facts.clone()
+        } else {
+            let (diags, facts) = crate::verify::verify(&mut m.clone());
+            if diags.has_errors() {
+                return Err(fail("fuse needs a verified module"));
+            }
+            facts
+        };
+        let mut ops = OpTable::new(std::mem::take(&mut m.ops));
+        let mut changed = false;
+        for (g, facts) in m.graphs.iter_mut().zip(&facts) {
+            changed |= fuse_graph(g, facts, &mut ops, self)?;
+        }
+        m.ops = ops.finish(&m.graphs);
+        Ok(changed)
+    }
+}
+
+fn fail(msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(codes::PASS_FAILED, msg.into())
+}
+
+/// The module's ops plus the ones fusion creates, deduplicated by definition.
+struct OpTable {
+    ops: Vec<OpDef>,
+    index: HashMap<String, usize>,
+    by_body: HashMap<String, String>,
+    /// Created op → the base its name was derived from (without the `.N` that made it unique).
+    created: HashMap<String, String>,
+}
+
+impl OpTable {
+    fn new(ops: Vec<OpDef>) -> OpTable {
+        let mut t = OpTable {
+            index: HashMap::new(),
+            by_body: HashMap::new(),
+            created: HashMap::new(),
+            ops: vec![],
+        };
+        for op in ops {
+            t.insert(op);
+        }
+        t
+    }
+
+    fn body_key(op: &OpDef) -> String {
+        print_op(&OpDef {
+            name: "_".into(),
+            ..op.clone()
+        })
+    }
+
+    fn insert(&mut self, op: OpDef) {
+        self.by_body
+            .entry(Self::body_key(&op))
+            .or_insert_with(|| op.name.clone());
+        self.index.insert(op.name.clone(), self.ops.len());
+        self.ops.push(op);
+    }
+
+    /// The name to derive new names from: a created op's base, else the name itself.
+    fn base_of<'n>(&'n self, name: &'n str) -> &'n str {
+        self.created.get(name).map_or(name, String::as_str)
+    }
+
+    fn get(&self, name: &str) -> Option<&OpDef> {
+        self.index.get(name).map(|&i| &self.ops[i])
+    }
+
+    /// The name of an op with `op`'s definition: an existing one, or `op` added under a fresh
+    /// name derived from `base`.
+    fn intern(&mut self, mut op: OpDef, base: &str) -> String {
+        if let Some(n) = self.by_body.get(&Self::body_key(&op)) {
+            return n.clone();
+        }
+        let base = if base.len() > 40 {
+            format!("{}.fused", base.split('.').next().unwrap_or("op"))
+        } else {
+            base.to_string()
+        };
+        let name = std::iter::once(base.clone())
+            .chain((1..).map(|k| format!("{base}.{k}")))
+            .find(|n| !self.index.contains_key(n))
+            .expect("a free name exists");
+        op.name = name.clone();
+        self.created.insert(name.clone(), base);
+        self.insert(op);
+        name
+    }
+
+    /// The module's ops: the original ones, then the created ones that are still applied.
+    fn finish(self, graphs: &[Graph]) -> Vec<OpDef> {
+        let used: HashSet<&str> = graphs
+            .iter()
+            .flat_map(|g| &g.nodes)
+            .filter_map(|n| match &n.kind {
+                NodeKind::Apply(a) => Some(a.op.as_str()),
+                _ => None,
+            })
+            .collect();
+        self.ops
+            .into_iter()
+            .filter(|o| !self.created.contains_key(&o.name) || used.contains(o.name.as_str()))
+            .collect()
+    }
+}
+
+/// Rewrite state of one graph: nodes are rewritten in place and marked dead, then compacted.
+struct State<'a> {
+    g: &'a mut Graph,
+    insts: Vec<Option<Instance>>,
+    dead: Vec<bool>,
+    /// Per value: the nodes reading it (once per operand occurrence).
+    users: Vec<Vec<usize>>,
+    /// Per value: named by a sink or a sequence point.
+    pinned: Vec<bool>,
+    origin: usize,
+}
+
+fn fuse_graph(
+    g: &mut Graph,
+    facts: &GraphFacts,
+    ops: &mut OpTable,
+    cfg: &Fuse,
+) -> Result<bool, Diagnostic> {
+    if g.values.iter().any(|v| v.ty.is_none()) {
+        return Err(fail(format!(
+            "fuse needs a verified graph (`@{}` has untyped values)",
+            g.name
+        )));
+    }
+    let n = g.nodes.len();
+    let mut users = vec![Vec::new(); g.values.len()];
+    let mut pinned = vec![false; g.values.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for v in node.kind.operands() {
+            users[v.index()].push(i);
+        }
+        match &node.kind {
+            NodeKind::Sink { value, .. } => pinned[value.index()] = true,
+            NodeKind::Sequence { before, after } => {
+                for r in before.iter().chain(after) {
+                    if let SeqRef::Value(v) = r {
+                        pinned[v.index()] = true;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut st = State {
+        insts: (0..n).map(|i| facts.instances.get(&i).cloned()).collect(),
+        g,
+        dead: vec![false; n],
+        users,
+        pinned,
+        origin: 0,
+    };
+    let mut budget = 4 * n + 64;
+    let mut changed = false;
+    loop {
+        let mut any = false;
+        for i in 0..n {
+            while !st.dead[i] && budget > 0 && st.rewrite(i, ops, cfg) {
+                budget -= 1;
+                any = true;
+            }
+        }
+        changed |= any;
+        if !any || budget == 0 {
+            break;
+        }
+    }
+    if changed {
+        compact(st.g, &st.dead);
+    }
+    Ok(changed)
+}
+
+impl State<'_> {
+    fn ty(&self, v: ValueId) -> &TensorType {
+        self.g.values[v.index()]
+            .ty
+            .as_ref()
+            .expect("checked: every value is typed")
+    }
+
+    fn next_origin(&mut self) -> usize {
+        self.origin += 1;
+        self.origin
+    }
+
+    /// The kernel of the apply at node `i`, if it is an unsharded kernel-op apply.
+    fn kernel_of(&mut self, i: usize, ops: &OpTable) -> Option<(FKernel, Apply)> {
+        let NodeKind::Apply(a) = &self.g.nodes[i].kind else {
+            return None;
+        };
+        let a = a.clone();
+        if self.dead[i] {
+            return None;
+        }
+        let op = ops.get(&a.op).filter(|o| !o.is_extern())?;
+        let origin = self.next_origin();
+        let inst = self.insts[i].as_ref()?;
+        let fk = FKernel::from_instance(op, inst, &a.args, origin).ok()?;
+        Some((fk, a))
+    }
+
+    /// Tries every rewrite of the apply at node `i`; true if one was done.
+    fn rewrite(&mut self, i: usize, ops: &mut OpTable, cfg: &Fuse) -> bool {
+        let Some((c, a)) = self.kernel_of(i, ops) else {
+            return false;
+        };
+        // A shard's operands are its windows (the data it moves): they are not folded.
+        if cfg.views && a.range.is_none() {
+            let mut seen = HashSet::new();
+            for &u in &a.args {
+                if !seen.insert(u) {
+                    continue;
+                }
+                let vn = self.g.values[u.index()].node;
+                let NodeKind::View(view) = &self.g.nodes[vn].kind else {
+                    continue;
+                };
+                let [src] = view.args()[..] else {
+                    continue;
+                };
+                // A view of a concat or interleave is left to canonicalize, which reads the
+                // part directly; folding it would make the apply read the whole (copied) value.
+                let src_node = &self.g.nodes[self.g.values[src.index()].node].kind;
+                if matches!(
+                    src_node,
+                    NodeKind::View(View::Concat { .. } | View::Interleave { .. })
+                ) {
+                    continue;
+                }
+                let (src_ty, u_ty) = (self.ty(src).clone(), self.ty(u).clone());
+                let Some(map) = views::view_map(view, &src_ty.shape, &u_ty.shape) else {
+                    continue;
+                };
+                let mut fk = c.clone();
+                if fk.fold_view(u, &map, src, &src_ty).is_err() {
+                    continue;
+                }
+                let base = format!("{}.{}", ops.base_of(&a.op), view.name());
+                if self.commit(i, &a, fk, &base, ops) {
+                    self.kill_if_unused(vn);
+                    return true;
+                }
+            }
+        }
+        if cfg.producers {
+            let mut seen = HashSet::new();
+            for &v in &a.args {
+                if !seen.insert(v) || self.pinned[v.index()] {
+                    continue;
+                }
+                let pn = self.g.values[v.index()].node;
+                if self.g.nodes[pn].results.len() != 1 {
+                    continue;
+                }
+                let Some((p, pa)) = self.kernel_of(pn, ops) else {
+                    continue;
+                };
+                if pa.placement != a.placement {
+                    continue;
+                }
+                let escapes = self.users[v.index()].iter().any(|&u| u != i);
+                // `%h.2` (a shard of `%h`) → `h`: shards of one chain then fuse into one op.
+                let name = &self.g.values[v.index()].name;
+                let temp = name.split('.').next().unwrap_or(name).to_string();
+                let base = format!("{}.{}", ops.base_of(&pa.op), ops.base_of(&a.op));
+                for cand in plan::candidates(&c, &p, v, escapes) {
+                    let Ok(fk) = kernel::absorb(&c, &p, v, cand.mode, cand.sigma.as_deref(), &temp)
+                    else {
+                        continue;
+                    };
+                    if self.commit(i, &a, fk, &base, ops) {
+                        self.kill_if_unused(pn);
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Replaces the apply at node `i` by an apply of `fk` (printed, checked and interned).
+    fn commit(
+        &mut self,
+        i: usize,
+        old: &Apply,
+        fk: FKernel,
+        base: &str,
+        ops: &mut OpTable,
+    ) -> bool {
+        let (nodes, depth) = fk.size();
+        if nodes > MAX_NODES || depth > MAX_DEPTH {
+            return false;
+        }
+        let outputs: Vec<TensorType> = self.g.nodes[i]
+            .results
+            .iter()
+            .map(|&v| self.ty(v).clone())
+            .collect();
+        let Ok(em) = emit::emit(&fk, base) else {
+            return false;
+        };
+        let Ok(inst) = check::check(&fk, &em, &outputs) else {
+            return false;
+        };
+        let name = ops.intern(em.op, base);
+        let args: Vec<ValueId> = fk.inputs.iter().map(|p| p.value).collect();
+        for &v in &old.args {
+            self.users[v.index()].retain(|&u| u != i);
+        }
+        for &v in &args {
+            self.users[v.index()].push(i);
+        }
+        self.g.nodes[i].kind = NodeKind::Apply(Apply {
+            op: name,
+            params: vec![],
+            args,
+            range: fk.range.clone(),
+            placement: old.placement,
+            op_span: old.op_span,
+        });
+        self.insts[i] = Some(inst);
+        true
+    }
+
+    /// Marks node `n` dead when nothing uses its results, then its operands' nodes likewise.
+    fn kill_if_unused(&mut self, n: usize) {
+        let mut work = vec![n];
+        while let Some(n) = work.pop() {
+            if self.dead[n] {
+                continue;
+            }
+            let node = &self.g.nodes[n];
+            let removable = matches!(
+                node.kind,
+                NodeKind::View(_) | NodeKind::Apply(_) | NodeKind::Generator(_)
+            );
+            let unused = node
+                .results
+                .iter()
+                .all(|v| self.users[v.index()].is_empty() && !self.pinned[v.index()]);
+            if !removable || !unused {
+                continue;
+            }
+            self.dead[n] = true;
+            for v in node.kind.operands() {
+                self.users[v.index()].retain(|&u| u != n);
+                if self.users[v.index()].is_empty() {
+                    work.push(self.g.values[v.index()].node);
+                }
+            }
+        }
+    }
+}
+
+/// Drops dead nodes and renumbers values (sequence points may name later values, so every
+/// value is numbered before any node is rewritten).
+fn compact(g: &mut Graph, dead: &[bool]) {
+    let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
+    let mut values = Vec::new();
+    let mut idx = 0;
+    for (i, n) in g.nodes.iter().enumerate() {
+        if dead[i] {
+            continue;
+        }
+        for &v in &n.results {
+            map[v.index()] = Some(ValueId(values.len() as u32));
+            values.push(ValueDef {
+                node: idx,
+                ..g.values[v.index()].clone()
+            });
+        }
+        idx += 1;
+    }
+    let m = |v: ValueId| map[v.index()].expect("live nodes only use live values");
+    let mut nodes = Vec::new();
+    for (i, n) in std::mem::take(&mut g.nodes).into_iter().enumerate() {
+        if dead[i] {
+            continue;
+        }
+        let mut kind = n.kind;
+        match &mut kind {
+            NodeKind::Apply(a) => a.args.iter_mut().for_each(|x| *x = m(*x)),
+            NodeKind::View(v) => match v {
+                View::Concat { args, .. } | View::Interleave { args, .. } => {
+                    args.iter_mut().for_each(|x| *x = m(*x))
+                }
+                View::Transpose { arg, .. }
+                | View::Reverse { arg, .. }
+                | View::Slice { arg, .. }
+                | View::Squeeze { arg, .. }
+                | View::Unsqueeze { arg, .. }
+                | View::Broadcast { arg, .. }
+                | View::Reshape { arg, .. }
+                | View::Repeat { arg, .. }
+                | View::Pad { arg, .. } => *arg = m(*arg),
+            },
+            NodeKind::Sink { value, .. } => *value = m(*value),
+            NodeKind::Sequence { before, after } => {
+                for r in before.iter_mut().chain(after.iter_mut()) {
+                    if let SeqRef::Value(v) = r {
+                        *v = m(*v);
+                    }
+                }
+            }
+            NodeKind::Source { .. } | NodeKind::Generator(_) => {}
+        }
+        let results = n.results.iter().map(|&v| m(v)).collect();
+        nodes.push(Node {
+            kind,
+            results,
+            span: n.span,
+        });
+    }
+    g.nodes = nodes;
+    g.values = values;
+}

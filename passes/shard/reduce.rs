@@ -1,0 +1,372 @@
+//! Sharding a reduction variable: `y = epilogue(reduce[k](body))` becomes per-k-range partial
+//! reductions (a new op `@OP.partial.k` over slices of the inputs), a combine with the
+//! reduction's monoid (`@tapc.sum.f32`, ...), and the epilogue applied once (`@OP.epilogue.k`).
+//! Float sums and products are reassociated by this, so results differ in the last bits;
+//! max and min are exact.
+
+use super::{err, Assembled, Config};
+use crate::diag::{Diagnostic, Span};
+use crate::ir::graph::*;
+use crate::ir::instance::{CExpr, CKind, Instance, Src};
+use crate::ir::kernel::*;
+use crate::ir::{DType, Module, TensorType};
+use crate::passes::rewrite::Builder;
+use crate::verify::{instantiate, visit_loads, Site};
+
+/// The single reduction over `var` in `e` (and not inside another reduction).
+pub(super) fn find_reduce<'e>(e: &'e KExpr, var: &str) -> Vec<&'e KExpr> {
+    match &e.kind {
+        KExprKind::Reduce(_, vars, _)
+            if vars
+                .iter()
+                .any(|v| matches!(v, IndexVar::Var(n, _) if n == var)) =>
+        {
+            vec![e]
+        }
+        KExprKind::Reduce(..) => vec![],
+        KExprKind::Call(_, args) => args.iter().flat_map(|a| find_reduce(a, var)).collect(),
+        KExprKind::Unary(_, a) => find_reduce(a, var),
+        KExprKind::Binary(_, a, b) => find_reduce(a, var)
+            .into_iter()
+            .chain(find_reduce(b, var))
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// `e` with the node at `target` (by address) replaced by `with`.
+fn replace(e: &KExpr, target: *const KExpr, with: &KExpr) -> KExpr {
+    if std::ptr::eq(e, target) {
+        return with.clone();
+    }
+    let kind = match &e.kind {
+        KExprKind::Call(f, args) => {
+            KExprKind::Call(*f, args.iter().map(|a| replace(a, target, with)).collect())
+        }
+        KExprKind::Unary(op, a) => KExprKind::Unary(*op, Box::new(replace(a, target, with))),
+        KExprKind::Binary(op, a, b) => KExprKind::Binary(
+            *op,
+            Box::new(replace(a, target, with)),
+            Box::new(replace(b, target, with)),
+        ),
+        other => other.clone(),
+    };
+    KExpr { kind, span: e.span }
+}
+
+/// Names of the tensors `e` reads.
+pub(super) fn reads(e: &KExpr, out: &mut Vec<String>) {
+    match &e.kind {
+        KExprKind::Access(n, _) if !out.contains(n) => out.push(n.clone()),
+        KExprKind::Reduce(_, _, b) | KExprKind::Unary(_, b) => reads(b, out),
+        KExprKind::Call(_, args) => args.iter().for_each(|a| reads(a, out)),
+        KExprKind::Binary(_, a, b) => {
+            reads(a, out);
+            reads(b, out);
+        }
+        _ => {}
+    }
+}
+
+/// The dtype of the lowered reduction over variable number `v`.
+fn reduce_dtype(e: &CExpr, v: usize) -> Option<DType> {
+    match &e.kind {
+        CKind::Reduce { vars, .. } if vars.contains(&v) => Some(e.dtype),
+        CKind::Reduce { body, .. } | CKind::Unary(_, body) => reduce_dtype(body, v),
+        CKind::Call(_, args) => args.iter().find_map(|a| reduce_dtype(a, v)),
+        CKind::Binary(_, a, b) => reduce_dtype(a, v).or_else(|| reduce_dtype(b, v)),
+        _ => None,
+    }
+}
+
+fn fresh_port(op: &OpDef, base: &str) -> String {
+    (0..)
+        .map(|k| {
+            if k == 0 {
+                base.to_string()
+            } else {
+                format!("{base}{k}")
+            }
+        })
+        .find(|n| !op.ports().any(|p| p.name == *n))
+        .expect("a free name")
+}
+
+fn index_of(v: &IndexVar) -> Index {
+    match v {
+        IndexVar::Var(n, s) => Index::Expr(IExpr::Name(n.clone(), *s)),
+        IndexVar::Variadic(n, s) => Index::Variadic(n.clone(), *s),
+    }
+}
+
+fn add_op(m: &mut Module, op: OpDef) {
+    if m.op(&op.name).is_none() {
+        m.ops.push(op);
+    }
+}
+
+/// `@tapc.sum.f32` etc.: the elementwise combine of two partial results.
+fn combine_op(m: &mut Module, kind: Reduction, dtype: DType, span: Span) -> String {
+    let name = format!("tapc.{}.{}", kind.name(), dtype.name());
+    let port = |n: &str| PortDef {
+        name: n.into(),
+        dtype,
+        dims: vec![Dim::Variadic("S".into(), span)],
+        span,
+    };
+    let at = |n: &str| KExpr {
+        kind: KExprKind::Access(n.into(), vec![Index::Variadic("i".into(), span)]),
+        span,
+    };
+    let value = match kind {
+        Reduction::Sum => KExprKind::Binary(BinOp::Add, Box::new(at("a")), Box::new(at("b"))),
+        Reduction::Prod => KExprKind::Binary(BinOp::Mul, Box::new(at("a")), Box::new(at("b"))),
+        Reduction::Max => KExprKind::Call(Func::Max, vec![at("a"), at("b")]),
+        Reduction::Min => KExprKind::Call(Func::Min, vec![at("a"), at("b")]),
+    };
+    let stmt = Stmt {
+        target: "y".into(),
+        indices: vec![IndexVar::Variadic("i".into(), span)],
+        value: KExpr { kind: value, span },
+        span,
+        target_span: span,
+    };
+    add_op(
+        m,
+        OpDef {
+            name: name.clone(),
+            params: vec![],
+            inputs: vec![port("a"), port("b")],
+            outputs: vec![port("y")],
+            body: OpBody::Kernel(vec![stmt]),
+            span,
+            name_span: span,
+        },
+    );
+    name
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn shard_reduction(
+    m: &mut Module,
+    b: &mut Builder,
+    node: &Node,
+    a: &Apply,
+    inst: &Instance,
+    v: usize,
+    cfg: &Config,
+    next_node: &mut u32,
+    report: &mut String,
+) -> Result<Option<Vec<Option<Assembled>>>, Diagnostic> {
+    let op = m.op(&a.op).expect("verified").clone();
+    let var = inst.vars[v].name.clone();
+    let [st] = op.kernel().unwrap_or_default() else {
+        return Err(err(
+            format!(
+                "sharding reduction `{var}` needs a single-statement kernel; `@{}` has several",
+                op.name
+            ),
+            node.span,
+        ));
+    };
+    let found = find_reduce(&st.value, &var);
+    let [red] = found.as_slice() else {
+        return Err(err(
+            format!("`{var}` must be reduced by exactly one reduction outside any other"),
+            node.span,
+        ));
+    };
+    let KExprKind::Reduce(kind, _, _) = &red.kind else {
+        unreachable!("find_reduce returns reductions")
+    };
+    let cst = &inst.stmts.as_ref().expect("kernel ops lower")[0];
+    let dtype = reduce_dtype(&cst.value, v).expect("the reduction was lowered");
+    let out_port = &op.outputs[0];
+    let port_of = |n: &str| op.inputs.iter().find(|p| p.name == n).cloned();
+
+    // The partial op: the reduction alone, over the inputs it reads.
+    let mut used = Vec::new();
+    reads(red, &mut used);
+    let partial_inputs: Vec<PortDef> = used.iter().filter_map(|n| port_of(n)).collect();
+    let pname = format!("{}.partial.{var}", op.name);
+    let pout = PortDef {
+        name: fresh_port(&op, "p"),
+        dtype,
+        ..out_port.clone()
+    };
+    let pstmt = Stmt {
+        target: pout.name.clone(),
+        indices: st.indices.clone(),
+        value: (*red).clone(),
+        span: st.span,
+        target_span: st.target_span,
+    };
+    let partial = OpDef {
+        name: pname.clone(),
+        params: op.params.clone(),
+        inputs: partial_inputs.clone(),
+        outputs: vec![pout.clone()],
+        body: OpBody::Kernel(vec![pstmt]),
+        span: op.span,
+        name_span: op.name_span,
+    };
+    add_op(m, partial.clone());
+
+    // Inputs of the partial for each part: slices along the reduction's footprint.
+    let parts = super::split(inst.vars[v].range.1, cfg.parts);
+    if parts.len() < 2 {
+        return Ok(None);
+    }
+    let in_index: Vec<usize> = partial_inputs
+        .iter()
+        .map(|p| {
+            op.inputs
+                .iter()
+                .position(|q| q.name == p.name)
+                .expect("port")
+        })
+        .collect();
+    let base = b.old.value(node.results[0]).name.clone();
+    let mut partials = Vec::new();
+    let mut reference: Option<Instance> = None;
+    for (pi, &(lo, hi)) in parts.iter().enumerate() {
+        let mut ranges: Vec<(i64, i64)> = inst.vars.iter().map(|x| x.range).collect();
+        ranges[v] = (lo, hi);
+        let mut args = Vec::new();
+        let mut types = Vec::new();
+        for &k in &in_index {
+            let image = load_box(inst, k, &ranges);
+            let arg = a.args[k];
+            let name = format!("{}.{var}{pi}", b.old.value(arg).name);
+            let s = super::slice_to(b, arg, &image, &name, node.span)?;
+            types.push(b.new.ty(s).cloned().expect("typed"));
+            args.push(s);
+        }
+        let shard = instantiate(&partial, &a.params, &types, None, Site { span: node.span })
+            .map_err(|_| {
+                err(
+                    format!("the partial reduction over `{var}` does not verify"),
+                    node.span,
+                )
+            })?;
+        match &reference {
+            None => reference = Some(shard),
+            Some(r) if r.stmts == shard.stmts => {}
+            Some(_) => return Err(err(format!("`@{}` cannot be sharded along `{var}`: its kernel uses a symbol that a shard would rebind", op.name), node.span)),
+        }
+        let placement = cfg.place(pi, next_node);
+        let kind = NodeKind::Apply(Apply {
+            op: pname.clone(),
+            params: a.params.clone(),
+            args,
+            range: None,
+            placement,
+            op_span: a.op_span,
+        });
+        let ty = TensorType::new(dtype, inst.outputs[0].shape.clone());
+        partials.push(b.emit(kind, &format!("{base}.{var}{pi}"), ty, node.span));
+        report.push_str(&format!(
+            "%{base}.{var}{pi} reduces `{var}` over {lo}:{hi}\n"
+        ));
+    }
+
+    // Combine the partials with the reduction's monoid, then apply the epilogue once.
+    let cname = combine_op(m, *kind, dtype, op.span);
+    let ty = TensorType::new(dtype, inst.outputs[0].shape.clone());
+    let mut acc = partials[0];
+    for (pi, &p) in partials.iter().enumerate().skip(1) {
+        let kind = NodeKind::Apply(Apply {
+            op: cname.clone(),
+            params: vec![],
+            args: vec![acc, p],
+            range: None,
+            placement: None,
+            op_span: a.op_span,
+        });
+        acc = b.emit(kind, &format!("{base}.{var}acc{pi}"), ty.clone(), node.span);
+    }
+    let result = if std::ptr::eq(*red, &st.value) {
+        acc
+    } else {
+        let pin = PortDef {
+            name: pout.name.clone(),
+            ..pout.clone()
+        };
+        let access = KExpr {
+            kind: KExprKind::Access(pin.name.clone(), st.indices.iter().map(index_of).collect()),
+            span: red.span,
+        };
+        let value = replace(&st.value, *red, &access);
+        let mut used = Vec::new();
+        reads(&value, &mut used);
+        let mut inputs: Vec<PortDef> = used.iter().filter_map(|n| port_of(n)).collect();
+        let outer: Vec<usize> = inputs
+            .iter()
+            .map(|p| {
+                op.inputs
+                    .iter()
+                    .position(|q| q.name == p.name)
+                    .expect("port")
+            })
+            .collect();
+        inputs.push(pin);
+        let ename = format!("{}.epilogue.{var}", op.name);
+        let estmt = Stmt {
+            value,
+            ..st.clone()
+        };
+        add_op(
+            m,
+            OpDef {
+                name: ename.clone(),
+                params: op.params.clone(),
+                inputs,
+                outputs: op.outputs.clone(),
+                body: OpBody::Kernel(vec![estmt]),
+                span: op.span,
+                name_span: op.name_span,
+            },
+        );
+        let mut args: Vec<ValueId> = outer.iter().map(|&k| b.mapped(a.args[k])).collect();
+        args.push(acc);
+        let kind = NodeKind::Apply(Apply {
+            op: ename,
+            params: a.params.clone(),
+            args,
+            range: None,
+            placement: a.placement,
+            op_span: a.op_span,
+        });
+        let r = node.results[0];
+        b.emit(kind, &b.old.value(r).name.clone(), b.old_ty(r)?, node.span)
+    };
+    b.map[node.results[0].index()] = Some(result);
+    Ok(Some(vec![None]))
+}
+
+/// The hull of input `k`'s accesses over `ranges` (all variables), clipped to the input.
+fn load_box(inst: &Instance, k: usize, ranges: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let shape = &inst.inputs[k].shape;
+    let mut boxes = vec![(i64::MAX, i64::MIN); shape.len()];
+    for st in inst.stmts.iter().flatten() {
+        visit_loads(&st.value, &mut |src, index| {
+            if src == Src::Input(k) {
+                for (d, a) in index.iter().enumerate() {
+                    let (lo, hi) = a.range(ranges);
+                    boxes[d] = (boxes[d].0.min(lo), boxes[d].1.max(hi + 1));
+                }
+            }
+        });
+    }
+    boxes
+        .iter()
+        .zip(shape)
+        .map(|(&(lo, hi), &n)| {
+            if lo > hi {
+                (0, n)
+            } else {
+                (lo.clamp(0, n), hi.clamp(0, n))
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,865 @@
+//! The schedule executor: runs a [`Plan`]'s task DAG on a pool of worker threads.
+//!
+//! A task becomes ready when the tasks it depends on have finished; ready tasks that are big
+//! enough are split into chunks along their split dimension, and every chunk is one job on a
+//! shared queue that `threads` workers drain. Buffers are allocated 64-byte aligned when the
+//! first task that touches them becomes ready and freed after the last task (or sink) that
+//! uses them; the bytes live at once are tracked, and their peak reported. Each job can be
+//! timed and recorded for a Chrome/Perfetto trace. A kernel that reports failure or a worker
+//! that panics stops the run with a message naming the task.
+
+use crate::plan::{Init, Plan};
+use crate::tensor::{checked_numel, DType, Data, Tensor};
+use std::alloc::{alloc, dealloc, Layout};
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A compiled kernel: `bases[k]` points at element 0 of the task's `k`-th view, `range`
+/// holds `lo, hi` per index dimension. Returns 0 on success, 1 if it could not allocate its
+/// temporaries.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64) -> i32;
+
+thread_local! {
+    /// The name of the task this worker is running (for the fault handler); const-initialised
+    /// so that reading it from a signal handler allocates nothing.
+    static CURRENT_TASK: std::cell::Cell<(*const u8, usize)> =
+        const { std::cell::Cell::new((std::ptr::null(), 0)) };
+}
+
+/// Reports a fatal signal (a kernel fault) naming the task that was running on this thread,
+/// and exits with status 1. Installed by compiled programs ([`crate::entry`]), not by `tapc`.
+#[cfg(target_os = "linux")]
+pub fn install_fault_handler() {
+    extern "C" {
+        fn signal(sig: i32, handler: usize) -> usize;
+    }
+    extern "C" fn on_fault(sig: i32) {
+        extern "C" {
+            fn write(fd: i32, buf: *const u8, n: usize) -> isize;
+            fn _exit(code: i32) -> !;
+        }
+        let say = |b: &[u8]| {
+            // SAFETY: write(2) is async-signal-safe; the buffer is valid.
+            unsafe { write(2, b.as_ptr(), b.len()) };
+        };
+        let what: &[u8] = match sig {
+            4 => b"illegal instruction",
+            7 => b"bus error",
+            8 => b"arithmetic fault",
+            _ => b"segmentation fault",
+        };
+        say(b"error: ");
+        say(what);
+        let (p, n) = CURRENT_TASK
+            .try_with(|c| c.get())
+            .unwrap_or((std::ptr::null(), 0));
+        if !p.is_null() {
+            say(b" in task `");
+            // SAFETY: the name outlives the run; it was set just before the kernel call.
+            say(unsafe { std::slice::from_raw_parts(p, n) });
+            say(b"`");
+        }
+        say(b"; no outputs were written\n");
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { _exit(1) }
+    }
+    for sig in [4, 7, 8, 11] {
+        // SAFETY: installs a handler that only calls async-signal-safe functions.
+        unsafe { signal(sig, on_fault as extern "C" fn(i32) as usize) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn install_fault_handler() {}
+
+/// Work (estimated operations) below which a task is never split.
+const MIN_SPLIT_WORK: f64 = 32768.0;
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Worker threads (at least 1).
+    pub threads: usize,
+    /// Record one event per job (needed for `--time` and `--trace`).
+    pub record: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            threads: default_threads(),
+            record: false,
+        }
+    }
+}
+
+/// The number of cores available to this process.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// One executed job: a chunk of a task on a worker.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub task: usize,
+    pub worker: usize,
+    pub start: Duration,
+    pub duration: Duration,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub wall: Duration,
+    /// Most bytes of buffers live at once (sources, scratch and constants).
+    pub peak_bytes: u64,
+    pub threads: usize,
+    pub task_names: Vec<String>,
+    /// Every job, when [`Options::record`] is set.
+    pub events: Vec<Event>,
+}
+
+struct AlignedBuf {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+/// Buffers at least this big are aligned to (and advised as) transparent huge pages: one page
+/// fault per 2 MiB instead of per 4 KiB when a kernel first writes them.
+const HUGE: u64 = 4 << 20;
+
+#[cfg(target_os = "linux")]
+fn advise_huge(ptr: *mut u8, len: usize) {
+    extern "C" {
+        fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+    }
+    const MADV_HUGEPAGE: i32 = 14;
+    // SAFETY: the range is one live allocation; the advice is only a hint.
+    unsafe {
+        madvise(ptr.cast(), len, MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge(_: *mut u8, _: usize) {}
+
+impl AlignedBuf {
+    fn new(bytes: u64) -> Result<AlignedBuf, String> {
+        // Rounded up to whole 64-byte lines, so no access of a non-empty view can leave the
+        // allocation even when it reads a full element of a tiny (or empty) buffer.
+        let align = if bytes >= HUGE { 2 << 20 } else { 64 };
+        let size = usize::try_from(bytes.max(1).div_ceil(align).saturating_mul(align))
+            .map_err(|_| "buffer too large".to_string())?;
+        let layout = Layout::from_size_align(size, align as usize)
+            .map_err(|_| format!("cannot allocate {bytes} bytes"))?;
+        // Not zeroed: every element a task or sink reads was written by an earlier task (and
+        // zeroing would touch every page of big buffers up front, before any kernel runs).
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc(layout) };
+        if ptr.is_null() {
+            return Err(format!("out of memory allocating {bytes} bytes"));
+        }
+        if bytes >= HUGE {
+            advise_huge(ptr, size);
+        }
+        Ok(AlignedBuf { ptr, layout })
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.ptr, self.layout) }
+    }
+}
+
+// SAFETY: the buffer is plain memory; the schedule's dependencies order every access to it.
+unsafe impl Send for AlignedBuf {}
+
+#[derive(Clone, Copy)]
+struct Job {
+    task: usize,
+    lo: i64,
+    hi: i64,
+}
+
+struct State {
+    queue: VecDeque<Job>,
+    pending: Vec<usize>,
+    chunks_left: Vec<usize>,
+    bufs: Vec<Option<AlignedBuf>>,
+    refs: Vec<usize>,
+    live: u64,
+    peak: u64,
+    finished: usize,
+    error: Option<String>,
+}
+
+struct Shared<'a> {
+    plan: &'a Plan,
+    kernels: &'a [KernelFn],
+    threads: usize,
+    dependents: Vec<Vec<usize>>,
+    state: Mutex<State>,
+    cv: Condvar,
+    t0: Instant,
+}
+
+/// A raw pointer that may cross threads (the schedule orders every access).
+#[derive(Clone, Copy)]
+struct P(*mut u8);
+// SAFETY: see above.
+unsafe impl Send for P {}
+
+/// Runs `plan` with its `kernels` on `inputs` (one tensor per source, in order); returns the
+/// sinks by name, in order, and what the run measured.
+pub fn execute(
+    plan: &Plan,
+    kernels: &[KernelFn],
+    inputs: &[&Tensor],
+    opts: &Options,
+) -> Result<(Vec<(String, Tensor)>, Report), String> {
+    plan.validate(kernels.len())?;
+    if inputs.len() != plan.sources.len() {
+        return Err(format!(
+            "graph @{} has {} source(s) but {} input(s) were given",
+            plan.graph,
+            plan.sources.len(),
+            inputs.len()
+        ));
+    }
+    let threads = opts.threads.max(1);
+    let nt = plan.tasks.len();
+    let mut refs = vec![0usize; plan.buffers.len()];
+    for t in &plan.tasks {
+        let mut seen: Vec<u32> = t.args.iter().map(|a| a.buffer).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for b in seen {
+            refs[b as usize] += 1;
+        }
+    }
+    for s in &plan.sinks {
+        refs[s.view.buffer as usize] += 1;
+    }
+    let mut bufs: Vec<Option<AlignedBuf>> = (0..plan.buffers.len()).map(|_| None).collect();
+    let mut live = 0u64;
+    for (i, b) in plan.buffers.iter().enumerate() {
+        match &b.init {
+            Init::Scratch => {}
+            Init::Const(bytes) => {
+                let buf = AlignedBuf::new(b.bytes)?;
+                // SAFETY: the buffer holds at least `bytes.len()` bytes (validated).
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.ptr, bytes.len()) };
+                live += b.bytes;
+                bufs[i] = Some(buf);
+            }
+            Init::Source(k) => {
+                let (src, t) = (&plan.sources[*k as usize], &inputs[*k as usize]);
+                if t.dtype() != src.dtype || t.shape != src.shape {
+                    return Err(format!(
+                        "input for source @{}: expected {}, found {}",
+                        src.name,
+                        crate::tensor::type_string(src.dtype, &src.shape),
+                        t.shape_string()
+                    ));
+                }
+                let buf = AlignedBuf::new(b.bytes)?;
+                copy_in(&t.data, buf.ptr);
+                live += b.bytes;
+                bufs[i] = Some(buf);
+            }
+        }
+    }
+    let mut dependents = vec![Vec::new(); nt];
+    let mut pending = vec![0usize; nt];
+    for (i, t) in plan.tasks.iter().enumerate() {
+        let mut deps = t.deps.clone();
+        deps.sort_unstable();
+        deps.dedup();
+        pending[i] = deps.len();
+        for d in deps {
+            dependents[d as usize].push(i);
+        }
+    }
+    let shared = Shared {
+        plan,
+        kernels,
+        threads,
+        dependents,
+        state: Mutex::new(State {
+            queue: VecDeque::new(),
+            pending,
+            chunks_left: vec![0; nt],
+            bufs,
+            refs,
+            live,
+            peak: live,
+            finished: 0,
+            error: None,
+        }),
+        cv: Condvar::new(),
+        t0: Instant::now(),
+    };
+    {
+        let mut st = lock(&shared.state);
+        for i in 0..nt {
+            if st.pending[i] == 0 {
+                shared.make_ready(&mut st, i);
+            }
+        }
+    }
+    let mut events = Vec::new();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|w| {
+                let sh = &shared;
+                std::thread::Builder::new()
+                    .name(format!("tapc-worker-{w}"))
+                    .spawn_scoped(s, move || sh.work(w, opts.record))
+            })
+            .collect();
+        for h in handles {
+            match h {
+                Ok(h) => match h.join() {
+                    Ok(ev) => events.extend(ev),
+                    Err(_) => shared.fail("a worker thread panicked".into()),
+                },
+                Err(e) => shared.fail(format!("cannot start a worker thread: {e}")),
+            }
+        }
+    });
+    let wall = shared.t0.elapsed();
+    let mut st = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(e) = st.error.take() {
+        return Err(e);
+    }
+    if st.finished != nt {
+        return Err("the schedule did not finish (a dependency cycle?)".into());
+    }
+    let mut sinks = Vec::new();
+    for s in &plan.sinks {
+        let Some(buf) = &st.bufs[s.view.buffer as usize] else {
+            return Err(format!("sink @{} was never computed", s.name));
+        };
+        let n = checked_numel(&s.shape).ok_or("sink too large")?;
+        let data = copy_out(
+            s.dtype,
+            n,
+            &s.shape,
+            buf.ptr,
+            s.view.offset,
+            &s.view.strides,
+        );
+        sinks.push((s.name.clone(), Tensor::new(s.shape.clone(), data)?));
+    }
+    events.sort_by_key(|e: &Event| e.start);
+    Ok((
+        sinks,
+        Report {
+            wall,
+            peak_bytes: st.peak,
+            threads,
+            task_names: plan.tasks.iter().map(|t| t.name.clone()).collect(),
+            events,
+        },
+    ))
+}
+
+fn lock<'a>(m: &'a Mutex<State>) -> MutexGuard<'a, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared<'_> {
+    fn fail(&self, msg: String) {
+        let mut st = lock(&self.state);
+        st.error.get_or_insert(msg);
+        self.cv.notify_all();
+    }
+
+    /// Allocates the task's buffers and queues its chunks.
+    fn make_ready(&self, st: &mut State, i: usize) {
+        let t = &self.plan.tasks[i];
+        for a in &t.args {
+            let b = a.buffer as usize;
+            if st.bufs[b].is_none() {
+                match AlignedBuf::new(self.plan.buffers[b].bytes) {
+                    Ok(buf) => {
+                        st.bufs[b] = Some(buf);
+                        st.live += self.plan.buffers[b].bytes;
+                        st.peak = st.peak.max(st.live);
+                    }
+                    Err(e) => {
+                        st.error.get_or_insert(format!("task `{}`: {e}", t.name));
+                        return;
+                    }
+                }
+            }
+        }
+        let chunks = self.chunks(i);
+        st.chunks_left[i] = chunks.len();
+        st.queue.extend(chunks);
+    }
+
+    fn chunks(&self, i: usize) -> Vec<Job> {
+        let t = &self.plan.tasks[i];
+        let whole = Job {
+            task: i,
+            lo: 0,
+            hi: 0,
+        };
+        let Some(d) = t.split else {
+            return vec![whole];
+        };
+        let (lo, hi) = t.range[d as usize];
+        let align = t.align.max(1);
+        let blocks = (hi - lo + align - 1) / align;
+        let by_work = (t.work / MIN_SPLIT_WORK) as i64;
+        let n = (2 * self.threads as i64).min(blocks).min(by_work);
+        if self.threads == 1 || n <= 1 {
+            return vec![Job { lo, hi, ..whole }];
+        }
+        (0..n)
+            .map(|k| Job {
+                task: i,
+                lo: (lo + blocks * k / n * align).min(hi),
+                hi: (lo + blocks * (k + 1) / n * align).min(hi),
+            })
+            .filter(|j| j.lo < j.hi)
+            .collect()
+    }
+
+    fn work(&self, worker: usize, record: bool) -> Vec<Event> {
+        let mut events = Vec::new();
+        loop {
+            let (job, bases) = {
+                let mut st = lock(&self.state);
+                loop {
+                    if st.error.is_some() || st.finished == self.plan.tasks.len() {
+                        return events;
+                    }
+                    if let Some(j) = st.queue.pop_front() {
+                        let bases: Vec<P> = self.plan.tasks[j.task]
+                            .args
+                            .iter()
+                            .map(|a| {
+                                let b = st.bufs[a.buffer as usize]
+                                    .as_ref()
+                                    .map_or(std::ptr::null_mut(), |b| b.ptr);
+                                P(b.wrapping_offset(a.offset as isize))
+                            })
+                            .collect();
+                        break (j, bases);
+                    }
+                    st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            let t = &self.plan.tasks[job.task];
+            let mut range: Vec<i64> = t.range.iter().flat_map(|&(lo, hi)| [lo, hi]).collect();
+            if let Some(d) = t.split {
+                if job.lo < job.hi {
+                    range[2 * d as usize] = job.lo;
+                    range[2 * d as usize + 1] = job.hi;
+                }
+            }
+            let ptrs: Vec<*mut u8> = bases.iter().map(|p| p.0).collect();
+            let kernel = self.kernels[t.kernel as usize];
+            let start = self.t0.elapsed();
+            // SAFETY: the plan was validated and the kernel was compiled for exactly these
+            // views; the dependencies guarantee its inputs are complete and nobody else
+            // writes its outputs' regions.
+            CURRENT_TASK.with(|c| c.set((t.name.as_ptr(), t.name.len())));
+            let result = catch_unwind(AssertUnwindSafe(|| unsafe {
+                kernel(ptrs.as_ptr(), range.as_ptr())
+            }));
+            CURRENT_TASK.with(|c| c.set((std::ptr::null(), 0)));
+            let duration = self.t0.elapsed() - start;
+            if record {
+                events.push(Event {
+                    task: job.task,
+                    worker,
+                    start,
+                    duration,
+                });
+            }
+            match result {
+                Ok(0) => {}
+                Ok(code) => {
+                    self.fail(format!(
+                        "task `{}` failed: {}",
+                        t.name,
+                        match code {
+                            1 => "could not allocate its temporaries".to_string(),
+                            c => format!("kernel returned status {c}"),
+                        }
+                    ));
+                    return events;
+                }
+                Err(_) => {
+                    self.fail(format!("task `{}` panicked", t.name));
+                    return events;
+                }
+            }
+            let mut st = lock(&self.state);
+            st.chunks_left[job.task] -= 1;
+            if st.chunks_left[job.task] == 0 {
+                self.complete(&mut st, job.task);
+            }
+            self.cv.notify_all();
+        }
+    }
+
+    fn complete(&self, st: &mut State, i: usize) {
+        st.finished += 1;
+        let t = &self.plan.tasks[i];
+        let mut seen: Vec<u32> = t.args.iter().map(|a| a.buffer).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for b in seen {
+            let b = b as usize;
+            st.refs[b] -= 1;
+            if st.refs[b] == 0 && st.bufs[b].take().is_some() {
+                st.live -= self.plan.buffers[b].bytes;
+            }
+        }
+        for &d in &self.dependents[i] {
+            st.pending[d] -= 1;
+            if st.pending[d] == 0 {
+                self.make_ready(st, d);
+            }
+        }
+    }
+}
+
+fn copy_in(data: &Data, dst: *mut u8) {
+    // SAFETY: `dst` holds at least the tensor's bytes (checked against the plan).
+    unsafe {
+        match data {
+            Data::F32(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), dst as *mut f32, v.len()),
+            Data::F64(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), dst as *mut f64, v.len()),
+            Data::I32(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), dst as *mut i32, v.len()),
+            Data::I64(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), dst as *mut i64, v.len()),
+            Data::Bool(v) => {
+                for (k, &b) in v.iter().enumerate() {
+                    *dst.add(k) = u8::from(b);
+                }
+            }
+        }
+    }
+}
+
+/// Gathers the strided view into a C-order buffer of `n` elements.
+fn copy_out(
+    dtype: DType,
+    n: usize,
+    shape: &[usize],
+    base: *const u8,
+    offset: i64,
+    strides: &[i64],
+) -> Data {
+    /// Visits the element offsets of the view in C order, a contiguous innermost run at a time.
+    fn runs(
+        n: usize,
+        shape: &[usize],
+        offset: i64,
+        strides: &[i64],
+        mut f: impl FnMut(i64, usize, i64),
+    ) {
+        if n == 0 {
+            return;
+        }
+        let r = shape.len();
+        let (inner, step) = if r == 0 {
+            (1, 1)
+        } else {
+            (shape[r - 1], strides[r - 1])
+        };
+        let outer = &shape[..r.saturating_sub(1)];
+        let mut idx = vec![0usize; outer.len()];
+        let mut off = offset;
+        loop {
+            f(off, inner, step);
+            let mut d = outer.len();
+            loop {
+                if d == 0 {
+                    return;
+                }
+                d -= 1;
+                idx[d] += 1;
+                off += strides[d];
+                if idx[d] < outer[d] {
+                    break;
+                }
+                off -= strides[d] * outer[d] as i64;
+                idx[d] = 0;
+            }
+        }
+    }
+    fn gather<T: Copy>(
+        n: usize,
+        shape: &[usize],
+        base: *const T,
+        offset: i64,
+        strides: &[i64],
+    ) -> Vec<T> {
+        let mut out = Vec::with_capacity(n);
+        runs(n, shape, offset, strides, |off, len, step| {
+            // SAFETY: the plan's validation checked that every offset of the view is in
+            // its buffer.
+            unsafe {
+                let p = base.offset(off as isize);
+                if step == 1 {
+                    out.extend_from_slice(std::slice::from_raw_parts(p, len));
+                } else {
+                    out.extend((0..len).map(|k| *p.offset(k as isize * step as isize)));
+                }
+            }
+        });
+        out
+    }
+    match dtype {
+        DType::F32 => Data::F32(gather(n, shape, base as *const f32, offset, strides)),
+        DType::F64 => Data::F64(gather(n, shape, base as *const f64, offset, strides)),
+        DType::I32 => Data::I32(gather(n, shape, base as *const i32, offset, strides)),
+        DType::I64 => Data::I64(gather(n, shape, base as *const i64, offset, strides)),
+        DType::Bool => Data::Bool(
+            gather(n, shape, base, offset, strides)
+                .into_iter()
+                .map(|b| b != 0)
+                .collect(),
+        ),
+    }
+}
+
+impl Report {
+    /// A per-task table: jobs, total and longest time, share of the run; then totals.
+    pub fn time_summary(&self) -> String {
+        let mut per: Vec<(usize, Duration, Duration)> =
+            vec![(0, Duration::ZERO, Duration::ZERO); self.task_names.len()];
+        for e in &self.events {
+            let p = &mut per[e.task];
+            p.0 += 1;
+            p.1 += e.duration;
+            p.2 = p.2.max(e.duration);
+        }
+        let busy: Duration = per.iter().map(|p| p.1).sum();
+        let mut order: Vec<usize> = (0..per.len()).collect();
+        order.sort_by(|&a, &b| per[b].1.cmp(&per[a].1));
+        let width = self
+            .task_names
+            .iter()
+            .map(|n| n.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>6}  {:>11}  {:>11}  {:>6}",
+            "task", "chunks", "total ms", "max ms", "share"
+        );
+        for i in order {
+            let (n, tot, max) = per[i];
+            let share = if busy.is_zero() {
+                0.0
+            } else {
+                100.0 * tot.as_secs_f64() / busy.as_secs_f64()
+            };
+            let _ = writeln!(
+                s,
+                "{:<width$}  {:>6}  {:>11.3}  {:>11.3}  {:>5.1}%",
+                self.task_names[i],
+                n,
+                tot.as_secs_f64() * 1e3,
+                max.as_secs_f64() * 1e3,
+                share
+            );
+        }
+        let _ = writeln!(
+            s,
+            "wall {:.3} ms on {} thread(s), busy {:.3} ms, peak memory {}",
+            self.wall.as_secs_f64() * 1e3,
+            self.threads,
+            busy.as_secs_f64() * 1e3,
+            human_bytes(self.peak_bytes)
+        );
+        s
+    }
+
+    /// A Chrome/Perfetto trace (JSON): one track per worker thread, one slice per job.
+    pub fn trace_json(&self) -> String {
+        let mut s = String::from("{\"traceEvents\":[\n");
+        let _ = write!(
+            s,
+            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{{\"name\":\"tapc\"}}}}"
+        );
+        for w in 0..self.threads {
+            let _ = write!(
+                s,
+                ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{w},\"args\":{{\"name\":\"worker {w}\"}}}}"
+            );
+        }
+        for e in &self.events {
+            let _ = write!(
+                s,
+                ",\n{{\"name\":{},\"cat\":\"task\",\"ph\":\"X\",\"pid\":1,\"tid\":{},\"ts\":{:.3},\"dur\":{:.3},\"args\":{{\"task\":{}}}}}",
+                json_string(&self.task_names[e.task]),
+                e.worker,
+                e.start.as_secs_f64() * 1e6,
+                e.duration.as_secs_f64() * 1e6,
+                e.task
+            );
+        }
+        s.push_str("\n],\"displayTimeUnit\":\"ms\"}\n");
+        s
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    } else if b >= 1 << 10 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Arg, Buffer, Sink, Source, Task, View};
+
+    /// y[i] = 2 * x[i] over the given range of one dimension.
+    unsafe extern "C" fn double(bases: *const *mut u8, range: *const i64) -> i32 {
+        let x = *bases as *const f32;
+        let y = *bases.add(1) as *mut f32;
+        for i in *range..*range.add(1) {
+            *y.offset(i as isize) = 2.0 * *x.offset(i as isize);
+        }
+        0
+    }
+
+    unsafe extern "C" fn fails(_: *const *mut u8, _: *const i64) -> i32 {
+        1
+    }
+
+    fn plan(n: usize) -> Plan {
+        let bytes = 4 * n as u64;
+        Plan {
+            graph: "g".into(),
+            buffers: vec![
+                Buffer {
+                    bytes,
+                    init: Init::Source(0),
+                },
+                Buffer {
+                    bytes,
+                    init: Init::Scratch,
+                },
+                Buffer {
+                    bytes,
+                    init: Init::Scratch,
+                },
+            ],
+            sources: vec![Source {
+                name: "x".into(),
+                dtype: DType::F32,
+                shape: vec![n],
+                buffer: 0,
+            }],
+            tasks: (0..2)
+                .map(|k| Task {
+                    name: format!("double {k}"),
+                    kernel: 0,
+                    args: vec![
+                        Arg {
+                            buffer: k,
+                            offset: 0,
+                        },
+                        Arg {
+                            buffer: k + 1,
+                            offset: 0,
+                        },
+                    ],
+                    range: vec![(0, n as i64)],
+                    split: Some(0),
+                    align: 4,
+                    work: 1e6,
+                    deps: if k == 0 { vec![] } else { vec![0] },
+                })
+                .collect(),
+            sinks: vec![Sink {
+                name: "y".into(),
+                dtype: DType::F32,
+                shape: vec![n / 2],
+                view: View {
+                    buffer: 2,
+                    offset: (n - 1) as i64,
+                    strides: vec![-2],
+                },
+                deps: vec![1],
+            }],
+        }
+    }
+
+    #[test]
+    fn runs_a_chain_split_over_threads() {
+        let n = 1000;
+        let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        for threads in [1, 2, 3] {
+            let input = Tensor::new(vec![n], Data::F32(x.clone())).unwrap();
+            let opts = Options {
+                threads,
+                record: true,
+            };
+            let (sinks, rep) = execute(&plan(n), &[double], &[&input], &opts).unwrap();
+            let Data::F32(y) = &sinks[0].1.data else {
+                panic!()
+            };
+            assert_eq!(y.len(), n / 2);
+            assert_eq!(y[0], 4.0 * 999.0);
+            assert_eq!(y[1], 4.0 * 997.0);
+            assert!(rep.peak_bytes >= 8 * n as u64 && rep.peak_bytes <= 12 * n as u64);
+            if threads > 1 {
+                assert!(rep.events.len() > 2);
+            }
+            assert!(rep.time_summary().contains("double 1"));
+            assert!(rep.trace_json().contains("\"ph\":\"X\""));
+        }
+    }
+
+    #[test]
+    fn kernel_failure_names_the_task() {
+        let n = 8;
+        let input = Tensor::new(vec![n], Data::F32(vec![0.0; n])).unwrap();
+        let e = execute(&plan(n), &[fails], &[&input], &Options::default()).unwrap_err();
+        assert!(e.contains("task `double 0` failed"), "{e}");
+    }
+
+    #[test]
+    fn wrong_inputs_are_errors() {
+        let input = Tensor::new(vec![3], Data::F32(vec![0.0; 3])).unwrap();
+        let e = execute(&plan(8), &[double], &[&input], &Options::default()).unwrap_err();
+        assert!(e.contains("expected f32[8], found f32[3]"), "{e}");
+    }
+}

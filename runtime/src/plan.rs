@@ -1,0 +1,524 @@
+//! The compiled schedule of one graph: buffers, source and sink bindings, and the DAG of tasks
+//! that the [`crate::exec`] executor runs.
+//!
+//! `tapc` builds a [`Plan`] at compile time and embeds it in the program as bytes
+//! ([`Plan::encode`]); the runtime decodes it ([`Plan::decode`]) and checks it
+//! ([`Plan::validate`]) before running anything, so a corrupt or mismatched plan is an error
+//! message, never a crash. The encoding is a small versioned little-endian format private to
+//! tapc (the compiler and the runtime library always come from the same build).
+//!
+//! Every task calls one compiled kernel with the ABI [`crate::exec::KernelFn`]:
+//! `i32 kernel(i8** bases, i64* range)` where `bases[k]` points at element 0 of the task's
+//! `k`-th tensor view and `range` holds `lo, hi` per index dimension (global coordinates).
+//! Strides and shapes are compiled into the kernel.
+
+use crate::tensor::DType;
+
+const MAGIC: &[u8; 8] = b"TAPCPLAN";
+const VERSION: u32 = 1;
+
+/// A whole schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The graph's name (for messages).
+    pub graph: String,
+    pub buffers: Vec<Buffer>,
+    /// In declaration order (the order of positional inputs).
+    pub sources: Vec<Source>,
+    /// In an order compatible with the dependencies (every dep precedes its task).
+    pub tasks: Vec<Task>,
+    /// In the order the graph declares them.
+    pub sinks: Vec<Sink>,
+}
+
+/// One allocation, 64-byte aligned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub bytes: u64,
+    pub init: Init,
+}
+
+/// How a buffer gets its contents.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Init {
+    /// Written by tasks; allocated when its first task is ready, freed after its last use.
+    Scratch,
+    /// Holds source `k`'s tensor (C order).
+    Source(u32),
+    /// Constant bytes, live for the whole run.
+    Const(Vec<u8>),
+}
+
+/// A source tensor the program reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Source {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub buffer: u32,
+}
+
+/// A tensor view passed to a kernel: its element 0 lives at `offset` bytes into `buffer`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Arg {
+    pub buffer: u32,
+    pub offset: i64,
+}
+
+/// One node of the DAG: a kernel call over an index box, which the executor may split into
+/// chunks along `split`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Task {
+    /// What it computes, e.g. `apply @linear -> %h` (for `--time`, traces and errors).
+    pub name: String,
+    pub kernel: u32,
+    pub args: Vec<Arg>,
+    /// Half-open `[lo, hi)` per index dimension.
+    pub range: Vec<(i64, i64)>,
+    /// A dimension the task may be split along (chunks are independent).
+    pub split: Option<u32>,
+    /// Chunk boundaries are multiples of this (relative to `lo`) when possible.
+    pub align: i64,
+    /// Estimated operations; small tasks are never split.
+    pub work: f64,
+    /// Tasks that must finish first.
+    pub deps: Vec<u32>,
+}
+
+/// A strided view of a buffer, in elements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct View {
+    pub buffer: u32,
+    pub offset: i64,
+    pub strides: Vec<i64>,
+}
+
+/// A sink: the graph's output `name`, read from `view` once `deps` have finished.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sink {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub view: View,
+    pub deps: Vec<u32>,
+}
+
+impl Plan {
+    /// The plan as bytes (see [`Plan::decode`]).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = W(Vec::new());
+        w.0.extend_from_slice(MAGIC);
+        w.u32(VERSION);
+        w.str(&self.graph);
+        w.u32(self.buffers.len() as u32);
+        for b in &self.buffers {
+            w.u64(b.bytes);
+            match &b.init {
+                Init::Scratch => w.u32(0),
+                Init::Source(k) => {
+                    w.u32(1);
+                    w.u32(*k);
+                }
+                Init::Const(bytes) => {
+                    w.u32(2);
+                    w.bytes(bytes);
+                }
+            }
+        }
+        w.u32(self.sources.len() as u32);
+        for s in &self.sources {
+            w.str(&s.name);
+            w.dtype(s.dtype);
+            w.shape(&s.shape);
+            w.u32(s.buffer);
+        }
+        w.u32(self.tasks.len() as u32);
+        for t in &self.tasks {
+            w.str(&t.name);
+            w.u32(t.kernel);
+            w.u32(t.args.len() as u32);
+            for a in &t.args {
+                w.u32(a.buffer);
+                w.i64(a.offset);
+            }
+            w.u32(t.range.len() as u32);
+            for &(lo, hi) in &t.range {
+                w.i64(lo);
+                w.i64(hi);
+            }
+            w.u32(t.split.map_or(u32::MAX, |d| d));
+            w.i64(t.align);
+            w.u64(t.work.to_bits());
+            w.u32s(&t.deps);
+        }
+        w.u32(self.sinks.len() as u32);
+        for s in &self.sinks {
+            w.str(&s.name);
+            w.dtype(s.dtype);
+            w.shape(&s.shape);
+            w.u32(s.view.buffer);
+            w.i64(s.view.offset);
+            w.u32(s.view.strides.len() as u32);
+            for &x in &s.view.strides {
+                w.i64(x);
+            }
+            w.u32s(&s.deps);
+        }
+        w.0
+    }
+
+    /// Decodes and validates bytes made by [`Plan::encode`].
+    pub fn decode(bytes: &[u8]) -> Result<Plan, String> {
+        let mut r = R { b: bytes, at: 0 };
+        if r.take(8)? != MAGIC {
+            return Err("the embedded schedule is not a tapc plan".into());
+        }
+        let v = r.u32()?;
+        if v != VERSION {
+            return Err(format!(
+                "the embedded schedule has format version {v} but this runtime reads version {VERSION}: rebuild the program with the matching tapc"
+            ));
+        }
+        let graph = r.str()?;
+        let mut buffers = Vec::new();
+        for _ in 0..r.count()? {
+            let bytes = r.u64()?;
+            let init = match r.u32()? {
+                0 => Init::Scratch,
+                1 => Init::Source(r.u32()?),
+                2 => Init::Const(r.bytes()?),
+                k => return Err(format!("corrupt plan: buffer kind {k}")),
+            };
+            buffers.push(Buffer { bytes, init });
+        }
+        let mut sources = Vec::new();
+        for _ in 0..r.count()? {
+            sources.push(Source {
+                name: r.str()?,
+                dtype: r.dtype()?,
+                shape: r.shape()?,
+                buffer: r.u32()?,
+            });
+        }
+        let mut tasks = Vec::new();
+        for _ in 0..r.count()? {
+            let name = r.str()?;
+            let kernel = r.u32()?;
+            let mut args = Vec::new();
+            for _ in 0..r.count()? {
+                args.push(Arg {
+                    buffer: r.u32()?,
+                    offset: r.i64()?,
+                });
+            }
+            let mut range = Vec::new();
+            for _ in 0..r.count()? {
+                range.push((r.i64()?, r.i64()?));
+            }
+            let split = match r.u32()? {
+                u32::MAX => None,
+                d => Some(d),
+            };
+            tasks.push(Task {
+                name,
+                kernel,
+                args,
+                range,
+                split,
+                align: r.i64()?,
+                work: f64::from_bits(r.u64()?),
+                deps: r.u32s()?,
+            });
+        }
+        let mut sinks = Vec::new();
+        for _ in 0..r.count()? {
+            let name = r.str()?;
+            let dtype = r.dtype()?;
+            let shape = r.shape()?;
+            let buffer = r.u32()?;
+            let offset = r.i64()?;
+            let mut strides = Vec::new();
+            for _ in 0..r.count()? {
+                strides.push(r.i64()?);
+            }
+            sinks.push(Sink {
+                name,
+                dtype,
+                shape,
+                view: View {
+                    buffer,
+                    offset,
+                    strides,
+                },
+                deps: r.u32s()?,
+            });
+        }
+        if r.at != bytes.len() {
+            return Err("corrupt plan: trailing bytes".into());
+        }
+        let p = Plan {
+            graph,
+            buffers,
+            sources,
+            tasks,
+            sinks,
+        };
+        Ok(p)
+    }
+
+    /// Checks every index and that every view stays inside its buffer, so that running the
+    /// plan with `kernels` kernels cannot touch memory it does not own (given correct kernels).
+    pub fn validate(&self, kernels: usize) -> Result<(), String> {
+        let nb = self.buffers.len();
+        let bad = |what: String| Err(format!("corrupt plan: {what}"));
+        for (i, b) in self.buffers.iter().enumerate() {
+            match &b.init {
+                Init::Source(k) if *k as usize >= self.sources.len() => {
+                    return bad(format!("buffer {i} names source {k}"))
+                }
+                Init::Const(c) if c.len() as u64 > b.bytes => {
+                    return bad(format!("buffer {i} is smaller than its contents"))
+                }
+                _ => {}
+            }
+        }
+        for s in &self.sources {
+            let n = crate::tensor::checked_numel(&s.shape)
+                .and_then(|n| n.checked_mul(s.dtype.size_bytes()));
+            match (self.buffers.get(s.buffer as usize), n) {
+                (Some(b), Some(n)) if n as u64 <= b.bytes => {}
+                _ => return bad(format!("source @{} has no fitting buffer", s.name)),
+            }
+        }
+        for (i, t) in self.tasks.iter().enumerate() {
+            if t.kernel as usize >= kernels {
+                return bad(format!("task {i} calls kernel {} of {kernels}", t.kernel));
+            }
+            if t.args.iter().any(|a| a.buffer as usize >= nb) {
+                return bad(format!("task {i} names a missing buffer"));
+            }
+            if t.deps.iter().any(|&d| d as usize >= i) {
+                return bad(format!("task {i} depends on a later task"));
+            }
+            if let Some(d) = t.split {
+                if d as usize >= t.range.len() {
+                    return bad(format!("task {i} splits a missing dimension"));
+                }
+            }
+            if t.range.iter().any(|(lo, hi)| lo > hi) {
+                return bad(format!("task {i} has an inverted range"));
+            }
+        }
+        for s in &self.sinks {
+            let Some(b) = self.buffers.get(s.view.buffer as usize) else {
+                return bad(format!("sink @{} names a missing buffer", s.name));
+            };
+            if s.view.strides.len() != s.shape.len()
+                || s.deps.iter().any(|&d| d as usize >= self.tasks.len())
+            {
+                return bad(format!("sink @{} is malformed", s.name));
+            }
+            if s.shape.iter().all(|&d| d > 0) {
+                let (mut lo, mut hi) = (s.view.offset, s.view.offset);
+                for (&n, &st) in s.shape.iter().zip(&s.view.strides) {
+                    let ext = st.saturating_mul(n as i64 - 1);
+                    lo = lo.saturating_add(ext.min(0));
+                    hi = hi.saturating_add(ext.max(0));
+                }
+                let size = s.dtype.size_bytes() as i64;
+                if lo < 0 || hi.saturating_add(1).saturating_mul(size) > b.bytes as i64 {
+                    return bad(format!("sink @{} reads outside its buffer", s.name));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+struct W(Vec<u8>);
+
+impl W {
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn i64(&mut self, v: i64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.extend_from_slice(b);
+    }
+    fn str(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+    fn dtype(&mut self, d: DType) {
+        self.u32(DType::ALL.iter().position(|x| *x == d).unwrap_or(0) as u32);
+    }
+    fn shape(&mut self, s: &[usize]) {
+        self.u32(s.len() as u32);
+        for &d in s {
+            self.u64(d as u64);
+        }
+    }
+    fn u32s(&mut self, v: &[u32]) {
+        self.u32(v.len() as u32);
+        for &x in v {
+            self.u32(x);
+        }
+    }
+}
+
+struct R<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or("corrupt plan: truncated")?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        let mut a = [0; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        let mut a = [0; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn i64(&mut self) -> Result<i64, String> {
+        Ok(self.u64()? as i64)
+    }
+    /// A element count, bounded by the bytes left so corrupt counts cannot exhaust memory.
+    fn count(&mut self) -> Result<usize, String> {
+        let n = self.u32()? as usize;
+        if n > self.b.len() - self.at {
+            return Err("corrupt plan: bad count".into());
+        }
+        Ok(n)
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>, String> {
+        let n = self.u64()?;
+        let n = usize::try_from(n).map_err(|_| "corrupt plan: bad length")?;
+        Ok(self.take(n)?.to_vec())
+    }
+    fn str(&mut self) -> Result<String, String> {
+        String::from_utf8(self.bytes()?).map_err(|_| "corrupt plan: bad text".into())
+    }
+    fn dtype(&mut self) -> Result<DType, String> {
+        let k = self.u32()? as usize;
+        DType::ALL
+            .get(k)
+            .copied()
+            .ok_or_else(|| "corrupt plan: bad dtype".into())
+    }
+    fn shape(&mut self) -> Result<Vec<usize>, String> {
+        let mut s = Vec::new();
+        for _ in 0..self.count()? {
+            s.push(usize::try_from(self.u64()?).map_err(|_| "corrupt plan: bad shape")?);
+        }
+        Ok(s)
+    }
+    fn u32s(&mut self) -> Result<Vec<u32>, String> {
+        let mut v = Vec::new();
+        for _ in 0..self.count()? {
+            v.push(self.u32()?);
+        }
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Plan {
+        Plan {
+            graph: "g".into(),
+            buffers: vec![
+                Buffer {
+                    bytes: 24,
+                    init: Init::Source(0),
+                },
+                Buffer {
+                    bytes: 4,
+                    init: Init::Const(vec![0, 0, 128, 63]),
+                },
+                Buffer {
+                    bytes: 24,
+                    init: Init::Scratch,
+                },
+            ],
+            sources: vec![Source {
+                name: "x".into(),
+                dtype: DType::F32,
+                shape: vec![2, 3],
+                buffer: 0,
+            }],
+            tasks: vec![Task {
+                name: "apply @f -> %y".into(),
+                kernel: 0,
+                args: vec![
+                    Arg {
+                        buffer: 0,
+                        offset: 0,
+                    },
+                    Arg {
+                        buffer: 2,
+                        offset: 0,
+                    },
+                ],
+                range: vec![(0, 2), (0, 3)],
+                split: Some(0),
+                align: 1,
+                work: 6.0,
+                deps: vec![],
+            }],
+            sinks: vec![Sink {
+                name: "y".into(),
+                dtype: DType::F32,
+                shape: vec![3, 2],
+                view: View {
+                    buffer: 2,
+                    offset: 0,
+                    strides: vec![1, 3],
+                },
+                deps: vec![0],
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trips_and_validates() {
+        let p = sample();
+        let bytes = p.encode();
+        assert_eq!(Plan::decode(&bytes).unwrap(), p);
+        p.validate(1).unwrap();
+        assert!(p.validate(0).unwrap_err().contains("kernel 0"));
+    }
+
+    #[test]
+    fn corrupt_bytes_are_errors() {
+        let bytes = sample().encode();
+        for n in 0..bytes.len() {
+            assert!(Plan::decode(&bytes[..n]).is_err());
+        }
+        let mut v = bytes.clone();
+        v[8] = 9;
+        assert!(Plan::decode(&v).unwrap_err().contains("version 9"));
+        let mut p = sample();
+        p.sinks[0].view.offset = 3;
+        assert!(p.validate(1).unwrap_err().contains("outside"));
+    }
+}

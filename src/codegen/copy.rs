@@ -1,0 +1,275 @@
+//! Kernels that are not applies: gathers that materialize the selectors a strided view
+//! cannot express (concat and interleave operands, repeat, pad, reshape of a non-contiguous
+//! view) and generators (`iota`, `rand`) computed from coordinates. Both are plain scalar
+//! loop nests over the output (split by the executor along dimension 0) that LLVM's loop
+//! vectorizer handles.
+
+use super::kernel::{wrap, Loops};
+use super::ops::{Gen, R, V};
+use super::ptr;
+use super::schedule::{DimMap, SView};
+use super::target::Host;
+use crate::ir::graph::GenKind;
+use crate::ir::instance::Scalar;
+use crate::ir::DType;
+use inkwell::values::InstructionOpcode as Op;
+use inkwell::values::{FunctionValue, IntValue, PointerValue};
+use inkwell::IntPredicate;
+
+struct Nest<'ctx> {
+    lo: Vec<IntValue<'ctx>>,
+    hi: Vec<IntValue<'ctx>>,
+}
+
+/// Loops over every output dimension, threading `state` (per-level values) down.
+fn nest<'ctx, S: Clone>(
+    loops: &Loops<'_, '_, 'ctx>,
+    n: &Nest<'ctx>,
+    d: usize,
+    state: S,
+    step: &mut dyn FnMut(usize, IntValue<'ctx>, &S) -> S,
+    leaf: &mut dyn FnMut(&S) -> R<()>,
+) -> R<()> {
+    if d == n.lo.len() {
+        return leaf(&state);
+    }
+    let mut unit = ();
+    loops.counted(&mut unit, n.lo[d], n.hi[d], 1, vec![], &mut |_, iv, _| {
+        let s = step(d, iv, &state);
+        nest(loops, n, d + 1, s, step, leaf)?;
+        Ok(vec![])
+    })?;
+    Ok(())
+}
+
+fn body_params<'ctx>(
+    body: FunctionValue<'ctx>,
+    nargs: usize,
+    rank: usize,
+) -> (Vec<PointerValue<'ctx>>, Nest<'ctx>) {
+    let p: Vec<_> = body.get_param_iter().collect();
+    let bufs = p[..nargs].iter().map(|x| x.into_pointer_value()).collect();
+    let lo = (0..rank)
+        .map(|d| p[nargs + 2 * d].into_int_value())
+        .collect();
+    let hi = (0..rank)
+        .map(|d| p[nargs + 2 * d + 1].into_int_value())
+        .collect();
+    (bufs, Nest { lo, hi })
+}
+
+/// Per-level state of a gather: source offset, output offset, and whether the point is
+/// inside the source (for pads).
+#[derive(Clone)]
+struct At<'ctx> {
+    src: IntValue<'ctx>,
+    out: IntValue<'ctx>,
+    inside: Option<IntValue<'ctx>>,
+}
+
+/// `out[c] = src[map(c)]`, or `fill` where a shifted coordinate leaves the source.
+pub fn emit_gather<'ctx>(
+    g: &Gen<'_, 'ctx>,
+    host: &Host,
+    name: &str,
+    out: &SView,
+    src_strides: &[i64],
+    maps: &[DimMap],
+    fill: Option<Scalar>,
+) -> R<FunctionValue<'ctx>> {
+    let d = out.dtype;
+    let ety = g.mty(d);
+    let (entry, body) = wrap(g, host, name, &[ety, ety], out.shape.len());
+    let (bufs, n) = body_params(body, 2, out.shape.len());
+    let loops = Loops { g, f: body };
+    let b = g.b;
+    let start = At {
+        src: g.i64c(0),
+        out: g.i64c(0),
+        inside: None,
+    };
+    let add = |a: IntValue<'ctx>, x: IntValue<'ctx>, s: i64| {
+        let t = b.build_int_mul(x, g.i64c(s), "").expect("positioned");
+        b.build_int_add(a, t, "").expect("positioned")
+    };
+    let i1 = |v: V<'ctx>| v.into_int_value();
+    let mut step = |dim: usize, c: IntValue<'ctx>, at: &At<'ctx>| -> At<'ctx> {
+        let mut inside = at.inside;
+        let s: IntValue = match maps[dim] {
+            DimMap::Same => c,
+            DimMap::Mod { n } => b
+                .build_int_signed_rem(c, g.i64c(n.max(1)), "")
+                .expect("positioned"),
+            DimMap::Shift { lo, n } => {
+                let i = b.build_int_sub(c, g.i64c(lo), "").expect("positioned");
+                let ge = i1(g.icmp(IntPredicate::SGE, i.into(), g.i64c(0).into()));
+                let lt = i1(g.icmp(IntPredicate::SLT, i.into(), g.i64c(n).into()));
+                let ok = b.build_and(ge, lt, "").expect("positioned");
+                inside = Some(match inside {
+                    Some(p) => b.build_and(p, ok, "").expect("positioned"),
+                    None => ok,
+                });
+                i
+            }
+            DimMap::Reflect { lo, n } => {
+                let i: V = b
+                    .build_int_sub(c, g.i64c(lo), "")
+                    .expect("positioned")
+                    .into();
+                let neg = g.icmp(IntPredicate::SLT, i, g.i64c(0).into());
+                let mirrored_lo = g.bin(Op::Sub, g.i64c(0).into(), i);
+                let over = g.icmp(IntPredicate::SGE, i, g.i64c(n).into());
+                let mirrored_hi = g.bin(Op::Sub, g.i64c(2 * (n - 1)).into(), i);
+                let r = g.select(over, mirrored_hi, i);
+                i1(g.select(neg, mirrored_lo, r))
+            }
+        };
+        At {
+            src: add(at.src, s, src_strides[dim]),
+            out: add(at.out, c, out.strides[dim]),
+            inside,
+        }
+    };
+    let mut leaf = |at: &At<'ctx>| -> R<()> {
+        let v = match (at.inside, fill) {
+            (Some(ok), Some(f)) => {
+                let safe = i1(g.select(ok.into(), at.src.into(), g.i64c(0).into()));
+                let x = ptr::load(b, ety, ptr::element(b, bufs[0], ety, safe));
+                let c = g.konst(f, d);
+                let c = if d == DType::Bool {
+                    g.cast_to(Op::ZExt, c, ety)
+                } else {
+                    c
+                };
+                g.select(ok.into(), x, c)
+            }
+            _ => ptr::load(b, ety, ptr::element(b, bufs[0], ety, at.src)),
+        };
+        ptr::store(b, ptr::element(b, bufs[1], ety, at.out), v);
+        Ok(())
+    };
+    nest(&loops, &n, 0, start, &mut step, &mut leaf)?;
+    b.build_return(Some(&g.cx.i32_type().const_zero()))
+        .expect("positioned");
+    Ok(entry)
+}
+
+/// splitmix64, as `interp/scalar.rs`.
+fn splitmix<'ctx>(g: &Gen<'_, 'ctx>, z: IntValue<'ctx>) -> IntValue<'ctx> {
+    let b = g.b;
+    let c = |v: u64| g.cx.i64_type().const_int(v, false);
+    let z = b
+        .build_int_add(z, c(0x9E37_79B9_7F4A_7C15), "")
+        .expect("positioned");
+    let x = b
+        .build_right_shift(z, c(30), false, "")
+        .expect("positioned");
+    let z = b
+        .build_int_mul(
+            b.build_xor(z, x, "").expect("positioned"),
+            c(0xBF58_476D_1CE4_E5B9),
+            "",
+        )
+        .expect("positioned");
+    let x = b
+        .build_right_shift(z, c(27), false, "")
+        .expect("positioned");
+    let z = b
+        .build_int_mul(
+            b.build_xor(z, x, "").expect("positioned"),
+            c(0x94D0_49BB_1331_11EB),
+            "",
+        )
+        .expect("positioned");
+    let x = b
+        .build_right_shift(z, c(31), false, "")
+        .expect("positioned");
+    b.build_xor(z, x, "").expect("positioned")
+}
+
+/// `iota` (the coordinate along an axis) and `rand` (a hash of the seed and coordinates).
+pub fn emit_generate<'ctx>(
+    g: &Gen<'_, 'ctx>,
+    host: &Host,
+    name: &str,
+    out: &SView,
+    kind: GenKind,
+) -> R<FunctionValue<'ctx>> {
+    let d = out.dtype;
+    let ety = g.mty(d);
+    let (entry, body) = wrap(g, host, name, &[ety], out.shape.len());
+    let (bufs, n) = body_params(body, 1, out.shape.len());
+    let loops = Loops { g, f: body };
+    let b = g.b;
+    // State: (output offset, hash so far or the iota coordinate).
+    let seed_hash = match kind {
+        GenKind::Rand { seed } => {
+            let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        _ => 0,
+    };
+    let start = (g.i64c(0), g.cx.i64_type().const_int(seed_hash, false));
+    let mut step = |dim: usize, c: IntValue<'ctx>, s: &(IntValue<'ctx>, IntValue<'ctx>)| {
+        let t = b
+            .build_int_mul(c, g.i64c(out.strides[dim]), "")
+            .expect("positioned");
+        let off = b.build_int_add(s.0, t, "").expect("positioned");
+        let h = match kind {
+            GenKind::Rand { .. } => splitmix(g, b.build_xor(s.1, c, "").expect("positioned")),
+            GenKind::Iota { axis } if axis == dim => c,
+            _ => s.1,
+        };
+        (off, h)
+    };
+    let mut leaf = |s: &(IntValue<'ctx>, IntValue<'ctx>)| -> R<()> {
+        let h = s.1;
+        let v: V = match (kind, d) {
+            (GenKind::Iota { .. }, _) => g.cast(h.into(), DType::I64, d),
+            (GenKind::Rand { .. }, DType::F32) => {
+                let top = b
+                    .build_right_shift(h, g.i64c(40), false, "")
+                    .expect("positioned");
+                let f = g.cast_to(Op::UIToFP, top.into(), g.cx.f32_type().into());
+                g.bin(
+                    Op::FMul,
+                    f,
+                    g.konst(Scalar::F(1.0 / (1u64 << 24) as f64), DType::F32),
+                )
+            }
+            (GenKind::Rand { .. }, DType::F64) => {
+                let top = b
+                    .build_right_shift(h, g.i64c(11), false, "")
+                    .expect("positioned");
+                let f = g.cast_to(Op::UIToFP, top.into(), g.cx.f64_type().into());
+                g.bin(
+                    Op::FMul,
+                    f,
+                    g.konst(Scalar::F(1.0 / (1u64 << 53) as f64), DType::F64),
+                )
+            }
+            (GenKind::Rand { .. }, DType::I32) => {
+                g.cast_to(Op::Trunc, h.into(), g.cx.i32_type().into())
+            }
+            (GenKind::Rand { .. }, DType::I64) => h.into(),
+            (GenKind::Rand { .. }, DType::Bool) => {
+                let bit = b.build_and(h, g.i64c(1), "").expect("positioned");
+                g.cast_to(Op::Trunc, bit.into(), g.cx.bool_type().into())
+            }
+            (other, _) => return Err(format!("{} is not computed by a kernel", other.name())),
+        };
+        let v = if d == DType::Bool {
+            g.cast_to(Op::ZExt, v, ety)
+        } else {
+            v
+        };
+        ptr::store(b, ptr::element(b, bufs[0], ety, s.0), v);
+        Ok(())
+    };
+    nest(&loops, &n, 0, start, &mut step, &mut leaf)?;
+    b.build_return(Some(&g.cx.i32_type().const_zero()))
+        .expect("positioned");
+    Ok(entry)
+}

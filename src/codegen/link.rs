@@ -1,0 +1,118 @@
+//! Linking a compiled module into an executable with the system `cc`: the kernels' object
+//! file, the `tapc-runtime` static library (executor, `.npy` I/O, command line) and the C
+//! libraries Rust's standard library needs.
+//!
+//! The runtime library is found, in order: `$TAPC_RUNTIME_LIB`; `libtapc_runtime.a` next to
+//! the running executable; the newest `libtapc_runtime-*.a` in the `deps/` directory of the
+//! cargo profile the executable was built in (cargo builds the runtime's staticlib whenever it
+//! builds `tapc`); the same directory as recorded when `tapc` was compiled.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Native libraries a Rust staticlib needs on Linux (`rustc --print native-static-libs`).
+const NATIVE_LIBS: &[&str] = &[
+    "-lgcc_s",
+    "-lutil",
+    "-lrt",
+    "-lpthread",
+    "-lm",
+    "-ldl",
+    "-lc",
+];
+
+fn newest_in(dir: &Path) -> Option<PathBuf> {
+    let exact = dir.join("libtapc_runtime.a");
+    if exact.is_file() {
+        return Some(exact);
+    }
+    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("libtapc_runtime-") && name.ends_with(".a") {
+            let t = e.metadata().and_then(|m| m.modified()).ok()?;
+            if best.as_ref().is_none_or(|(bt, _)| t > *bt) {
+                best = Some((t, e.path()));
+            }
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// Where the runtime static library is.
+pub fn runtime_lib() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("TAPC_RUNTIME_LIB") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("TAPC_RUNTIME_LIB={} is not a file", p.display()))
+        };
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        dirs.push(dir.clone());
+        dirs.push(dir.join("deps"));
+        if let Some(up) = dir.parent() {
+            dirs.push(up.join("deps"));
+        }
+    }
+    // OUT_DIR is <target>/<profile>/build/tapc-<hash>/out.
+    if let Some(out) = option_env!("OUT_DIR") {
+        if let Some(profile) = Path::new(out).ancestors().nth(3) {
+            dirs.push(profile.join("deps"));
+        }
+    }
+    for d in &dirs {
+        if let Some(p) = newest_in(d) {
+            return Ok(p);
+        }
+    }
+    Err("cannot find the tapc runtime library (libtapc_runtime.a); build tapc with cargo (which builds it) or set TAPC_RUNTIME_LIB to its path".into())
+}
+
+/// Links `obj` into the executable `out` (written under a temporary name, then renamed).
+pub fn link(obj: &Path, out: &Path) -> Result<(), String> {
+    let lib = runtime_lib()?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let tmp = temp_sibling(out);
+    let result = Command::new(&cc)
+        .arg(obj)
+        .arg(&lib)
+        .args(NATIVE_LIBS)
+        .arg("-Wl,--gc-sections,-S")
+        .arg("-o")
+        .arg(&tmp)
+        .output();
+    let fail = |msg: String| {
+        let _ = std::fs::remove_file(&tmp);
+        Err(msg)
+    };
+    match result {
+        Err(e) => fail(format!("cannot run the linker `{cc}`: {e}")),
+        Ok(o) if !o.status.success() => fail(format!(
+            "linking with `{cc}` failed ({}):\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim_end()
+        )),
+        Ok(_) => match std::fs::rename(&tmp, out) {
+            Ok(()) => Ok(()),
+            Err(e) => fail(format!("cannot write {}: {e}", out.display())),
+        },
+    }
+}
+
+/// A temporary path in the same directory as `out` (so the final rename is atomic).
+pub fn temp_sibling(out: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let name = out
+        .file_name()
+        .map_or("out".into(), |n| n.to_string_lossy().into_owned());
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    out.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+}

@@ -1,0 +1,355 @@
+//! The native backend: a verified graph becomes an LLVM module of kernels plus a runtime
+//! [`Plan`] (the task DAG), compiled for the host CPU with inkwell (LLVM 14).
+//!
+//! - [`schedule`] turns the graph into buffers, strided views and tasks (one per apply or
+//!   shard, plus gathers for non-strided selectors and generator kernels);
+//! - [`kernel`] compiles each apply into one function over an index sub-range, [`copy`] the
+//!   gathers and generators, with the TEG scalar semantics of [`ops`];
+//! - the module is optimised with the new pass manager (`default<O3>`) for the host CPU and
+//!   its feature string ([`target`]);
+//! - [`emit_to_file`] writes LLVM IR, assembly, an object, or an executable linked with the
+//!   runtime static library by the system `cc` ([`link`]); [`with_jit`] compiles in-process
+//!   with MCJIT and runs the plan on the same executor (`tapc run --native`).
+//!
+//! All pointer typing lives in [`ptr`], so a newer (opaque-pointer) LLVM is a change there.
+
+pub mod copy;
+pub mod kernel;
+pub mod link;
+pub mod ops;
+pub mod ptr;
+pub mod schedule;
+pub mod target;
+
+use crate::diag::{codes, Diagnostic};
+use crate::ir::Module;
+use crate::verify::GraphFacts;
+use inkwell::context::Context;
+use inkwell::execution_engine::ExecutionEngine;
+use inkwell::module::{Linkage, Module as LModule};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{FileType, RelocMode};
+use inkwell::types::BasicType;
+use inkwell::values::{BasicMetadataValueEnum, FunctionValue};
+use inkwell::OptimizationLevel;
+use schedule::{KernelSpec, Schedule};
+use std::collections::HashMap;
+use std::path::Path;
+use tapc_runtime::exec::{self, KernelFn, Report};
+use tapc_runtime::plan::Plan;
+use tapc_runtime::Tensor;
+
+/// What `tapc FILE -o OUT` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EmitKind {
+    /// Optimised LLVM IR (text).
+    Llvm,
+    /// Assembly for the host CPU.
+    Asm,
+    /// An object file with the kernels, the embedded plan and `main`.
+    Obj,
+    /// An executable linked with the runtime library (the default).
+    Exe,
+}
+
+/// Code generation options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Fuse float `sum[k](a * b)` reductions into multiply-adds (`--fast-math`): faster
+    /// matmuls and convolutions, results no longer rounded exactly as the interpreter's.
+    pub fast_math: bool,
+}
+
+fn backend_error(msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(codes::NOT_AVAILABLE, msg.into())
+}
+
+/// Runs `f`, turning a panic inside LLVM glue into an error (a compiler bug, never bad input).
+fn guarded<T>(f: impl FnOnce() -> Result<T, Diagnostic>) -> Result<T, Diagnostic> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(
+                backend_error(format!("internal error in the native backend: {what}"))
+                    .note("this is a tapc bug; `tapc run --interp` still evaluates the graph"),
+            )
+        }
+    }
+}
+
+fn kernel_symbol(k: usize) -> String {
+    format!("tapc_k{k}")
+}
+
+/// Builds (and optimises) the module for graph `gi`; `with_main` adds the embedded plan and
+/// a C `main` for executables.
+fn build<'ctx>(
+    cx: &'ctx Context,
+    m: &Module,
+    gi: usize,
+    facts: &GraphFacts,
+    with_main: bool,
+    reloc: RelocMode,
+    opts: &Options,
+) -> Result<(LModule<'ctx>, Schedule, inkwell::targets::TargetMachine), Diagnostic> {
+    let host = target::host().map_err(backend_error)?;
+    let g = &m.graphs[gi];
+    let sched = schedule::build(m, g, facts, host.lanes)?;
+    let module = cx.create_module(&format!("teg.{}", g.name));
+    let machine = host.machine(reloc).map_err(backend_error)?;
+    module.set_triple(&machine.get_triple());
+    module.set_data_layout(&machine.get_target_data().get_data_layout());
+    let builder = cx.create_builder();
+    let gen = ops::Gen {
+        cx,
+        m: &module,
+        b: &builder,
+        w: host.lanes,
+        fast: opts.fast_math,
+    };
+    let mut entries = Vec::new();
+    for (k, spec) in sched.kernels.iter().enumerate() {
+        let name = kernel_symbol(k);
+        let f = match spec {
+            KernelSpec::Apply {
+                inst,
+                inputs,
+                outputs,
+                plan,
+            } => kernel::emit(&gen, host, &name, inst, inputs, outputs, plan),
+            KernelSpec::Gather {
+                out,
+                src_strides,
+                maps,
+                fill,
+            } => copy::emit_gather(&gen, host, &name, out, src_strides, maps, *fill),
+            KernelSpec::Generate { out, kind } => {
+                copy::emit_generate(&gen, host, &name, out, *kind)
+            }
+        }
+        .map_err(|e| backend_error(format!("cannot compile `{}`: {e}", sched.names[k])))?;
+        entries.push(f);
+    }
+    if with_main {
+        emit_main(cx, &module, &builder, host, &sched.plan, &entries);
+    }
+    if let Err(e) = module.verify() {
+        return Err(backend_error(format!(
+            "internal error: the generated LLVM module is invalid: {}",
+            e.to_string().lines().next().unwrap_or_default()
+        )));
+    }
+    let opts = PassBuilderOptions::create();
+    opts.set_loop_vectorization(true);
+    opts.set_loop_slp_vectorization(true);
+    opts.set_loop_unrolling(true);
+    module
+        .run_passes("default<O3>", &machine, opts)
+        .map_err(|e| backend_error(format!("LLVM optimisation failed: {e}")))?;
+    Ok((module, sched, machine))
+}
+
+/// The plan as a constant, the kernel table, and `main` calling the runtime's entry point.
+fn emit_main<'ctx>(
+    cx: &'ctx Context,
+    module: &LModule<'ctx>,
+    b: &inkwell::builder::Builder<'ctx>,
+    host: &target::Host,
+    plan: &Plan,
+    entries: &[FunctionValue<'ctx>],
+) {
+    let bytes = plan.encode();
+    let blob = cx.const_string(&bytes, false);
+    let gplan = module.add_global(blob.get_type(), None, "tapc.plan");
+    gplan.set_initializer(&blob);
+    gplan.set_constant(true);
+    gplan.set_linkage(Linkage::Private);
+    let kty = entries.first().map(|f| f.get_type()).unwrap_or_else(|| {
+        let bp = ptr::byte_ptr(cx);
+        cx.i32_type().fn_type(
+            &[
+                ptr::ptr_to(bp.into()).into(),
+                ptr::ptr_to(cx.i64_type().into()).into(),
+            ],
+            false,
+        )
+    });
+    let kptr = kty.ptr_type(inkwell::AddressSpace::default());
+    let table = kptr.const_array(
+        &entries
+            .iter()
+            .map(|f| f.as_global_value().as_pointer_value())
+            .collect::<Vec<_>>(),
+    );
+    let gtable = module.add_global(table.get_type(), None, "tapc.kernels");
+    gtable.set_initializer(&table);
+    gtable.set_constant(true);
+    gtable.set_linkage(Linkage::Private);
+    let i32t = cx.i32_type();
+    let i64t = cx.i64_type();
+    let bp = ptr::byte_ptr(cx);
+    let argv_t = ptr::ptr_to(bp.into());
+    let rt_ty = i32t.fn_type(
+        &[
+            i32t.into(),
+            argv_t.into(),
+            bp.into(),
+            i64t.into(),
+            ptr::ptr_to(kptr.as_basic_type_enum()).into(),
+            i64t.into(),
+        ],
+        false,
+    );
+    let rt = module.add_function("tapc_rt_main", rt_ty, None);
+    let main = module.add_function(
+        "main",
+        i32t.fn_type(&[i32t.into(), argv_t.into()], false),
+        None,
+    );
+    host.tag(cx, main);
+    let bb = cx.append_basic_block(main, "entry");
+    b.position_at_end(bb);
+    let argc = main.get_nth_param(0).expect("argc");
+    let argv = main.get_nth_param(1).expect("argv");
+    let p = ptr::cast(b, gplan.as_pointer_value(), cx.i8_type().into());
+    let t = ptr::cast(b, gtable.as_pointer_value(), kptr.into());
+    let args: Vec<BasicMetadataValueEnum> = vec![
+        argc.into(),
+        argv.into(),
+        p.into(),
+        i64t.const_int(bytes.len() as u64, false).into(),
+        t.into(),
+        i64t.const_int(entries.len() as u64, false).into(),
+    ];
+    let r = b
+        .build_call(rt, &args, "")
+        .expect("positioned")
+        .try_as_basic_value()
+        .basic()
+        .expect("returns i32");
+    b.build_return(Some(&r)).expect("positioned");
+}
+
+/// Compiles graph `gi` and writes `kind` to `out` (via a temporary file, so a failure leaves
+/// nothing behind).
+pub fn emit_to_file(
+    m: &Module,
+    gi: usize,
+    facts: &GraphFacts,
+    kind: EmitKind,
+    out: &Path,
+    opts: &Options,
+) -> Result<(), Diagnostic> {
+    guarded(|| {
+        let cx = Context::create();
+        let with_main = matches!(kind, EmitKind::Obj | EmitKind::Exe | EmitKind::Asm);
+        let (module, _, machine) = build(&cx, m, gi, facts, with_main, RelocMode::PIC, opts)?;
+        let io = |e: String| {
+            Diagnostic::error(codes::IO, format!("cannot write {}: {e}", out.display()))
+        };
+        let tmp = link::temp_sibling(out);
+        let written = match kind {
+            EmitKind::Llvm => std::fs::write(&tmp, module.print_to_string().to_string())
+                .map_err(|e| e.to_string()),
+            EmitKind::Asm => machine
+                .write_to_file(&module, FileType::Assembly, &tmp)
+                .map_err(|e| e.to_string()),
+            EmitKind::Obj | EmitKind::Exe => machine
+                .write_to_file(&module, FileType::Object, &tmp)
+                .map_err(|e| e.to_string()),
+        };
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(e));
+        }
+        if kind == EmitKind::Exe {
+            let r = link::link(&tmp, out).map_err(|e| {
+                if e.starts_with("cannot write") {
+                    Diagnostic::error(codes::IO, e)
+                } else {
+                    backend_error(e)
+                }
+            });
+            let _ = std::fs::remove_file(&tmp);
+            r
+        } else {
+            std::fs::rename(&tmp, out).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                io(e.to_string())
+            })
+        }
+    })
+}
+
+/// A graph compiled in-process: its plan and the addresses of its kernels.
+pub struct Program<'a> {
+    pub plan: &'a Plan,
+    kernels: Vec<KernelFn>,
+}
+
+impl Program<'_> {
+    /// Runs the plan with sources bound by name.
+    pub fn run(
+        &self,
+        inputs: &HashMap<String, Tensor>,
+        opts: &exec::Options,
+    ) -> Result<(Vec<(String, Tensor)>, Report), String> {
+        let mut ins = Vec::new();
+        for s in &self.plan.sources {
+            match inputs.get(&s.name) {
+                Some(t) => ins.push(t),
+                None => return Err(format!("no input bound for source @{}", s.name)),
+            }
+        }
+        exec::execute(self.plan, &self.kernels, &ins, opts)
+    }
+}
+
+/// JIT-compiles graph `gi` (MCJIT) and calls `f` with the program; the machine code lives
+/// until `f` returns.
+pub fn with_jit<T>(
+    m: &Module,
+    gi: usize,
+    facts: &GraphFacts,
+    opts: &Options,
+    f: impl FnOnce(&Program) -> T,
+) -> Result<T, Diagnostic> {
+    let cx = Context::create();
+    let (engine, sched): (ExecutionEngine, Schedule) = guarded(|| {
+        let (module, sched, _) = build(&cx, m, gi, facts, false, RelocMode::Default, opts)?;
+        let engine = module
+            .create_jit_execution_engine(OptimizationLevel::Aggressive)
+            .map_err(|e| backend_error(format!("cannot start the LLVM JIT: {e}")))?;
+        Ok((engine, sched))
+    })?;
+    let mut kernels: Vec<KernelFn> = Vec::new();
+    for k in 0..sched.kernels.len() {
+        let addr = engine
+            .get_function_address(&kernel_symbol(k))
+            .map_err(|e| backend_error(format!("JIT lookup of kernel {k} failed: {e:?}")))?;
+        // SAFETY: the symbol is a kernel compiled with exactly this signature.
+        kernels.push(unsafe { std::mem::transmute::<usize, KernelFn>(addr) });
+    }
+    let prog = Program {
+        plan: &sched.plan,
+        kernels,
+    };
+    Ok(f(&prog))
+}
+
+/// JIT-compiles and runs graph `gi` once.
+pub fn run_jit(
+    m: &Module,
+    gi: usize,
+    facts: &GraphFacts,
+    inputs: &HashMap<String, Tensor>,
+    opts: &exec::Options,
+) -> Result<(Vec<(String, Tensor)>, Report), Diagnostic> {
+    with_jit(m, gi, facts, &Options::default(), |p| p.run(inputs, opts))?
+        .map_err(|e| Diagnostic::error(codes::RUNTIME, e))
+}

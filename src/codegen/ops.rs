@@ -1,0 +1,611 @@
+//! TEG scalar semantics in LLVM IR, on scalars and on `<lanes x T>` vectors alike: the exact
+//! counterpart of `interp/scalar.rs`.
+//!
+//! - f32 `+ - * /`, `sqrt`, `floor`, `ceil`, `abs` are single IEEE operations (what the
+//!   interpreter's "compute in f64, round to f32" yields for them); `%` and `log`, `tanh`,
+//!   `sin`, `cos` of f32 are computed in f64 (the same libm) and rounded, as the interpreter
+//!   does, so they match bit for bit.
+//! - `exp` of f32 is an inline polynomial (Cephes `expf`, ~1 ulp) so it vectorises; it is the
+//!   one f32 function that may differ from the interpreter in the last bits. f64 `exp` calls
+//!   libm like the interpreter.
+//! - Integers wrap; `/` is floor division and `%` its remainder, with `x / 0 == 0`,
+//!   `x % 0 == 0` and `MIN / -1 == MIN` (no traps, also in masked-off vector lanes).
+//! - `max`/`min` propagate NaN (numpy's `maximum`/`minimum`); casts saturate like Rust `as`.
+//! - No fast-math flags anywhere: LLVM neither contracts nor reassociates. The one documented
+//!   reassociation is the vectorised reduction in `kernel.rs`; `--fast-math` (off by default)
+//!   additionally fuses `sum[k](a * b)` into multiply-adds (one rounding instead of two).
+
+use crate::ir::instance::Scalar;
+use crate::ir::kernel::{BinOp, Func, Reduction, UnOp};
+use crate::ir::DType;
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::module::Module;
+use inkwell::types::{BasicTypeEnum, VectorType};
+use inkwell::values::InstructionOpcode as Op;
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, VectorValue,
+};
+use inkwell::{FloatPredicate, IntPredicate};
+
+pub type V<'ctx> = BasicValueEnum<'ctx>;
+
+/// An operation the backend has no lowering for (the verifier normally rejects it first).
+pub type R<T> = Result<T, String>;
+
+/// IR building context shared by every kernel of a module.
+pub struct Gen<'a, 'ctx> {
+    pub cx: &'ctx Context,
+    pub m: &'a Module<'ctx>,
+    pub b: &'a Builder<'ctx>,
+    /// Vector lanes.
+    pub w: u32,
+    /// `--fast-math`: fused multiply-add in float sums of products.
+    pub fast: bool,
+}
+
+fn unsupported<T>(what: String) -> R<T> {
+    Err(what)
+}
+
+impl<'ctx> Gen<'_, 'ctx> {
+    // ---- types and constants ----
+
+    /// The register type of a dtype (`bool` is `i1`).
+    pub fn sty(&self, d: DType) -> BasicTypeEnum<'ctx> {
+        match d {
+            DType::F32 => self.cx.f32_type().into(),
+            DType::F64 => self.cx.f64_type().into(),
+            DType::I32 => self.cx.i32_type().into(),
+            DType::I64 => self.cx.i64_type().into(),
+            DType::Bool => self.cx.bool_type().into(),
+        }
+    }
+
+    /// The in-memory type of a dtype (`bool` is one byte).
+    pub fn mty(&self, d: DType) -> BasicTypeEnum<'ctx> {
+        match d {
+            DType::Bool => self.cx.i8_type().into(),
+            d => self.sty(d),
+        }
+    }
+
+    pub fn vec_of(&self, t: BasicTypeEnum<'ctx>, n: u32) -> VectorType<'ctx> {
+        match t {
+            BasicTypeEnum::FloatType(f) => f.vec_type(n),
+            BasicTypeEnum::IntType(i) => i.vec_type(n),
+            other => panic!("no vectors of {other:?}"),
+        }
+    }
+
+    pub fn i64c(&self, v: i64) -> IntValue<'ctx> {
+        self.cx.i64_type().const_int(v as u64, true)
+    }
+
+    pub fn i32c(&self, v: i64) -> IntValue<'ctx> {
+        self.cx.i32_type().const_int(v as u64, true)
+    }
+
+    /// A scalar constant of `d` (`s` is converted like a cast).
+    pub fn konst(&self, s: Scalar, d: DType) -> V<'ctx> {
+        match (s.cast(d), d) {
+            (Scalar::F(v), DType::F32) => self.cx.f32_type().const_float(v as f32 as f64).into(),
+            (Scalar::F(v), _) => self.cx.f64_type().const_float(v).into(),
+            (Scalar::I(v), DType::I32) => {
+                self.cx.i32_type().const_int(v as i32 as u64, true).into()
+            }
+            (Scalar::I(v), _) => self.i64c(v).into(),
+            (Scalar::B(b), _) => self.cx.bool_type().const_int(u64::from(b), false).into(),
+        }
+    }
+
+    /// `<0, 1, ..., w-1>` as i64.
+    pub fn iota(&self) -> VectorValue<'ctx> {
+        let vals: Vec<IntValue> = (0..self.w as i64).map(|i| self.i64c(i)).collect();
+        VectorType::const_vector(&vals)
+    }
+
+    pub fn is_vec(v: V<'ctx>) -> bool {
+        matches!(v, BasicValueEnum::VectorValue(_))
+    }
+
+    /// `v` broadcast to every lane (vectors are returned unchanged).
+    pub fn splat(&self, v: V<'ctx>) -> V<'ctx> {
+        if Self::is_vec(v) {
+            return v;
+        }
+        let vt = self.vec_of(v.get_type(), self.w);
+        let one = self
+            .b
+            .build_insert_element(vt.get_undef(), v, self.i32c(0), "")
+            .expect("positioned");
+        let zeros = self.cx.i32_type().vec_type(self.w).const_zero();
+        self.b
+            .build_shuffle_vector(one, vt.get_undef(), zeros, "")
+            .expect("positioned")
+            .into()
+    }
+
+    fn both(&self, a: V<'ctx>, b: V<'ctx>) -> (V<'ctx>, V<'ctx>) {
+        if Self::is_vec(a) || Self::is_vec(b) {
+            (self.splat(a), self.splat(b))
+        } else {
+            (a, b)
+        }
+    }
+
+    /// The same scalar type as `v`, vectorised like `v`.
+    fn like(&self, v: V<'ctx>, scalar: BasicTypeEnum<'ctx>) -> BasicTypeEnum<'ctx> {
+        match v {
+            BasicValueEnum::VectorValue(x) => self.vec_of(scalar, x.get_type().get_size()).into(),
+            _ => scalar,
+        }
+    }
+
+    /// A constant like `v` (splat when `v` is a vector).
+    fn c_like(&self, v: V<'ctx>, c: V<'ctx>) -> V<'ctx> {
+        match v {
+            BasicValueEnum::VectorValue(x) => {
+                let n = x.get_type().get_size();
+                let vals = vec![c; n as usize];
+                match c {
+                    BasicValueEnum::FloatValue(_) => {
+                        let f: Vec<_> = vals.iter().map(|v| v.into_float_value()).collect();
+                        VectorType::const_vector(&f).into()
+                    }
+                    _ => {
+                        let i: Vec<_> = vals.iter().map(|v| v.into_int_value()).collect();
+                        VectorType::const_vector(&i).into()
+                    }
+                }
+            }
+            _ => c,
+        }
+    }
+
+    fn f(&self, d: DType, v: f64) -> V<'ctx> {
+        self.konst(Scalar::F(v), d)
+    }
+
+    // ---- raw instructions ----
+
+    pub fn bin(&self, op: Op, a: V<'ctx>, b: V<'ctx>) -> V<'ctx> {
+        let (a, b) = self.both(a, b);
+        self.b.build_binop(op, a, b, "").expect("positioned")
+    }
+
+    pub fn cast_to(&self, op: Op, v: V<'ctx>, scalar: BasicTypeEnum<'ctx>) -> V<'ctx> {
+        let t = self.like(v, scalar);
+        self.b.build_cast(op, v, t, "").expect("positioned")
+    }
+
+    pub fn fcmp(&self, p: FloatPredicate, a: V<'ctx>, b: V<'ctx>) -> V<'ctx> {
+        let (a, b) = self.both(a, b);
+        match (a, b) {
+            (BasicValueEnum::VectorValue(x), BasicValueEnum::VectorValue(y)) => self
+                .b
+                .build_float_compare(p, x, y, "")
+                .expect("positioned")
+                .into(),
+            (x, y) => self
+                .b
+                .build_float_compare(p, x.into_float_value(), y.into_float_value(), "")
+                .expect("positioned")
+                .into(),
+        }
+    }
+
+    pub fn icmp(&self, p: IntPredicate, a: V<'ctx>, b: V<'ctx>) -> V<'ctx> {
+        let (a, b) = self.both(a, b);
+        match (a, b) {
+            (BasicValueEnum::VectorValue(x), BasicValueEnum::VectorValue(y)) => self
+                .b
+                .build_int_compare(p, x, y, "")
+                .expect("positioned")
+                .into(),
+            (x, y) => self
+                .b
+                .build_int_compare(p, x.into_int_value(), y.into_int_value(), "")
+                .expect("positioned")
+                .into(),
+        }
+    }
+
+    /// `c ? a : b`; a vector condition broadcasts scalar operands.
+    pub fn select(&self, c: V<'ctx>, a: V<'ctx>, b: V<'ctx>) -> V<'ctx> {
+        let (a, b) = if Self::is_vec(c) {
+            (self.splat(a), self.splat(b))
+        } else {
+            self.both(a, b)
+        };
+        match c {
+            BasicValueEnum::VectorValue(c) => self.b.build_select(c, a, b, "").expect("positioned"),
+            c => self
+                .b
+                .build_select(c.into_int_value(), a, b, "")
+                .expect("positioned"),
+        }
+    }
+
+    /// `a * b + c` with one rounding (`--fast-math` only).
+    pub fn mul_add(&self, a: V<'ctx>, b: V<'ctx>, c: V<'ctx>) -> V<'ctx> {
+        let (a, b, c) = if Self::is_vec(a) || Self::is_vec(b) || Self::is_vec(c) {
+            (self.splat(a), self.splat(b), self.splat(c))
+        } else {
+            (a, b, c)
+        };
+        self.intrinsic("llvm.fmuladd", &[a.get_type()], &[a, b, c])
+    }
+
+    /// Calls intrinsic `name` overloaded on `tys`.
+    pub fn intrinsic(&self, name: &str, tys: &[BasicTypeEnum<'ctx>], args: &[V<'ctx>]) -> V<'ctx> {
+        let f = Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.m, tys))
+            .unwrap_or_else(|| panic!("LLVM 14 has intrinsic {name}"));
+        self.call(f, args)
+    }
+
+    pub fn call(&self, f: FunctionValue<'ctx>, args: &[V<'ctx>]) -> V<'ctx> {
+        let args: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
+        self.b
+            .build_call(f, &args, "")
+            .expect("positioned")
+            .try_as_basic_value()
+            .basic()
+            .expect("a value-returning call")
+    }
+
+    /// `double name(double)` from libm, applied lane by lane to vectors.
+    fn libm(&self, name: &str, v: V<'ctx>) -> V<'ctx> {
+        let f64t = self.cx.f64_type();
+        let f = self.m.get_function(name).unwrap_or_else(|| {
+            self.m
+                .add_function(name, f64t.fn_type(&[f64t.into()], false), None)
+        });
+        match v {
+            BasicValueEnum::VectorValue(x) => {
+                let mut out = x.get_type().get_undef();
+                for l in 0..x.get_type().get_size() {
+                    let idx = self.i32c(l as i64);
+                    let e = self
+                        .b
+                        .build_extract_element(x, idx, "")
+                        .expect("positioned");
+                    let r = self.call(f, &[e]);
+                    out = self
+                        .b
+                        .build_insert_element(out, r, idx, "")
+                        .expect("positioned");
+                }
+                out.into()
+            }
+            x => self.call(f, &[x]),
+        }
+    }
+
+    // ---- TEG operations ----
+
+    /// Converts `v` of dtype `from` to `to` with the semantics of `Scalar::cast`.
+    pub fn cast(&self, v: V<'ctx>, from: DType, to: DType) -> V<'ctx> {
+        use DType::*;
+        let t = self.sty(to);
+        match (from, to) {
+            _ if from == to => v,
+            (F32, F64) => self.cast_to(Op::FPExt, v, t),
+            (F64, F32) => self.cast_to(Op::FPTrunc, v, t),
+            (I64, F32) => {
+                let d = self.cast_to(Op::SIToFP, v, self.sty(F64));
+                self.cast_to(Op::FPTrunc, d, t)
+            }
+            (I32 | I64, F32 | F64) => self.cast_to(Op::SIToFP, v, t),
+            (Bool, F32 | F64) => self.cast_to(Op::UIToFP, v, t),
+            (F32 | F64, I32 | I64) => {
+                let rt = self.like(v, t);
+                self.intrinsic("llvm.fptosi.sat", &[rt, v.get_type()], &[v])
+            }
+            (I64, I32) => self.cast_to(Op::Trunc, v, t),
+            (I32, I64) => self.cast_to(Op::SExt, v, t),
+            (Bool, I32 | I64) => self.cast_to(Op::ZExt, v, t),
+            (F32 | F64, Bool) => {
+                let z = self.c_like(v, self.f(from, 0.0));
+                self.fcmp(FloatPredicate::UNE, v, z)
+            }
+            (I32 | I64, Bool) => {
+                let z = self.c_like(v, self.konst(Scalar::I(0), from));
+                self.icmp(IntPredicate::NE, v, z)
+            }
+            _ => unreachable!("every pair of dtypes is covered"),
+        }
+    }
+
+    pub fn binary(&self, op: BinOp, a: V<'ctx>, b: V<'ctx>, d: DType) -> R<V<'ctx>> {
+        use BinOp::*;
+        Ok(match (d, op) {
+            (DType::F32 | DType::F64, _) => match op {
+                Add => self.bin(Op::FAdd, a, b),
+                Sub => self.bin(Op::FSub, a, b),
+                Mul => self.bin(Op::FMul, a, b),
+                Div => self.bin(Op::FDiv, a, b),
+                Rem => self.float_rem(a, b, d),
+                Lt => self.fcmp(FloatPredicate::OLT, a, b),
+                Le => self.fcmp(FloatPredicate::OLE, a, b),
+                Gt => self.fcmp(FloatPredicate::OGT, a, b),
+                Ge => self.fcmp(FloatPredicate::OGE, a, b),
+                Eq => self.fcmp(FloatPredicate::OEQ, a, b),
+                Ne => self.fcmp(FloatPredicate::UNE, a, b),
+                _ => return unsupported(format!("operator {op:?} on {d}")),
+            },
+            (DType::I32 | DType::I64, _) => match op {
+                Add => self.bin(Op::Add, a, b),
+                Sub => self.bin(Op::Sub, a, b),
+                Mul => self.bin(Op::Mul, a, b),
+                Div => self.floor_div(a, b, d, false),
+                Rem => self.floor_div(a, b, d, true),
+                Lt => self.icmp(IntPredicate::SLT, a, b),
+                Le => self.icmp(IntPredicate::SLE, a, b),
+                Gt => self.icmp(IntPredicate::SGT, a, b),
+                Ge => self.icmp(IntPredicate::SGE, a, b),
+                Eq => self.icmp(IntPredicate::EQ, a, b),
+                Ne => self.icmp(IntPredicate::NE, a, b),
+                _ => return unsupported(format!("operator {op:?} on {d}")),
+            },
+            (DType::Bool, _) => match op {
+                And => self.bin(Op::And, a, b),
+                Or => self.bin(Op::Or, a, b),
+                Lt => self.icmp(IntPredicate::ULT, a, b),
+                Le => self.icmp(IntPredicate::ULE, a, b),
+                Gt => self.icmp(IntPredicate::UGT, a, b),
+                Ge => self.icmp(IntPredicate::UGE, a, b),
+                Eq => self.icmp(IntPredicate::EQ, a, b),
+                Ne => self.icmp(IntPredicate::NE, a, b),
+                _ => return unsupported(format!("operator {op:?} on bool")),
+            },
+        })
+    }
+
+    /// `x - y * floor(x / y)`, in f64 (then rounded) for f32 like the interpreter.
+    fn float_rem(&self, a: V<'ctx>, b: V<'ctx>, d: DType) -> V<'ctx> {
+        let (a, b) = self.both(a, b);
+        let (x, y) = if d == DType::F32 {
+            (self.cast(a, d, DType::F64), self.cast(b, d, DType::F64))
+        } else {
+            (a, b)
+        };
+        let q = self.bin(Op::FDiv, x, y);
+        let fl = self.intrinsic("llvm.floor", &[q.get_type()], &[q]);
+        let t = self.bin(Op::FMul, y, fl);
+        let r = self.bin(Op::FSub, x, t);
+        if d == DType::F32 {
+            self.cast(r, DType::F64, d)
+        } else {
+            r
+        }
+    }
+
+    /// Floor division (or its remainder) without traps: `x / 0 == 0`, `x % 0 == 0`,
+    /// `MIN / -1 == MIN` (wrapping), `x % -1 == 0`.
+    fn floor_div(&self, a: V<'ctx>, b: V<'ctx>, d: DType, rem: bool) -> V<'ctx> {
+        let (a, b) = self.both(a, b);
+        let c = |v: i64| self.c_like(a, self.konst(Scalar::I(v), d));
+        let zero = self.icmp(IntPredicate::EQ, b, c(0));
+        let neg1 = self.icmp(IntPredicate::EQ, b, c(-1));
+        let special = self.bin(Op::Or, zero, neg1);
+        let safe = self.select(special, c(1), b);
+        let r = self.bin(Op::SRem, a, safe);
+        let r_nz = self.icmp(IntPredicate::NE, r, c(0));
+        let x = self.bin(Op::Xor, r, b);
+        let signs = self.icmp(IntPredicate::SLT, x, c(0));
+        let adj = self.bin(Op::And, r_nz, signs);
+        if rem {
+            let fixed = self.select(adj, self.bin(Op::Add, r, b), r);
+            self.select(special, c(0), fixed)
+        } else {
+            let q = self.bin(Op::SDiv, a, safe);
+            let q = self.select(adj, self.bin(Op::Sub, q, c(1)), q);
+            let negated = self.bin(Op::Sub, c(0), a);
+            let q = self.select(neg1, negated, q);
+            self.select(zero, c(0), q)
+        }
+    }
+
+    pub fn unary(&self, op: UnOp, a: V<'ctx>, d: DType) -> R<V<'ctx>> {
+        Ok(match (op, d) {
+            (UnOp::Neg, DType::F32 | DType::F64) => match a {
+                BasicValueEnum::FloatValue(x) => {
+                    self.b.build_float_neg(x, "").expect("positioned").into()
+                }
+                BasicValueEnum::VectorValue(x) => {
+                    self.b.build_float_neg(x, "").expect("positioned").into()
+                }
+                _ => return unsupported(format!("negation of {d}")),
+            },
+            (UnOp::Neg, DType::I32 | DType::I64) => {
+                let z = self.c_like(a, self.konst(Scalar::I(0), d));
+                self.bin(Op::Sub, z, a)
+            }
+            (UnOp::Not, DType::Bool) => {
+                let t = self.c_like(a, self.konst(Scalar::B(true), d));
+                self.bin(Op::Xor, a, t)
+            }
+            _ => return unsupported(format!("unary {op:?} on {d}")),
+        })
+    }
+
+    /// NaN-propagating maximum/minimum (integers: plain).
+    pub fn extremum(&self, a: V<'ctx>, b: V<'ctx>, d: DType, max: bool) -> R<V<'ctx>> {
+        let (a, b) = self.both(a, b);
+        Ok(match d {
+            DType::F32 | DType::F64 => {
+                let p = if max {
+                    FloatPredicate::OGT
+                } else {
+                    FloatPredicate::OLT
+                };
+                let pick = self.select(self.fcmp(p, a, b), a, b);
+                let nan = self.fcmp(FloatPredicate::UNO, a, a);
+                self.select(nan, a, pick)
+            }
+            DType::I32 | DType::I64 => {
+                let p = if max {
+                    IntPredicate::SGT
+                } else {
+                    IntPredicate::SLT
+                };
+                self.select(self.icmp(p, a, b), a, b)
+            }
+            DType::Bool => return unsupported("max/min of bool".into()),
+        })
+    }
+
+    /// A kernel function call; `ad` are the argument dtypes, `d` the result dtype.
+    pub fn func(&self, f: Func, args: &[V<'ctx>], ad: &[DType], d: DType) -> R<V<'ctx>> {
+        let x = args[0];
+        let need_float = |name: &str| -> R<()> {
+            if ad[0].is_float() {
+                Ok(())
+            } else {
+                unsupported(format!("{name} of {}", ad[0]))
+            }
+        };
+        let via_f64 = |name: &str| -> R<V<'ctx>> {
+            need_float(name)?;
+            let xd = self.cast(x, ad[0], DType::F64);
+            let r = match name {
+                "tanh" => self.libm("tanh", xd),
+                _ => self.intrinsic(&format!("llvm.{name}"), &[xd.get_type()], &[xd]),
+            };
+            Ok(self.cast(r, DType::F64, ad[0]))
+        };
+        Ok(match f {
+            Func::Exp if ad[0] == DType::F32 => self.exp_f32(x),
+            Func::Exp => via_f64("exp")?,
+            Func::Log => via_f64("log")?,
+            Func::Tanh => via_f64("tanh")?,
+            Func::Sin => via_f64("sin")?,
+            Func::Cos => via_f64("cos")?,
+            Func::Sqrt | Func::Floor | Func::Ceil => {
+                need_float(f.name())?;
+                let name = format!("llvm.{}", f.name());
+                self.intrinsic(&name, &[x.get_type()], &[x])
+            }
+            Func::Abs if ad[0].is_float() => self.intrinsic("llvm.fabs", &[x.get_type()], &[x]),
+            Func::Abs if ad[0].is_int() => {
+                let z = self.c_like(x, self.konst(Scalar::I(0), ad[0]));
+                let neg = self.icmp(IntPredicate::SLT, x, z);
+                self.select(neg, self.bin(Op::Sub, z, x), x)
+            }
+            Func::Abs => return unsupported("abs of bool".into()),
+            Func::Max => self.extremum(x, args[1], ad[0], true)?,
+            Func::Min => self.extremum(x, args[1], ad[0], false)?,
+            Func::Select => {
+                let c = self.cast(x, ad[0], DType::Bool);
+                self.select(c, args[1], args[2])
+            }
+            Func::Cast(to) => {
+                let _ = d;
+                self.cast(x, ad[0], to)
+            }
+        })
+    }
+
+    /// `exp` of f32 (scalar or vector): Cephes `expf`, with the power of two applied in two
+    /// halves so results down to the subnormal range and up to `FLT_MAX` are right.
+    pub fn exp_f32(&self, x: V<'ctx>) -> V<'ctx> {
+        let c = |v: f64| self.c_like(x, self.f(DType::F32, v));
+        let ci = |v: i64| self.c_like(x, self.konst(Scalar::I(v), DType::I32));
+        let hi = self.fcmp(FloatPredicate::OGT, x, c(88.8));
+        let xc = self.select(hi, c(88.8), x);
+        let lo = self.fcmp(FloatPredicate::OLT, xc, c(-104.0));
+        let xc = self.select(lo, c(-104.0), xc);
+        let t = self.bin(Op::FMul, xc, c(std::f64::consts::LOG2_E));
+        let fx = self.intrinsic("llvm.rint", &[t.get_type()], &[t]);
+        let r = self.bin(Op::FSub, xc, self.bin(Op::FMul, fx, c(0.693_359_375)));
+        let r = self.bin(Op::FSub, r, self.bin(Op::FMul, fx, c(-2.121_944_4e-4)));
+        let coeffs = [
+            1.987_569_15e-4,
+            1.398_199_950_7e-3,
+            8.333_451_907_3e-3,
+            4.166_579_589_4e-2,
+            1.666_666_545_9e-1,
+            5.000_000_120_1e-1,
+        ];
+        let mut y = c(coeffs[0]);
+        for &k in &coeffs[1..] {
+            y = self.bin(Op::FAdd, self.bin(Op::FMul, y, r), c(k));
+        }
+        let z = self.bin(Op::FMul, r, r);
+        let y = self.bin(
+            Op::FAdd,
+            self.bin(Op::FAdd, self.bin(Op::FMul, y, z), r),
+            c(1.0),
+        );
+        let n = self.cast_to(Op::FPToSI, fx, self.cx.i32_type().into());
+        let n1 = self.bin(Op::AShr, n, ci(1));
+        let n2 = self.bin(Op::Sub, n, n1);
+        let pow2 = |k: V<'ctx>| {
+            let e = self.bin(Op::Shl, self.bin(Op::Add, k, ci(127)), ci(23));
+            self.cast_to(Op::BitCast, e, self.cx.f32_type().into())
+        };
+        let res = self.bin(Op::FMul, self.bin(Op::FMul, y, pow2(n1)), pow2(n2));
+        let nan = self.fcmp(FloatPredicate::UNO, x, x);
+        self.select(nan, x, res)
+    }
+
+    /// The identity of a reduction.
+    pub fn identity(&self, r: Reduction, d: DType) -> R<V<'ctx>> {
+        let f = d.is_float();
+        let s = match (r, d) {
+            (_, DType::Bool) => return unsupported(format!("{} over bool", r.name())),
+            (Reduction::Sum, _) if f => Scalar::F(0.0),
+            (Reduction::Sum, _) => Scalar::I(0),
+            (Reduction::Prod, _) if f => Scalar::F(1.0),
+            (Reduction::Prod, _) => Scalar::I(1),
+            (Reduction::Max, _) if f => Scalar::F(f64::NEG_INFINITY),
+            (Reduction::Min, _) if f => Scalar::F(f64::INFINITY),
+            (Reduction::Max, DType::I32) => Scalar::I(i32::MIN as i64),
+            (Reduction::Min, DType::I32) => Scalar::I(i32::MAX as i64),
+            (Reduction::Max, _) => Scalar::I(i64::MIN),
+            (Reduction::Min, _) => Scalar::I(i64::MAX),
+        };
+        Ok(self.konst(s, d))
+    }
+
+    pub fn combine(&self, r: Reduction, acc: V<'ctx>, x: V<'ctx>, d: DType) -> R<V<'ctx>> {
+        match r {
+            Reduction::Sum => self.binary(BinOp::Add, acc, x, d),
+            Reduction::Prod => self.binary(BinOp::Mul, acc, x, d),
+            Reduction::Max => self.extremum(acc, x, d, true),
+            Reduction::Min => self.extremum(acc, x, d, false),
+        }
+    }
+
+    /// Combines the lanes of `v` pairwise (halves first) down to a scalar.
+    pub fn hreduce(&self, r: Reduction, v: V<'ctx>, d: DType) -> R<V<'ctx>> {
+        let mut v = v.into_vector_value();
+        let mut n = v.get_type().get_size();
+        while n > 1 {
+            let h = n / 2;
+            let lo: Vec<IntValue> = (0..h)
+                .map(|i| self.cx.i32_type().const_int(i as u64, false))
+                .collect();
+            let hi: Vec<IntValue> = (h..n)
+                .map(|i| self.cx.i32_type().const_int(i as u64, false))
+                .collect();
+            let a = self
+                .b
+                .build_shuffle_vector(v, v, VectorType::const_vector(&lo), "")
+                .expect("positioned");
+            let b = self
+                .b
+                .build_shuffle_vector(v, v, VectorType::const_vector(&hi), "")
+                .expect("positioned");
+            v = self.combine(r, a.into(), b.into(), d)?.into_vector_value();
+            n = h;
+        }
+        Ok(self
+            .b
+            .build_extract_element(v, self.i32c(0), "")
+            .expect("positioned"))
+    }
+}

@@ -1,0 +1,681 @@
+//! From a verified graph to a runtime [`Plan`] plus the kernels its tasks call.
+//!
+//! Every value lives in a strided view of a buffer (element offset and strides). Sources get a
+//! buffer each; `zeros`/`ones`/`full` are one constant element seen through all-zero strides;
+//! `iota`/`rand` are computed by generator kernels. Strided-representable selectors
+//! (transpose, slice, reverse, broadcast, squeeze, unsqueeze, reshape of a contiguous view)
+//! only change the view; the others (concat, interleave, repeat, pad, reshape of a
+//! non-contiguous view) are materialized by gather kernels. An apply output (or a concat result)
+//! that feeds a concat/interleave is *placed* into its region of the assembled buffer, so a
+//! sharded apply writes its shard straight into the concatenated result (zero-copy concat):
+//! regions of one buffer are disjoint by construction, which is what licenses `noalias` on
+//! every kernel argument. Sequence points order nothing observable here (all sinks are
+//! written together after the run) and are ignored.
+
+use super::kernel::{self, KernelPlan};
+use crate::diag::{codes, Diagnostic};
+use crate::ir::graph::{GenKind, NodeKind, PadMode, View};
+use crate::ir::instance::{Instance, Scalar};
+use crate::ir::{DType, Graph, Literal, Module, ValueId};
+use crate::verify::GraphFacts;
+use std::collections::HashMap;
+use tapc_runtime::plan::{self, Arg, Buffer, Init, Plan, Task};
+
+/// The layout of a tensor a kernel reads or writes (its base pointer is the task's argument).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SView {
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    /// In elements.
+    pub strides: Vec<i64>,
+}
+
+/// How one output coordinate of a gather maps to its source coordinate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DimMap {
+    Same,
+    /// `src = c - lo`; outside `[0, n)` the element is the fill value.
+    Shift {
+        lo: i64,
+        n: i64,
+    },
+    /// `src = c - lo`, mirrored at both ends (numpy's `reflect`).
+    Reflect {
+        lo: i64,
+        n: i64,
+    },
+    /// `src = c mod n`.
+    Mod {
+        n: i64,
+    },
+}
+
+/// One kernel to compile.
+#[derive(Clone, Debug)]
+pub enum KernelSpec {
+    /// An apply: inputs then outputs.
+    Apply {
+        inst: Box<Instance>,
+        inputs: Vec<SView>,
+        outputs: Vec<SView>,
+        plan: KernelPlan,
+    },
+    /// `out[c] = src[map(c)]` (or `fill`): args are source, then output.
+    Gather {
+        out: SView,
+        src_strides: Vec<i64>,
+        maps: Vec<DimMap>,
+        fill: Option<Scalar>,
+    },
+    /// `out[c] = gen(c)`.
+    Generate { out: SView, kind: GenKind },
+}
+
+/// A plan and the kernels its tasks call (task `kernel` indexes `kernels`).
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    pub plan: Plan,
+    pub kernels: Vec<KernelSpec>,
+    /// A readable name per kernel (also its symbol suffix).
+    pub names: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Loc {
+    buffer: u32,
+    offset: i64,
+    strides: Vec<i64>,
+    shape: Vec<i64>,
+    dtype: DType,
+    producers: Vec<u32>,
+}
+
+impl Loc {
+    fn sview(&self) -> SView {
+        SView {
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+        }
+    }
+    fn arg(&self) -> Arg {
+        Arg {
+            buffer: self.buffer,
+            offset: self.offset * self.dtype.size_bytes() as i64,
+        }
+    }
+    fn elements(&self) -> i64 {
+        self.shape.iter().product()
+    }
+}
+
+/// Row-major strides of `shape`.
+pub fn row_major(shape: &[i64]) -> Vec<i64> {
+    let mut s = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1].max(1);
+    }
+    s
+}
+
+fn is_contiguous(shape: &[i64], strides: &[i64]) -> bool {
+    let mut want = 1;
+    for d in (0..shape.len()).rev() {
+        if shape[d] != 1 && strides[d] != want {
+            return false;
+        }
+        want *= shape[d];
+    }
+    true
+}
+
+fn scalar_of(l: Literal) -> Scalar {
+    match l {
+        Literal::Int(v) => Scalar::I(v),
+        Literal::Float(v) => Scalar::F(v),
+        Literal::Bool(b) => Scalar::B(b),
+    }
+}
+
+/// The little-endian bytes of `s` as a `dtype` element.
+pub fn scalar_bytes(s: Scalar, dtype: DType) -> Vec<u8> {
+    match s.cast(dtype) {
+        Scalar::F(v) if dtype == DType::F32 => (v as f32).to_le_bytes().to_vec(),
+        Scalar::F(v) => v.to_le_bytes().to_vec(),
+        Scalar::I(v) if dtype == DType::I32 => (v as i32).to_le_bytes().to_vec(),
+        Scalar::I(v) => v.to_le_bytes().to_vec(),
+        Scalar::B(b) => vec![u8::from(b)],
+    }
+}
+
+struct Builder<'a> {
+    g: &'a Graph,
+    lanes: u32,
+    plan: Plan,
+    kernels: Vec<KernelSpec>,
+    names: Vec<String>,
+    locs: Vec<Option<Loc>>,
+    /// Values placed into a region of a concat/interleave result: (consumer node, operand).
+    placed: HashMap<ValueId, (usize, usize)>,
+}
+
+/// Builds the schedule of graph `g` of `m`; `lanes` is the kernels' vector width.
+pub fn build(
+    m: &Module,
+    g: &Graph,
+    facts: &GraphFacts,
+    lanes: u32,
+) -> Result<Schedule, Diagnostic> {
+    let _ = m;
+    let mut b = Builder {
+        g,
+        lanes,
+        plan: Plan {
+            graph: g.name.clone(),
+            buffers: vec![],
+            sources: vec![],
+            tasks: vec![],
+            sinks: vec![],
+        },
+        kernels: vec![],
+        names: vec![],
+        locs: vec![None; g.values.len()],
+        placed: HashMap::new(),
+    };
+    b.place_regions();
+    for (i, n) in g.nodes.iter().enumerate() {
+        b.node(i, &n.kind, facts)?;
+    }
+    Ok(Schedule {
+        plan: b.plan,
+        kernels: b.kernels,
+        names: b.names,
+    })
+}
+
+impl Builder<'_> {
+    fn ty(&self, v: ValueId) -> Result<&crate::ir::TensorType, Diagnostic> {
+        self.g.ty(v).ok_or_else(|| {
+            Diagnostic::error(
+                codes::NOT_AVAILABLE,
+                format!(
+                    "value %{} has no type (the graph did not verify)",
+                    self.g.value(v).name
+                ),
+            )
+        })
+    }
+
+    fn loc(&self, v: ValueId) -> Loc {
+        self.locs[v.index()]
+            .clone()
+            .expect("values are defined before use in a verified graph")
+    }
+
+    fn new_buffer(&mut self, bytes: i64, init: Init) -> u32 {
+        self.plan.buffers.push(Buffer {
+            bytes: bytes.max(0) as u64,
+            init,
+        });
+        (self.plan.buffers.len() - 1) as u32
+    }
+
+    fn fresh(&mut self, v: ValueId) -> Result<Loc, Diagnostic> {
+        let t = self.ty(v)?.clone();
+        let buffer = self.new_buffer(t.bytes(), Init::Scratch);
+        Ok(Loc {
+            buffer,
+            offset: 0,
+            strides: row_major(&t.shape),
+            shape: t.shape,
+            dtype: t.dtype,
+            producers: vec![],
+        })
+    }
+
+    /// Walks the graph backwards giving every concat/interleave result a buffer (or a region of
+    /// an enclosing one) and placing apply outputs and nested concats into their regions.
+    fn place_regions(&mut self) {
+        for i in (0..self.g.nodes.len()).rev() {
+            let n = &self.g.nodes[i];
+            let NodeKind::View(v @ (View::Concat { .. } | View::Interleave { .. })) = &n.kind
+            else {
+                continue;
+            };
+            let r = n.results[0];
+            if self.locs[r.index()].is_none() {
+                let Ok(l) = self.fresh(r) else { continue };
+                self.locs[r.index()] = Some(l);
+            }
+            let whole = self.loc(r);
+            let args = v.args();
+            let mut start = 0;
+            for (k, &a) in args.iter().enumerate() {
+                let Some(at) = self.g.ty(a).cloned() else {
+                    return;
+                };
+                let region = match v {
+                    View::Concat { axis, .. } => {
+                        let mut l = whole.clone();
+                        l.offset += start * l.strides[*axis];
+                        l.shape = at.shape.clone();
+                        start += at.shape[*axis];
+                        l
+                    }
+                    View::Interleave { axis, .. } => {
+                        let mut l = whole.clone();
+                        l.offset += k as i64 * l.strides[*axis];
+                        l.strides[*axis] *= args.len() as i64;
+                        l.shape = at.shape.clone();
+                        l
+                    }
+                    _ => unreachable!("matched above"),
+                };
+                let def = &self.g.nodes[self.g.value(a).node].kind;
+                let placeable = matches!(
+                    def,
+                    NodeKind::Apply(_)
+                        | NodeKind::View(View::Concat { .. } | View::Interleave { .. })
+                );
+                if placeable && self.locs[a.index()].is_none() && !args[..k].contains(&a) {
+                    let region = if region.elements() == 0 {
+                        Loc {
+                            offset: 0,
+                            ..region
+                        }
+                    } else {
+                        region
+                    };
+                    self.locs[a.index()] = Some(region);
+                    self.placed.insert(a, (i, k));
+                }
+            }
+        }
+    }
+
+    fn add_kernel(&mut self, spec: KernelSpec, name: String) -> u32 {
+        self.kernels.push(spec);
+        self.names.push(name);
+        (self.kernels.len() - 1) as u32
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_task(
+        &mut self,
+        name: String,
+        kernel: u32,
+        args: Vec<Arg>,
+        range: Vec<(i64, i64)>,
+        split: Option<u32>,
+        align: i64,
+        work: f64,
+        deps: Vec<u32>,
+    ) -> u32 {
+        let mut deps = deps;
+        deps.sort_unstable();
+        deps.dedup();
+        self.plan.tasks.push(Task {
+            name,
+            kernel,
+            args,
+            range,
+            split,
+            align,
+            work,
+            deps,
+        });
+        (self.plan.tasks.len() - 1) as u32
+    }
+
+    /// A gather task writing `out` from `src`.
+    fn gather(
+        &mut self,
+        name: String,
+        src: &Loc,
+        out: &Loc,
+        maps: Vec<DimMap>,
+        fill: Option<Scalar>,
+    ) -> u32 {
+        let spec = KernelSpec::Gather {
+            out: out.sview(),
+            src_strides: src.strides.clone(),
+            maps,
+            fill,
+        };
+        let k = self.add_kernel(spec, name.clone());
+        let range = out.shape.iter().map(|&n| (0, n)).collect::<Vec<_>>();
+        let split = (!range.is_empty()).then_some(0);
+        self.add_task(
+            name,
+            k,
+            vec![src.arg(), out.arg()],
+            range,
+            split,
+            1,
+            out.elements() as f64,
+            src.producers.clone(),
+        )
+    }
+
+    fn node(&mut self, i: usize, kind: &NodeKind, facts: &GraphFacts) -> Result<(), Diagnostic> {
+        let results = self.g.nodes[i].results.clone();
+        let vname = |v: ValueId| format!("%{}", self.g.value(v).name);
+        match kind {
+            NodeKind::Source { name, ty } => {
+                let k = self.plan.sources.len() as u32;
+                let buffer = self.new_buffer(ty.bytes(), Init::Source(k));
+                self.plan.sources.push(plan::Source {
+                    name: name.clone(),
+                    dtype: ty.dtype,
+                    shape: ty.shape.iter().map(|&d| d as usize).collect(),
+                    buffer,
+                });
+                self.locs[results[0].index()] = Some(Loc {
+                    buffer,
+                    offset: 0,
+                    strides: row_major(&ty.shape),
+                    shape: ty.shape.clone(),
+                    dtype: ty.dtype,
+                    producers: vec![],
+                });
+            }
+            NodeKind::Generator(gen) => {
+                let ty = &gen.ty;
+                let constant = match gen.kind {
+                    GenKind::Zeros => Some(Scalar::I(0)),
+                    GenKind::Ones => Some(Scalar::I(1)),
+                    GenKind::Full(l) => Some(scalar_of(l)),
+                    GenKind::Iota { .. } | GenKind::Rand { .. } => None,
+                };
+                let loc = match constant {
+                    Some(s) => {
+                        let bytes = scalar_bytes(s, ty.dtype);
+                        let buffer = self.new_buffer(bytes.len() as i64, Init::Const(bytes));
+                        Loc {
+                            buffer,
+                            offset: 0,
+                            strides: vec![0; ty.rank()],
+                            shape: ty.shape.clone(),
+                            dtype: ty.dtype,
+                            producers: vec![],
+                        }
+                    }
+                    None => {
+                        let mut l = self.fresh(results[0])?;
+                        let name = format!("{} -> {}", gen.kind.name(), vname(results[0]));
+                        let k = self.add_kernel(
+                            KernelSpec::Generate {
+                                out: l.sview(),
+                                kind: gen.kind,
+                            },
+                            name.clone(),
+                        );
+                        let range = l.shape.iter().map(|&n| (0, n)).collect::<Vec<_>>();
+                        let split = (!range.is_empty()).then_some(0);
+                        let t = self.add_task(
+                            name,
+                            k,
+                            vec![l.arg()],
+                            range,
+                            split,
+                            1,
+                            8.0 * l.elements() as f64,
+                            vec![],
+                        );
+                        l.producers = vec![t];
+                        l
+                    }
+                };
+                self.locs[results[0].index()] = Some(loc);
+            }
+            NodeKind::View(v) => {
+                let loc = self.view(i, v, results[0])?;
+                self.locs[results[0].index()] = Some(loc);
+            }
+            NodeKind::Apply(a) => {
+                let Some(inst) = facts.instances.get(&i) else {
+                    return Err(Diagnostic::error(
+                        codes::NOT_AVAILABLE,
+                        format!("apply of `@{}` has no verified instance", a.op),
+                    )
+                    .primary(a.op_span, "here"));
+                };
+                if inst.stmts.is_none() {
+                    return Err(Diagnostic::error(
+                        codes::NO_KERNEL,
+                        format!("`@{}` is an extern op without a reference kernel", a.op),
+                    )
+                    .primary(a.op_span, "cannot be compiled")
+                    .note("add kernel statements to the extern op so the backend can compile it"));
+                }
+                let ins: Vec<Loc> = a.args.iter().map(|&v| self.loc(v)).collect();
+                let mut outs = Vec::new();
+                for &r in &results {
+                    let l = match &self.locs[r.index()] {
+                        Some(l) => l.clone(),
+                        None => self.fresh(r)?,
+                    };
+                    outs.push(l);
+                }
+                let inputs: Vec<SView> = ins.iter().map(Loc::sview).collect();
+                let outputs: Vec<SView> = outs.iter().map(Loc::sview).collect();
+                let kplan = kernel::plan(inst, &outputs, self.lanes);
+                let name = format!(
+                    "apply @{}{} -> {}",
+                    a.op,
+                    match &a.range {
+                        Some(r) => format!(
+                            " @[{}]",
+                            r.iter()
+                                .map(|(l, h)| format!("{l}:{h}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        None => String::new(),
+                    },
+                    results
+                        .iter()
+                        .map(|&r| vname(r))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let (split, align) = (kplan.split, kplan.align);
+                let k = self.add_kernel(
+                    KernelSpec::Apply {
+                        inst: Box::new(inst.clone()),
+                        inputs,
+                        outputs,
+                        plan: kplan,
+                    },
+                    name.clone(),
+                );
+                let args = ins.iter().chain(&outs).map(Loc::arg).collect();
+                let deps = ins.iter().flat_map(|l| l.producers.clone()).collect();
+                let work = inst.points().max(1) as f64 * inst.signature.flops_per_point.max(1.0);
+                let t = self.add_task(
+                    name,
+                    k,
+                    args,
+                    inst.range(),
+                    split.map(|s| s as u32),
+                    align,
+                    work,
+                    deps,
+                );
+                for (r, mut l) in results.iter().zip(outs) {
+                    l.producers = vec![t];
+                    self.locs[r.index()] = Some(l);
+                }
+            }
+            NodeKind::Sink { name, value } => {
+                let l = self.loc(*value);
+                self.plan.sinks.push(plan::Sink {
+                    name: name.clone(),
+                    dtype: l.dtype,
+                    shape: l.shape.iter().map(|&d| d as usize).collect(),
+                    view: plan::View {
+                        buffer: l.buffer,
+                        offset: l.offset,
+                        strides: l.strides.clone(),
+                    },
+                    deps: l.producers.clone(),
+                });
+            }
+            NodeKind::Sequence { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn view(&mut self, i: usize, v: &View, r: ValueId) -> Result<Loc, Diagnostic> {
+        let out_ty = self.ty(r)?.clone();
+        let name = format!("{} -> %{}", v.name(), self.g.value(r).name);
+        let args = v.args();
+        let a0 = self.loc(args[0]);
+        let mut l = a0.clone();
+        l.shape = out_ty.shape.clone();
+        let empty = out_ty.elements() == 0;
+        match v {
+            View::Transpose { perm, .. } => {
+                l.strides = perm.iter().map(|&p| a0.strides[p]).collect();
+            }
+            View::Reverse { dims, .. } => {
+                for &d in dims {
+                    if !empty {
+                        l.offset += (a0.shape[d] - 1) * a0.strides[d];
+                    }
+                    l.strides[d] = -a0.strides[d];
+                }
+            }
+            View::Slice { dims, .. } => {
+                for (d, s) in dims.iter().enumerate() {
+                    if !empty {
+                        l.offset += s.start.unwrap_or(0) * a0.strides[d];
+                    }
+                    l.strides[d] = a0.strides[d] * s.step.unwrap_or(1);
+                }
+            }
+            View::Squeeze { dims, .. } => {
+                l.strides = (0..a0.shape.len())
+                    .filter(|d| !dims.contains(d))
+                    .map(|d| a0.strides[d])
+                    .collect();
+            }
+            View::Unsqueeze { dims, .. } => {
+                let mut it = a0.strides.iter();
+                l.strides = (0..out_ty.rank())
+                    .map(|d| {
+                        if dims.contains(&d) {
+                            0
+                        } else {
+                            *it.next().unwrap_or(&0)
+                        }
+                    })
+                    .collect();
+            }
+            View::Broadcast { .. } => {
+                let lead = out_ty.rank() - a0.shape.len();
+                l.strides = (0..out_ty.rank())
+                    .map(|d| {
+                        if d < lead || a0.shape[d - lead] == 1 {
+                            0
+                        } else {
+                            a0.strides[d - lead]
+                        }
+                    })
+                    .collect();
+            }
+            View::Reshape { .. } => {
+                if a0.strides.iter().all(|&s| s == 0) {
+                    l.strides = vec![0; out_ty.rank()];
+                } else {
+                    let src = if is_contiguous(&a0.shape, &a0.strides) {
+                        a0.clone()
+                    } else {
+                        let mut c = Loc {
+                            buffer: self.new_buffer(
+                                a0.elements() * a0.dtype.size_bytes() as i64,
+                                Init::Scratch,
+                            ),
+                            offset: 0,
+                            strides: row_major(&a0.shape),
+                            ..a0.clone()
+                        };
+                        let maps = vec![DimMap::Same; a0.shape.len()];
+                        let t = self.gather(format!("{name} (copy)"), &a0, &c, maps, None);
+                        c.producers = vec![t];
+                        c
+                    };
+                    l = Loc {
+                        strides: row_major(&out_ty.shape),
+                        shape: out_ty.shape.clone(),
+                        ..src
+                    };
+                }
+            }
+            View::Concat { .. } | View::Interleave { .. } => {
+                let mut whole = self.loc(r);
+                let mut producers = Vec::new();
+                for (k, &a) in args.iter().enumerate() {
+                    let src = self.loc(a);
+                    if self.placed.get(&a) == Some(&(i, k)) {
+                        producers.extend(src.producers.clone());
+                        continue;
+                    }
+                    let mut region = whole.clone();
+                    region.shape = src.shape.clone();
+                    match v {
+                        View::Concat { axis, .. } => {
+                            let start: i64 =
+                                args[..k].iter().map(|&p| self.loc(p).shape[*axis]).sum();
+                            region.offset += start * whole.strides[*axis];
+                        }
+                        View::Interleave { axis, .. } => {
+                            region.offset += k as i64 * whole.strides[*axis];
+                            region.strides[*axis] *= args.len() as i64;
+                        }
+                        _ => unreachable!("matched above"),
+                    }
+                    if region.elements() == 0 {
+                        continue;
+                    }
+                    let maps = vec![DimMap::Same; src.shape.len()];
+                    let t = self.gather(format!("{name} [operand {k}]"), &src, &region, maps, None);
+                    producers.push(t);
+                }
+                whole.producers = producers;
+                return Ok(whole);
+            }
+            View::Repeat { axis, .. } => {
+                let mut out = self.fresh(r)?;
+                let mut maps = vec![DimMap::Same; out.shape.len()];
+                maps[*axis] = DimMap::Mod { n: a0.shape[*axis] };
+                let t = self.gather(name, &a0, &out, maps, None);
+                out.producers = vec![t];
+                return Ok(out);
+            }
+            View::Pad { widths, mode, .. } => {
+                let mut out = self.fresh(r)?;
+                let maps = widths
+                    .iter()
+                    .zip(&a0.shape)
+                    .map(|(&(lo, hi), &n)| match mode {
+                        _ if lo == 0 && hi == 0 => DimMap::Same,
+                        PadMode::Constant(_) => DimMap::Shift { lo, n },
+                        PadMode::Reflect => DimMap::Reflect { lo, n },
+                    })
+                    .collect();
+                let fill = match mode {
+                    PadMode::Constant(c) => Some(scalar_of(*c)),
+                    PadMode::Reflect => None,
+                };
+                let t = self.gather(name, &a0, &out, maps, fill);
+                out.producers = vec![t];
+                return Ok(out);
+            }
+        }
+        if empty {
+            l.offset = 0;
+        }
+        Ok(l)
+    }
+}

@@ -1,0 +1,564 @@
+//! Differential tests of the native backend against the reference interpreter: every example,
+//! every filetest graph the interpreter runs (files that fail verification are skipped), the
+//! semantics corner cases below, sharded graphs and random graphs each compile once (LLVM JIT)
+//! and run with 1 and 2 worker threads.
+//!
+//! Integer and bool results must be bit-exact. Float results must satisfy
+//! `|native - interp| <= 1e-4 * |interp| + 1e-5` elementwise (NaN matches NaN, infinities
+//! must be equal): f32 `exp` is a polynomial within ~1 ulp, and float sums vectorised along a
+//! contiguous reduction are reassociated (see `src/codegen/kernel.rs`); everything else is
+//! computed exactly as the interpreter does.
+
+mod common;
+
+use proptest::prelude::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use tapc::ir::Module;
+use tapc::verify::GraphFacts;
+use tapc_runtime::exec::Options;
+use tapc_runtime::{DType, Data, Tensor};
+
+const RTOL: f64 = 1e-4;
+const ATOL: f64 = 1e-5;
+
+/// Deterministic inputs for every source: floats in [-2, 2), ints in [-50, 50), bools.
+fn inputs(m: &Module, gi: usize) -> HashMap<String, Tensor> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut out = HashMap::new();
+    for (name, ty, _) in m.graphs[gi].sources() {
+        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+        let n: usize = shape.iter().product();
+        let data = match ty.dtype {
+            DType::F32 => Data::F32(
+                (0..n)
+                    .map(|_| (next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
+                    .collect(),
+            ),
+            DType::F64 => Data::F64(
+                (0..n)
+                    .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0)
+                    .collect(),
+            ),
+            DType::I32 => Data::I32((0..n).map(|_| (next() % 100) as i32 - 50).collect()),
+            DType::I64 => Data::I64((0..n).map(|_| (next() % 100) as i64 - 50).collect()),
+            DType::Bool => Data::Bool((0..n).map(|_| next() & 1 == 1).collect()),
+        };
+        out.insert(name.to_string(), Tensor::new(shape, data).unwrap());
+    }
+    out
+}
+
+fn close(a: f64, b: f64) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a.is_infinite() || b.is_infinite() {
+        return a == b;
+    }
+    (a - b).abs() <= RTOL * a.abs() + ATOL
+}
+
+/// Compares sink lists; `Err` describes the first mismatch.
+fn compare(want: &[(String, Tensor)], got: &[(String, Tensor)]) -> Result<(), String> {
+    if want.len() != got.len() {
+        return Err(format!("{} sinks vs {}", want.len(), got.len()));
+    }
+    for ((wn, w), (gn, g)) in want.iter().zip(got) {
+        if wn != gn || w.shape != g.shape || w.dtype() != g.dtype() {
+            return Err(format!(
+                "sink @{wn}: {} vs @{gn}: {}",
+                w.shape_string(),
+                g.shape_string()
+            ));
+        }
+        let bad = match (&w.data, &g.data) {
+            (Data::F32(a), Data::F32(b)) => a
+                .iter()
+                .zip(b)
+                .position(|(x, y)| !close(*x as f64, *y as f64)),
+            (Data::F64(a), Data::F64(b)) => a.iter().zip(b).position(|(x, y)| !close(*x, *y)),
+            (Data::I32(a), Data::I32(b)) => a.iter().zip(b).position(|(x, y)| x != y),
+            (Data::I64(a), Data::I64(b)) => a.iter().zip(b).position(|(x, y)| x != y),
+            (Data::Bool(a), Data::Bool(b)) => a.iter().zip(b).position(|(x, y)| x != y),
+            _ => Some(0),
+        };
+        if let Some(i) = bad {
+            let (x, y) = (common::f64s(w)[i], common::f64s(g)[i]);
+            return Err(format!(
+                "sink @{wn} {}: element {i}: interpreter {x:e}, native {y:e}",
+                w.shape_string()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs graph `gi` in the interpreter and natively (1 and 2 threads); `Ok(false)` when the
+/// interpreter cannot run it (nothing to compare).
+fn check_graph(what: &str, m: &Module, facts: &[GraphFacts], gi: usize) -> Result<bool, String> {
+    check_graph_with(what, m, facts, gi, &Default::default())
+}
+
+fn check_graph_with(
+    what: &str,
+    m: &Module,
+    facts: &[GraphFacts],
+    gi: usize,
+    copts: &tapc::codegen::Options,
+) -> Result<bool, String> {
+    // Analysis-only filetests use huge shapes; the interpreter is not meant for them.
+    let elements: i64 = m.graphs[gi]
+        .values
+        .iter()
+        .filter_map(|v| v.ty.as_ref())
+        .map(|t| t.elements())
+        .sum();
+    if elements > 1 << 21 {
+        return Ok(false);
+    }
+    let ins = inputs(m, gi);
+    let Ok(want) = tapc::interp::run(m, &m.graphs[gi], &facts[gi], &ins) else {
+        return Ok(false);
+    };
+    let results = tapc::codegen::with_jit(m, gi, &facts[gi], copts, |p| {
+        [1, 2]
+            .iter()
+            .map(|&threads| {
+                let opts = Options {
+                    threads,
+                    record: false,
+                };
+                p.run(&ins, &opts).map(|r| r.0)
+            })
+            .collect::<Vec<_>>()
+    })
+    .map_err(|d| format!("{what} @{}: {}", m.graphs[gi].name, d.message))?;
+    for (threads, r) in [1, 2].iter().zip(results) {
+        let got =
+            r.map_err(|e| format!("{what} @{} ({threads} threads): {e}", m.graphs[gi].name))?;
+        compare(&want, &got)
+            .map_err(|e| format!("{what} @{} ({threads} threads): {e}", m.graphs[gi].name))?;
+    }
+    Ok(true)
+}
+
+/// Checks every graph of `src`; returns how many were compared.
+fn check_source(what: &str, src: &str) -> Result<usize, String> {
+    let (m, facts, diags) = tapc::compile_source(src);
+    if diags.has_errors() {
+        return Err(format!(
+            "{what} does not verify:\n{}",
+            tapc::diag::render_human(what, src, &diags.0, false)
+        ));
+    }
+    let mut n = 0;
+    for gi in 0..m.graphs.len() {
+        n += usize::from(check_graph(what, &m, &facts, gi)?);
+    }
+    Ok(n)
+}
+
+/// Checks `src`, every graph of which must run in the interpreter.
+fn assert_source(what: &str, src: &str) {
+    let graphs = tapc::compile_source(src).0.graphs.len();
+    match check_source(what, src) {
+        Ok(n) => assert_eq!(
+            n, graphs,
+            "{what}: only {n} of {graphs} graphs ran in the interpreter"
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn teg_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            teg_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "teg") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_example_matches_the_interpreter() {
+    let mut files = Vec::new();
+    teg_files(&root().join("examples"), &mut files);
+    assert!(files.len() >= 4);
+    for f in files {
+        let src = std::fs::read_to_string(&f).unwrap();
+        assert_source(&f.display().to_string(), &src);
+    }
+}
+
+#[test]
+fn every_filetest_graph_matches_the_interpreter() {
+    let mut files = Vec::new();
+    teg_files(&root().join("tests/filetests"), &mut files);
+    // The interpreter dominates (MLP-sized graphs take seconds), so spread files over cores.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new((0usize, Vec::new()));
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4);
+    std::thread::scope(|sc| {
+        for _ in 0..workers {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(f) = files.get(i) else { return };
+                let src = std::fs::read_to_string(f).unwrap();
+                let (_, _, diags) = tapc::compile_source(&src);
+                if diags.has_errors() {
+                    continue; // expected-diagnostic files
+                }
+                let r = check_source(&f.display().to_string(), &src);
+                let mut res = results.lock().unwrap();
+                match r {
+                    Ok(n) => res.0 += n,
+                    Err(e) => res.1.push(e),
+                }
+            });
+        }
+    });
+    let (compared, failures) = results.into_inner().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(compared > 0 || files.is_empty());
+}
+
+const SEMANTICS: &str = r#"
+op @ints(a: i32[N], b: i32[N]) -> (q: i32[N], r: i32[N], m: i32[N], c: i64[N], f: f32[N], t: bool[N]) {
+  q[i] = a[i] / b[i]
+  r[i] = a[i] % b[i]
+  m[i] = max(abs(a[i]) * -3, min(b[i], a[i] - 7))
+  c[i] = i64(a[i]) * 100000000000 / i64(b[i] + 1) + i64(i)
+  f[i] = f32(a[i]) / 3.0 + f32(i)
+  t[i] = a[i] < b[i] || !(a[i] == 0)
+}
+op @floats(x: f32[N], y: f64[N]) -> (a: f32[N], b: f64[N], c: i32[N], d: f32[N], e: bool[N], g: f64[N]) {
+  a[i] = exp(x[i]) + log(abs(x[i]) + 0.5) * tanh(x[i]) - sqrt(abs(x[i])) + sin(x[i]) * cos(x[i])
+  b[i] = exp(y[i]) - floor(y[i] * 3.5) + ceil(y[i]) + y[i] % 0.7 - f64(x[i])
+  c[i] = i32(x[i] * 1000.0) + i32(y[i] * 1.0e12)
+  d[i] = select(x[i] > 0.0, x[i] % -1.3, -x[i] / 0.0)
+  e[i] = x[i] >= 0.5 && f64(x[i]) != y[i]
+  g[i] = max(y[i] / 0.0 * 0.0, y[i]) + min(y[i], -y[i])
+}
+op @rows(x: f32[M, N], k: i64[M, N]) -> (s: f32[M], p: f64[M], mx: f32[M], mn: i64[M]) {
+  s[i] = sum[j](x[i, j] * x[i, j])
+  p[i] = prod[j](f64(x[i, j]) * 0.5 + 1.0)
+  mx[i] = max[j](x[i, j])
+  mn[i] = min[j](k[i, j] * k[i, j] - 3)
+}
+op @total(x: f32[M, N]) -> (t: f32[]) {
+  t[] = sum[i, j](x[i, j])
+}
+op @cols(k: i64[M, N]) -> (ks: i64[N]) {
+  ks[j] = sum[i](k[i, j] * 1000000007)
+}
+op @matmul(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
+  c[i, j] = sum[k](a[i, k] * b[k, j])
+}
+op @softmax(x: f32[M, N]) -> (y: f32[M, N]) {
+  m[i] = max[j](x[i, j])
+  s[i] = sum[j](exp(x[i, j] - m[i]))
+  y[i, j] = exp(x[i, j] - m[i]) / s[i]
+}
+op @colnorm(x: f32[M, N]) -> (y: f32[M, N]) {
+  t[j] = sum[i](abs(x[i, j])) + 1.0
+  y[i, j] = x[i, j] / t[j] + f32(i - j)
+}
+op @shifted(x: f32[M, N]) -> (y: f32[M, N / 2]) {
+  y[i, j] = x[i, j] - x[i, j + 1] + x[i, 2 * j] * 0.5
+}
+op @conv2d<stride>(x: f32[N, C, H, W], f: f32[O, C, KH, KW])
+    -> (y: f32[N, O, (H - KH) / stride + 1, (W - KW) / stride + 1]) {
+  y[n, o, h, w] = sum[c, kh, kw](x[n, c, stride * h + kh, stride * w + kw] * f[o, c, kh, kw])
+}
+op @bools(a: bool[N], b: bool[N]) -> (y: bool[N], z: i32[N]) {
+  y[i] = (a[i] && !b[i]) || (a[i] == b[i] && i > 3)
+  z[i] = i32(a[i]) * 2 + select(b[i], 10, -10)
+}
+
+graph @g_ints {
+  %a = source @a : i32[67]
+  %b0 = source @b : i32[67]
+  %z = zeros : i32[5]
+  %bt = slice %b0 [0:62]
+  %b = concat %bt, %z axis 0
+  %q, %r, %m, %c, %f, %t = apply @ints(%a, %b)
+  sink @q %q
+  sink @r %r
+  sink @m %m
+  sink @c %c
+  sink @f %f
+  sink @t %t
+}
+
+graph @g_floats {
+  %x0 = source @x : f32[50]
+  %y = source @y : f64[50]
+  %nan = full 0.0 : f32[2]
+  %xs = slice %x0 [0:48]
+  %x = concat %xs, %nan axis 0
+  %a, %b, %c, %d, %e, %g = apply @floats(%x, %y)
+  sink @a %a
+  sink @b %b
+  sink @c %c
+  sink @d %d
+  sink @e %e
+  sink @g %g
+}
+
+graph @g_reductions {
+  %x = source @x : f32[13, 70]
+  %k = source @k : i64[13, 70]
+  %s, %p, %mx, %mn = apply @rows(%x, %k)
+  %t = apply @total(%x)
+  %ks = apply @cols(%k)
+  sink @s %s
+  sink @p %p
+  sink @mx %mx
+  sink @mn %mn
+  sink @t %t
+  sink @ks %ks
+}
+
+graph @g_matmuls {
+  %a = source @a : f32[37, 29]
+  %b = source @b : f32[29, 45]
+  %c = apply @matmul(%a, %b)
+  %bt = transpose %b [1, 0]
+  %at = transpose %a [1, 0]
+  %ct = apply @matmul(%bt, %at)
+  %small = slice %a [0:5, 0:29]
+  %cs = apply @matmul(%small, %b)
+  sink @c %c
+  sink @ct %ct
+  sink @cs %cs
+}
+
+graph @g_kernels {
+  %x = source @x : f32[19, 40]
+  %y = apply @softmax(%x)
+  %n = apply @colnorm(%x)
+  %h = apply @shifted(%x)
+  sink @y %y
+  sink @n %n
+  sink @h %h
+}
+
+graph @g_convs {
+  %img = source @img : f32[2, 3, 11, 13]
+  %flt = source @flt : f32[5, 3, 3, 3]
+  %pad = pad %img [0:0, 0:0, 1:1, 2:1] constant 0.5
+  %y1 = apply @conv2d<stride = 1>(%pad, %flt)
+  %y2 = apply @conv2d<stride = 2>(%img, %flt)
+  %ref = pad %img [0:0, 0:0, 2:2, 1:1] reflect
+  %y3 = apply @conv2d<stride = 1>(%ref, %flt)
+  sink @y1 %y1
+  sink @y2 %y2
+  sink @y3 %y3
+}
+
+graph @g_booleans {
+  %a = source @a : bool[21]
+  %r = rand seed 5 : bool[21]
+  %y, %z = apply @bools(%a, %r)
+  sink @y %y
+  sink @z %z
+}
+"#;
+
+#[test]
+fn arithmetic_reductions_and_kernels_match_the_interpreter() {
+    assert_source("semantics", SEMANTICS);
+}
+
+const VIEWS: &str = r#"
+op @affine(x: f32[M, N]) -> (y: f32[M, N]) {
+  y[i, j] = x[i, j] * 1.5 - 0.25
+}
+op @add(x: f32[..S], y: f32[..S]) -> (z: f32[..S]) {
+  z[..i] = x[..i] + y[..i]
+}
+op @iadd(x: i64[..S], y: i64[..S]) -> (z: i64[..S]) {
+  z[..i] = x[..i] + y[..i] * 3
+}
+
+graph @views {
+  %x = source @x : f32[6, 10]
+  %t = transpose %x [1, 0]
+  %r = reverse %t [0, 1]
+  %s = slice %r [1:9:3, 5:0:-2]
+  %a = apply @affine(%s)
+  %b = broadcast %a [4, 3, 3]
+  %a1 = slice %a [1:2, 0:3]
+  %b1 = broadcast %a1 [2, 5, 3]
+  %w1 = apply @add(%b1, %b1)
+  %u = unsqueeze %x [0]
+  %q = squeeze %u [0]
+  %c = concat %x, %q, %x axis 1
+  %il = interleave %x, %q axis 0
+  %rp = repeat %x times 3 axis 1
+  %rs = reshape %t [5, 12]
+  %rc = reshape %x [3, 20]
+  %p = pad %x [1:2, 0:3] constant -1.0
+  %pr = pad %x [2:1, 3:3] reflect
+  %z = apply @add(%rs, %rs)
+  %w = apply @add(%b, %b)
+  sink @a %a
+  sink @w %w
+  sink @w1 %w1
+  sink @c %c
+  sink @il %il
+  sink @rp %rp
+  sink @z %z
+  sink @rc %rc
+  sink @p %p
+  sink @pr %pr
+}
+
+graph @generators {
+  %z = zeros : f32[3, 4]
+  %o = ones : i64[3, 4]
+  %f = full 2.5 : f64[3, 4]
+  %i = iota axis 1 : i64[3, 4]
+  %ri = rand seed 3 : i64[3, 4]
+  %rf = rand seed 4 : f64[3, 4]
+  %rb = rand seed 6 : i32[3, 4]
+  %s = apply @iadd(%o, %i)
+  %s2 = apply @iadd(%ri, %s)
+  %t = apply @add(%z, %z)
+  sink @s %s2
+  sink @t %t
+  sink @f %f
+  sink @rf %rf
+  sink @rb %rb
+  sink @i %i
+}
+
+graph @sharded {
+  %x = source @x : f32[64, 40]
+  %w = source @w : f32[40, 24]
+  %b = source @b : f32[24]
+  %x.0 = slice %x [0:32]
+  %x.1 = slice %x [32:64]
+  %h.0 = apply @linear(%x.0, %w, %b) @[0:32, 0:24] on 0
+  %h.1 = apply @linear(%x.1, %w, %b) @[32:64, 0:24] on 1
+  %w.0 = slice %w [:, 0:10]
+  %b.0 = slice %b [0:10]
+  %w.1 = slice %w [:, 10:24]
+  %b.1 = slice %b [10:24]
+  %q.0 = apply @linear(%x, %w.0, %b.0) @[0:64, 0:10]
+  %q.1 = apply @linear(%x, %w.1, %b.1) @[0:64, 10:24]
+  %h = concat %h.0, %h.1 axis 0
+  %q = concat %q.0, %q.1 axis 1
+  %d = apply @add(%h, %q)
+  sink @h %h
+  sink @d %d
+  sequence %h.0, %h.1 -> @d
+}
+
+graph @empty {
+  %x = source @x : f32[0, 3]
+  %z = zeros : f32[2, 3]
+  %c = concat %x, %z axis 0
+  %r = apply @add(%x, %x)
+  %e = slice %c [2:2, 0:3]
+  %s = apply @rowsum(%e)
+  %w = rand seed 3 : f32[2, 0]
+  %ws = apply @rowsum(%w)
+  %p = pad %x [1:1, 0:0] constant 2.0
+  sink @c %c
+  sink @r %r
+  sink @s %s
+  sink @ws %ws
+  sink @p %p
+  sink @x %x
+}
+
+op @rowsum(x: f32[M, N]) -> (y: f32[M]) {
+  y[i] = sum[j](x[i, j])
+}
+
+op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
+  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
+}
+"#;
+
+#[test]
+fn views_generators_and_shards_match_the_interpreter() {
+    assert_source("views", VIEWS);
+}
+
+#[test]
+fn fast_math_stays_within_the_float_tolerance() {
+    let (m, facts, _) = tapc::compile_source(SEMANTICS);
+    let copts = tapc::codegen::Options { fast_math: true };
+    for gi in 0..m.graphs.len() {
+        if let Err(e) = check_graph_with("fast-math", &m, &facts, gi, &copts) {
+            panic!("{e}");
+        }
+    }
+}
+
+#[test]
+fn the_mlp_on_committed_inputs_matches_the_expected_outputs() {
+    let src = common::example("mlp.teg");
+    let (m, facts) = common::compile_ok("mlp", &src);
+    let data = root().join("tests/data/mlp");
+    let mut ins = HashMap::new();
+    for n in ["x", "w1", "b1", "w2", "b2"] {
+        ins.insert(
+            n.to_string(),
+            tapc_runtime::npy::read(&data.join(format!("{n}.npy"))).unwrap(),
+        );
+    }
+    let (sinks, _) = tapc::codegen::run_jit(
+        &m,
+        0,
+        &facts[0],
+        &ins,
+        &Options {
+            threads: 2,
+            record: false,
+        },
+    )
+    .unwrap();
+    let want = tapc_runtime::npy::read(&data.join("expected_logits.npy")).unwrap();
+    let (got, want) = (common::f64s(&sinks[0].1), common::f64s(&want));
+    let err: f64 = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f64>()
+        .sqrt();
+    let norm: f64 = want.iter().map(|b| b * b).sum::<f64>().sqrt();
+    assert!(err / norm < 1e-5, "normwise relative error {}", err / norm);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn random_graphs_match_the_interpreter(steps in proptest::collection::vec(common::graphgen::step(), 1..10)) {
+        let src = common::graphgen::build(&steps);
+        if let Err(e) = check_source("random graph", &src) {
+            prop_assert!(false, "{e}\n{src}");
+        }
+    }
+}
