@@ -14,9 +14,9 @@ use tapc::passes::alias::analysis::{analyze, AliasInfo};
 
 /// Samples per measurement, calls per sample, and interleaved rounds over all N (the
 /// reported time is the smallest of the rounds' medians: robust against other load).
-const SAMPLES: usize = 21;
+const SAMPLES: usize = 11;
 const BATCH: usize = 20;
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 15;
 
 fn compile(src: &str) -> Graph {
     let (m, _, diags) = tapc::compile_source(src);

@@ -1243,6 +1243,30 @@ mod tests {
     }
 
     #[test]
+    fn footprints_the_algebra_cannot_represent_are_errors() {
+        let (m, _) = compile(
+            "graph @g {
+              %a = source @a : f32[100000, 100003]
+              %t = transpose %a [1, 0]
+              %f = reshape %t [10000300000]
+              %s = slice %f [0:10000300000:99991]
+            }",
+        );
+        let e = analyze(&m.graphs[0]).unwrap_err();
+        assert_eq!(
+            (e.kind, e.value.as_str()),
+            (AliasErrorKind::TooComplex, "s")
+        );
+        assert!(
+            e.message.contains("`reshape` defining `%f`"),
+            "{}",
+            e.message
+        );
+        let d = e.to_diagnostic();
+        assert_eq!((d.code, d.notes.len()), (Some(codes::PASS_FAILED), 1));
+    }
+
+    #[test]
     fn huge_shapes_are_analysed_without_enumeration() {
         let n = 1i64 << 20;
         let src = format!(
