@@ -198,6 +198,37 @@ fn fuse_filetests_keep_their_values_and_fuse() {
     }
 }
 
+/// The shard pass's output (chains sharded the same way) fuses shard by shard.
+#[test]
+fn shards_fuse_shard_by_shard() {
+    for (name, inputs) in [
+        ("mlp.teg", mlp_inputs()),
+        ("softmax.teg", HashMap::new()),
+        ("attention.teg", HashMap::new()),
+    ] {
+        let (mut m, facts) = common::compile_ok(name, &common::example(name));
+        let mut log = String::new();
+        let pipeline = "canonicalize,shard{parts=4},canonicalize";
+        if let Err(d) = run_pipeline(&mut m, facts, pipeline, &RunConfig::default(), &mut log) {
+            panic!("{name}: {pipeline} failed: {}", d.message);
+        }
+        let sharded = print_module(&m);
+        let o = run_fuse(&sharded, "fuse", &inputs);
+        if let Err(e) = same_sinks(&o.before, &o.after) {
+            panic!("{name}: {e}\n{sharded}\n{}", o.printed);
+        }
+        if name == "mlp.teg" {
+            assert!(o.applies.1 < o.applies.0, "{}", o.printed);
+            assert!(
+                o.printed
+                    .contains("= apply @linear.relu(%x.3, %w1, %b1) @[48:64, 0:512] on 3"),
+                "{}",
+                o.printed
+            );
+        }
+    }
+}
+
 #[test]
 fn fusion_counts_on_the_spec_examples() {
     let chain = "op @add(a: f32[N], b: f32[N]) -> (y: f32[N]) {\n  y[i] = a[i] + b[i]\n}\n\
@@ -225,6 +256,36 @@ graph @g {\n  %a = rand seed 1 : f32[3, 3]\n  %x = rand seed 2 : f32[3]\n  %k = 
         o.printed
     );
     assert_eq!(o.printed.matches("sum[").count(), 1, "{}", o.printed);
+}
+
+/// Unusual shapes and graphs: several outputs, empty tensors, parameters, sequence points,
+/// integer and bool kernels, scalars, rank-polymorphic ops over 3-D values.
+#[test]
+fn edge_cases_keep_their_values() {
+    let ops = "op @relu(x: f32[..S]) -> (y: f32[..S]) {\n  y[..i] = max(x[..i], 0.0)\n}\n\
+op @split(x: f32[M, N]) -> (lo: f32[M, N], hi: f32[M, N]) {\n  lo[i, j] = min(x[i, j], 0.5)\n  hi[i, j] = max(x[i, j], 0.5)\n}\n\
+op @conv<s>(x: f32[C, H], f: f32[C, K]) -> (y: f32[(H - K) / s + 1]) {\n  y[h] = sum[c, k](x[c, s * h + k] * f[c, k])\n}\n\
+op @count(x: i32[N]) -> (y: i32[], z: bool[]) {\n  t[] = sum[k](x[k] % 7)\n  y[] = t[] * 2\n  z[] = t[] > 3\n}\n\
+op @mix(x: i32[N]) -> (y: i32[N]) {\n  y[i] = x[i] * 3 - i\n}\n\
+op @flag(x: i32[N]) -> (y: bool[N]) {\n  y[i] = x[i] % 2 == 0 || i > 2\n}\n\
+op @pick(c: bool[N], x: f32[N]) -> (y: f32[N]) {\n  y[i] = select(c[i], x[i], -x[i])\n}\n";
+    let graphs = [
+        "graph @two_outputs {\n  %x = rand seed 1 : f32[3, 4]\n  %r = apply @relu(%x)\n  %a, %b = apply @split(%r)\n  %c = apply @relu(%a)\n  sink @b %b\n  sink @c %c\n}\n",
+        "graph @empty {\n  %x = zeros : f32[0, 4]\n  %r = apply @relu(%x)\n  %t = transpose %r [1, 0]\n  %s = apply @relu(%t)\n  sink @s %s\n}\n",
+        "graph @params {\n  %x = rand seed 2 : f32[2, 9]\n  %f = rand seed 3 : f32[2, 3]\n  %r = apply @relu(%x)\n  %y = apply @conv<s = 2>(%x, %f)\n  %z = apply @relu(%y)\n  sink @z %z\n  sink @r %r\n}\n",
+        "graph @sequenced {\n  %x = rand seed 4 : f32[5]\n  %a = apply @relu(%x)\n  %b = apply @relu(%a)\n  %c = apply @relu(%b)\n  sink @c %c\n  sequence %a -> @c\n}\n",
+        "graph @ints {\n  %x = rand seed 5 : i32[6]\n  %m = apply @mix(%x)\n  %f = apply @flag(%m)\n  %g = rand seed 6 : f32[6]\n  %r = apply @relu(%g)\n  %p = apply @pick(%f, %r)\n  %n, %z = apply @count(%m)\n  sink @p %p\n  sink @n %n\n  sink @z %z\n}\n",
+        "graph @rank3 {\n  %x = rand seed 7 : f32[2, 3, 4]\n  %t = transpose %x [2, 0, 1]\n  %r = apply @relu(%t)\n  %s = apply @relu(%r)\n  sink @s %s\n}\n",
+    ];
+    for g in graphs {
+        let src = format!("{ops}{g}");
+        for pipeline in ["fuse", "canonicalize,fuse"] {
+            let o = run_fuse(&src, pipeline, &HashMap::new());
+            if let Err(e) = same_sinks(&o.before, &o.after) {
+                panic!("{e}\n{src}\n{}", o.printed);
+            }
+        }
+    }
 }
 
 #[test]

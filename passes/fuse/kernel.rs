@@ -8,6 +8,11 @@
 //! - [`absorb`] composes a producer into a consumer, its output either a temporary
 //!   ([`Absorb::Temp`]) or substituted into the consumer's loads ([`Absorb::Inline`]).
 //!
+//! Coordinates are global, as in the verifier's instances: a load of an input reads element
+//! `index - origin` of its argument, where `origin` is zero except for a shard's windows. A
+//! composition records the origin it assumes for every port of the result, and the check
+//! requires the verifier to derive exactly those.
+//!
 //! Nothing here decides *whether* to rewrite (see `plan.rs`), and nothing here is trusted:
 //! the result is printed as an op, re-lowered by the verifier and compared with the composed
 //! form (`check.rs`) before it replaces anything.
@@ -555,7 +560,7 @@ pub fn absorb(
     }
     let out_temp = temps.len();
     if mode == Absorb::Temp {
-        let s = sigma.expect("checked above");
+        let s = sigma.ok_or("no placement for the temporary")?;
         let st = &p.stmts[out_stmt];
         let mut m = Mapper {
             src_vars: &p.vars,
@@ -854,4 +859,72 @@ pub fn ident_ok(s: &str) -> bool {
     matches!(cs.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !RESERVED.contains(&s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn var(name: &str, lo: i64, hi: i64) -> Var {
+        Var {
+            name: name.into(),
+            range: (lo, hi),
+        }
+    }
+
+    #[test]
+    fn injectivity_needs_every_wide_loop_variable_alone_in_some_dim() {
+        let vars = [
+            var("i", 0, 4),
+            var("j", 0, 5),
+            var("k", 0, 3),
+            var("u", 0, 1),
+        ];
+        let a = |terms: Vec<(usize, i64)>, c| Affine { terms, constant: c };
+        // x[i, k] inside y[i, j] = sum[k](...): j never indexes it.
+        assert!(!injective(
+            &[a(vec![(0, 1)], 0), a(vec![(2, 1)], 0)],
+            &[0, 1, 2],
+            &vars
+        ));
+        assert!(injective(
+            &[a(vec![(0, 1)], 0), a(vec![(2, 1)], 0)],
+            &[0, 2],
+            &vars
+        ));
+        // Reversed and strided indices are still injective; a window (i + k) is not.
+        assert!(injective(
+            &[a(vec![(0, -1)], 3), a(vec![(1, 2)], 1)],
+            &[0, 1],
+            &vars
+        ));
+        assert!(!injective(&[a(vec![(0, 1), (2, 1)], 0)], &[0, 2], &vars));
+        // A variable with a single value does not count.
+        assert!(injective(&[a(vec![(0, 1), (3, 1)], 0)], &[0, 3], &vars));
+    }
+
+    #[test]
+    fn affine_values_print_as_integer_expressions() {
+        let a = Affine {
+            terms: vec![(0, -1)],
+            constant: 4,
+        };
+        let e = affine_value(&a).unwrap();
+        // 4 - i
+        assert!(matches!(e.kind, CKind::Binary(BinOp::Sub, _, _)));
+        assert_eq!(e.dtype, DType::I64);
+        let big = Affine {
+            terms: vec![(0, i64::MIN)],
+            constant: 0,
+        };
+        assert!(affine_value(&big).is_err());
+    }
+
+    #[test]
+    fn reserved_words_are_not_names() {
+        for bad in ["sum", "max", "f32", "index", "1x", "a.b", ""] {
+            assert!(!ident_ok(bad), "{bad}");
+        }
+        assert!(ident_ok("h_0"));
+    }
 }

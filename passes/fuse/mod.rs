@@ -22,9 +22,16 @@
 //! of an explicit marker is a graph statement `pin %v`. Until the front end has it, sink a
 //! value to pin it.)
 //!
-//! **What is never touched:** sharded applies (`@[...]`), extern ops (their signature is a
-//! contract), producers with several outputs, producers and consumers placed on different
-//! nodes, and kernels that would exceed 512 expression nodes or depth 64.
+//! **Shards** (`apply ... @[lo:hi] on N`) fuse like whole applies: the fused apply keeps the
+//! consumer's range and placement, producer and consumer must be on the same node, and the
+//! verifier must derive the same input windows (origins) as the composition assumes — the
+//! shard pass's propagated chains (`relu.k` reading `linear.k`) qualify. Views are not folded
+//! into shards: a shard's operands are its windows, the data its node receives.
+//!
+//! **What is never touched:** extern ops (their signature is a contract), producers with
+//! several outputs, producers and consumers placed on different nodes, views of `concat` or
+//! `interleave` (canonicalize reads the part instead), and kernels that would exceed 512
+//! expression nodes or depth 64.
 //!
 //! **Value preservation.** Fusion never reorders a reduction or changes a dtype. Every rewrite
 //! is composed in concrete form (`kernel.rs`), printed (`emit.rs`), re-instantiated by the
@@ -207,6 +214,8 @@ struct State<'a> {
     /// Per value: named by a sink or a sequence point.
     pinned: Vec<bool>,
     origin: usize,
+    /// Rewrites already tried and rejected, by a key of everything they depend on.
+    failed: HashSet<String>,
 }
 
 fn fuse_graph(
@@ -247,6 +256,7 @@ fn fuse_graph(
         users,
         pinned,
         origin: 0,
+        failed: HashSet::new(),
     };
     let mut budget = 4 * n + 64;
     let mut changed = false;
@@ -330,15 +340,19 @@ impl State<'_> {
                 let Some(map) = views::view_map(view, &src_ty.shape, &u_ty.shape) else {
                     continue;
                 };
-                let mut fk = c.clone();
-                if fk.fold_view(u, &map, src, &src_ty).is_err() {
+                let key = format!("view {i} {a:?} {u:?}");
+                if self.failed.contains(&key) {
                     continue;
                 }
-                let base = format!("{}.{}", ops.base_of(&a.op), view.name());
-                if self.commit(i, &a, fk, &base, ops) {
-                    self.kill_if_unused(vn);
-                    return true;
+                let mut fk = c.clone();
+                if fk.fold_view(u, &map, src, &src_ty).is_ok() {
+                    let base = format!("{}.{}", ops.base_of(&a.op), view.name());
+                    if self.commit(i, &a, fk, &base, ops) {
+                        self.kill_if_unused(vn);
+                        return true;
+                    }
                 }
+                self.failed.insert(key);
             }
         }
         if cfg.producers {
@@ -358,9 +372,11 @@ impl State<'_> {
                     continue;
                 }
                 let escapes = self.users[v.index()].iter().any(|&u| u != i);
-                // `%h.2` (a shard of `%h`) → `h`: shards of one chain then fuse into one op.
-                let name = &self.g.values[v.index()].name;
-                let temp = name.split('.').next().unwrap_or(name).to_string();
+                let key = format!("producer {i} {a:?} {pn} {pa:?} {escapes}");
+                if self.failed.contains(&key) {
+                    continue;
+                }
+                let temp = temp_name(&self.g.values[v.index()].name);
                 let base = format!("{}.{}", ops.base_of(&pa.op), ops.base_of(&a.op));
                 for cand in plan::candidates(&c, &p, v, escapes) {
                     let Ok(fk) = kernel::absorb(&c, &p, v, cand.mode, cand.sigma.as_deref(), &temp)
@@ -372,6 +388,7 @@ impl State<'_> {
                         return true;
                     }
                 }
+                self.failed.insert(key);
             }
         }
         false
@@ -448,6 +465,19 @@ impl State<'_> {
                 }
             }
         }
+    }
+}
+
+/// The temporary holding a producer's output is named after the value without shard and
+/// numeric suffixes (`%h.2` → `h`, `%c17` → `c`), so that the same chain fused at several
+/// places yields one shared op.
+fn temp_name(value: &str) -> String {
+    let base = value.split('.').next().unwrap_or(value);
+    let base = base.trim_end_matches(|c: char| c.is_ascii_digit());
+    if base.is_empty() {
+        "t".to_string()
+    } else {
+        base.to_string()
     }
 }
 

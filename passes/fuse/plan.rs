@@ -5,9 +5,11 @@
 //!   it (the statement's left-hand variables and enclosing reduction variables, those with
 //!   more than one value) is the only such variable of some index dim, so the load reads each
 //!   element at most once;
-//! - `sigma` exists when every site indexes `v` by distinct parallel variables of `C` alone
-//!   (`v[i, j]`, `v[j]`, ...), the same ones at every site, each ranging over exactly the dim
-//!   it indexes: `P`'s index space is then a sub-space of `C`'s;
+//! - `sigma` **places** `P`'s index variables on distinct parallel variables of `C` with the
+//!   same (global) ranges, so that `P`'s temporaries can live in `C`. It is taken from the
+//!   sites when every site indexes `v` by the same parallel variables alone (`v[i, j]`,
+//!   `v[j]`); otherwise any placement with matching ranges is used (preferring the variables
+//!   of the first site), and the sites keep their own indices into the temporaries;
 //! - `P` is **elementwise** when it has no temporaries and its output expression has no
 //!   reduction and at most [`INLINE_MAX`] nodes;
 //! - `v` **escapes** when anything but `C` uses it (another apply, a view, a sink, a sequence
@@ -16,7 +18,7 @@
 //! Candidates, first that verifies wins:
 //! 1. `P` elementwise and all sites injective → inline `P`'s expression at every site (also when
 //!    `v` escapes: cheap recomputation; `P` stays for its other users);
-//! 2. only if `v` does not escape, and `sigma` exists:
+//! 2. only if `v` does not escape, and a placement `sigma` exists:
 //!    a. `P`'s output expression has no reduction, all sites are injective and the expression
 //!    is small → `P`'s temporaries become `C`'s, its output expression is substituted (a
 //!    reduction with an epilogue, e.g. softmax followed by a scale);
@@ -31,8 +33,7 @@ use super::kernel::{
     as_var, has_reduction, injective, loads_in_scope, node_count, shifted, Absorb, FKernel,
 };
 use crate::ir::graph::ValueId;
-use crate::ir::instance::Affine;
-use crate::ir::instance::Target;
+use crate::ir::instance::{Affine, Target};
 
 /// Largest producer expression (in nodes) that is inlined at several sites.
 pub const INLINE_MAX: usize = 48;
