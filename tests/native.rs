@@ -506,6 +506,51 @@ fn views_generators_and_shards_match_the_interpreter() {
     assert_source("views", VIEWS);
 }
 
+/// Every example through pass pipelines (sharding, fusion), compiled natively, against the
+/// interpreter on the original graph.
+#[test]
+fn examples_after_shard_and_fuse_match_the_interpreter() {
+    use tapc::passes::manager::{run_pipeline, RunConfig};
+    for name in ["mlp.teg", "softmax.teg", "conv.teg", "attention.teg"] {
+        let src = common::example(name);
+        let (m0, facts0) = common::compile_ok(name, &src);
+        let ins = if name == "mlp.teg" {
+            inputs(&m0, 0)
+        } else {
+            HashMap::new()
+        };
+        let want = tapc::interp::run(&m0, &m0.graphs[0], &facts0[0], &ins).unwrap();
+        for pipeline in [
+            "canonicalize",
+            "shard{parts=2}",
+            "shard{parts=3},fuse",
+            "fuse",
+        ] {
+            let (mut m, facts) = common::compile_ok(name, &src);
+            let mut log = String::new();
+            let cx = run_pipeline(&mut m, facts, pipeline, &RunConfig::default(), &mut log)
+                .unwrap_or_else(|d| panic!("{name}: {pipeline} failed: {}", d.message));
+            let got = tapc::codegen::with_jit(&m, 0, &cx.facts[0], &Default::default(), |p| {
+                [1, 2].map(|threads| {
+                    p.run(
+                        &ins,
+                        &Options {
+                            threads,
+                            record: false,
+                        },
+                    )
+                    .map(|r| r.0)
+                })
+            })
+            .unwrap_or_else(|d| panic!("{name} after {pipeline}: {}", d.message));
+            for r in got {
+                let r = r.unwrap_or_else(|e| panic!("{name} after {pipeline}: {e}"));
+                compare(&want, &r).unwrap_or_else(|e| panic!("{name} after {pipeline}: {e}"));
+            }
+        }
+    }
+}
+
 #[test]
 fn fast_math_stays_within_the_float_tolerance() {
     let (m, facts, _) = tapc::compile_source(SEMANTICS);

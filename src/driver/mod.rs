@@ -45,6 +45,10 @@ struct Cli {
     /// Fuse float sums of products into multiply-adds (faster; not rounded like `tapc run`).
     #[arg(long)]
     fast_math: bool,
+    /// Passes to run before code generation (default: the standard pipeline), e.g.
+    /// `canonicalize,shard{parts=4},fuse`.
+    #[arg(long, value_name = "LIST")]
+    passes: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -228,6 +232,7 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
             cli.output.as_deref(),
             cli.emit,
             cli.graph.as_deref(),
+            cli.passes.as_deref(),
             &crate::codegen::Options {
                 fast_math: cli.fast_math,
             },
@@ -488,6 +493,7 @@ impl Cx {
         output: Option<&Path>,
         emit: crate::codegen::EmitKind,
         graph: Option<&str>,
+        passes: Option<&str>,
         opts: &crate::codegen::Options,
     ) -> bool {
         let Some(file) = file else {
@@ -496,13 +502,25 @@ impl Cx {
                 .push_str("tapc: no input file; try `tapc --help`\n");
             return false;
         };
-        let Some(l) = self.load(file) else {
+        let Some(mut l) = self.load(file) else {
             return false;
         };
         let gi = match pick_graph(&l.module, graph) {
             Ok(i) => i,
             Err(d) => return self.fail(&l.name, d),
         };
+        let pipeline = passes.unwrap_or(manager::DEFAULT_PIPELINE);
+        let mut log = String::new();
+        let facts = std::mem::take(&mut l.facts);
+        let config = RunConfig::default();
+        match manager::run_pipeline(&mut l.module, facts, pipeline, &config, &mut log) {
+            Ok(cx) => l.facts = cx.facts,
+            Err(d) => {
+                let src = l.src.clone();
+                self.report(&l.name, &src, &[d]);
+                return false;
+            }
+        }
         let out = match output {
             Some(o) => o.to_path_buf(),
             None => {
