@@ -4,40 +4,10 @@
 
 mod common;
 use common::graphgen::{build, step};
+use common::{before_after, Sinks};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use tapc::passes::manager::{run_pipeline, RunConfig};
-use tapc::syntax::printer::print_module;
 use tapc_runtime::Tensor;
-
-type Sinks = Vec<HashMap<String, Tensor>>;
-
-fn before_after(
-    src: &str,
-    pipeline: &str,
-    inputs: &HashMap<String, Tensor>,
-) -> (Sinks, Sinks, String) {
-    let (mut m, facts) = common::compile_ok("input", src);
-    let before = (0..m.graphs.len())
-        .map(|i| common::run(&m, &facts, i, inputs))
-        .collect();
-    let cx = run_pipeline(
-        &mut m,
-        facts,
-        pipeline,
-        &RunConfig::default(),
-        &mut String::new(),
-    )
-    .unwrap_or_else(|d| panic!("{pipeline}: {}", d.message));
-    let printed = print_module(&m);
-    let (m2, facts2) = common::compile_ok("output", &printed);
-    assert_eq!(m, m2);
-    let after = (0..m2.graphs.len())
-        .map(|i| common::run(&m2, &facts2, i, inputs))
-        .collect();
-    let _ = cx;
-    (before, after, printed)
-}
 
 /// Largest |a - b| relative to the largest |b|, over every sink.
 fn max_rel_err(a: &Sinks, b: &Sinks) -> f64 {
@@ -119,12 +89,7 @@ fn reduction_sharding_is_partial_plus_combine() {
         "{printed}"
     );
     assert!(max_rel_err(&a, &b) < 1e-6, "{}", max_rel_err(&a, &b));
-    let (b, a, printed) = before_after(
-        src.replace("apply @linear(%x, %w, %b)", "apply @linear(%x, %w, %b)")
-            .as_str(),
-        "shard{parts=3,dim=j}",
-        &HashMap::new(),
-    );
+    let (b, a, printed) = before_after(src, "shard{parts=3,dim=j}", &HashMap::new());
     assert!(printed.contains("@tapc.max.f32"), "{printed}");
     assert_eq!(b[0]["m"], a[0]["m"], "max is exact");
 }

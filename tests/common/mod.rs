@@ -48,3 +48,35 @@ pub fn example(name: &str) -> String {
     std::fs::read_to_string(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR")))
         .expect("example exists")
 }
+
+/// Sink values of every graph of a module, by graph index.
+pub type Sinks = Vec<HashMap<String, Tensor>>;
+
+/// Sinks before and after `pipeline`, and the printed result; asserts that the result re-parses
+/// to the same module and runs the re-parsed module (so the printed text is what is checked).
+pub fn before_after(
+    src: &str,
+    pipeline: &str,
+    inputs: &HashMap<String, Tensor>,
+) -> (Sinks, Sinks, String) {
+    use tapc::passes::manager::{run_pipeline, RunConfig};
+    let (mut m, facts) = compile_ok("input", src);
+    let before = (0..m.graphs.len())
+        .map(|i| run(&m, &facts, i, inputs))
+        .collect();
+    run_pipeline(
+        &mut m,
+        facts,
+        pipeline,
+        &RunConfig::default(),
+        &mut String::new(),
+    )
+    .unwrap_or_else(|d| panic!("{pipeline}: {}", d.message));
+    let printed = tapc::syntax::printer::print_module(&m);
+    let (m2, facts2) = compile_ok("output", &printed);
+    assert_eq!(m, m2, "output re-parses to the same module");
+    let after = (0..m2.graphs.len())
+        .map(|i| run(&m2, &facts2, i, inputs))
+        .collect();
+    (before, after, printed)
+}
