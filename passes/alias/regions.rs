@@ -230,47 +230,65 @@ impl Regions {
 /// differing setts combine into fewer setts.
 fn compact(list: Vec<Region>) -> Vec<Region> {
     let mut list: Vec<Region> = list.into_iter().filter(|r| !r.is_empty()).collect();
-    let rank = list.first().map_or(0, Region::rank);
-    loop {
-        let before = list.len();
-        for d in 0..rank {
-            list = merge_along(list, d);
-        }
-        if list.len() >= before {
-            break;
+    if list.len() > 1 {
+        let rank = list[0].rank();
+        loop {
+            let before = list.len();
+            for d in 0..rank {
+                list = merge_along(list, d);
+            }
+            if list.len() >= before {
+                break;
+            }
         }
     }
     list.sort();
     list
 }
 
+/// One pass of [`compact`] along dimension `d`. Regions alone in their group are kept as
+/// they are: they are already canonical, and rebuilding them dominated the analysis' time.
 fn merge_along(list: Vec<Region>, d: usize) -> Vec<Region> {
-    let mut groups: BTreeMap<Vec<Sett>, Vec<Sett>> = BTreeMap::new();
-    let shape = match list.first() {
-        Some(r) => r.shape().to_vec(),
-        None => return list,
-    };
-    for r in &list {
-        let mut key = r.setts().to_vec();
-        let s = key.remove(d);
-        groups.entry(key).or_default().push(s);
+    let mut groups: BTreeMap<Vec<&Sett>, Vec<usize>> = BTreeMap::new();
+    for (i, r) in list.iter().enumerate() {
+        let key = r.setts().iter().enumerate().filter(|&(k, _)| k != d);
+        groups
+            .entry(key.map(|(_, s)| s).collect())
+            .or_default()
+            .push(i);
     }
-    let mut out = Vec::new();
-    for (key, setts) in groups {
-        let merged = if setts.len() > 1 {
-            merge_disjoint(setts, shape[d])
+    let mut merged_groups = Vec::new();
+    let mut keep = vec![false; list.len()];
+    for members in groups.into_values() {
+        if let [i] = members[..] {
+            keep[i] = true;
+            continue;
+        }
+        let setts = members.iter().map(|&i| list[i].setts()[d].clone());
+        let merged = merge_disjoint(setts.collect(), list[0].shape()[d]);
+        if merged.len() >= members.len() {
+            members.iter().for_each(|&i| keep[i] = true);
         } else {
-            setts
-        };
+            merged_groups.push((members[0], merged));
+        }
+    }
+    let mut out: Vec<Region> = Vec::with_capacity(list.len());
+    for (first, merged) in merged_groups {
+        let r = &list[first];
         for s in merged {
-            let mut v = key.clone();
-            v.insert(d, s);
+            let mut v = r.setts().to_vec();
+            v[d] = s;
             // Setts are already canonical in their window, so this cannot fail.
-            if let Ok(r) = Region::new(shape.clone(), v) {
+            if let Ok(r) = Region::new(r.shape().to_vec(), v) {
                 out.push(r);
             }
         }
     }
+    out.extend(
+        list.into_iter()
+            .zip(keep)
+            .filter_map(|(r, k)| k.then_some(r)),
+    );
     out
 }
 

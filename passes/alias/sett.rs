@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::stripe::{
-    clipped_blocks, crt_copies, crt_count, floor_div, gcd, lcm, SettError, Stripe, MAX_PIECES,
+    clipped_blocks, crt_copies, crt_count, floor_div, gcd, lcm, modp, SettError, Stripe, MAX_PIECES,
 };
 
 /// A raw (not necessarily canonical) list of nested stripes.
@@ -295,7 +295,7 @@ fn pair_list(pairs: Vec<(Raw, Raw)>) -> Vec<(Sett, Sett)> {
 }
 
 fn ceil_div(a: i64, b: i64) -> i64 {
-    (a as i128 + b as i128 - 1).div_euclid(b as i128) as i64
+    floor_div(a as i128 + b as i128 - 1, b as i128) as i64
 }
 
 // ---------------------------------------------------------------------------
@@ -305,7 +305,7 @@ fn contains_raw(v: &[Stripe], z: i128) -> bool {
     match v.split_first() {
         None => true,
         Some((s, rest)) => {
-            let t = (z - s.phase() as i128).rem_euclid(s.period() as i128);
+            let t = modp(z - s.phase() as i128, s.period() as i128);
             t < s.on() as i128 && contains_raw(rest, t)
         }
     }

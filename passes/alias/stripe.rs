@@ -162,17 +162,31 @@ impl fmt::Display for Stripe {
 
 /// Floor division for wide integers (`b > 0`).
 pub(crate) fn floor_div(a: i128, b: i128) -> i128 {
-    a.div_euclid(b)
+    // 64-bit division is several times faster than the 128-bit library call, and almost
+    // every operand fits.
+    match (i64::try_from(a), i64::try_from(b)) {
+        (Ok(x), Ok(y)) if y > 0 => x.div_euclid(y) as i128,
+        _ => a.div_euclid(b),
+    }
 }
 
 /// `a mod p` in `[0, p)` (`p > 0`).
 pub(crate) fn modp(a: i128, p: i128) -> i128 {
-    a.rem_euclid(p)
+    match (i64::try_from(a), i64::try_from(p)) {
+        (Ok(x), Ok(y)) if y > 0 => x.rem_euclid(y) as i128,
+        _ => a.rem_euclid(p),
+    }
 }
 
 /// Greatest common divisor (non-negative).
 pub(crate) fn gcd(a: i128, b: i128) -> i128 {
     let (mut a, mut b) = (a.abs(), b.abs());
+    if let (Ok(mut x), Ok(mut y)) = (u64::try_from(a), u64::try_from(b)) {
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        return x as i128;
+    }
     while b != 0 {
         (a, b) = (b, a % b);
     }
