@@ -331,7 +331,9 @@ fn generated_graph() {
     let t = Instant::now();
     let g = compile(&src);
     let verify = t.elapsed().as_secs_f64();
-    let runs: Vec<f64> = (0..5)
+    // TAPC_BENCH_RUNS=1 for instruction counting under callgrind.
+    let n = std::env::var("TAPC_BENCH_RUNS").map_or(5, |v| v.parse().unwrap_or(5));
+    let runs: Vec<f64> = (0..n)
         .map(|_| {
             let t = Instant::now();
             black_box(analyze(&g).expect("analysis of the generated graph"));
@@ -355,7 +357,7 @@ fn generated_graph() {
         verify * 1e3
     );
     println!(
-        "  analyze (footprints of every value), median of 5: {:.1} ms (min {:.1} ms)",
+        "  analyze (footprints of every value), median of {n}: {:.1} ms (min {:.1} ms)",
         median(runs.clone()) * 1e3,
         runs.iter().copied().fold(f64::MAX, f64::min) * 1e3
     );

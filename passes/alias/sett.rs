@@ -11,6 +11,7 @@
 //! means the set is exact on all integers. Windows let the algebra localise
 //! instead of unfolding to huge common periods.
 
+use smallvec::{smallvec, SmallVec};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -19,7 +20,8 @@ use super::stripe::{
 };
 
 /// A raw (not necessarily canonical) list of nested stripes.
-pub(crate) type Raw = Vec<Stripe>;
+/// Inline up to 4 levels: nesting is shallow, and heap vectors here dominated the analysis.
+pub(crate) type Raw = SmallVec<[Stripe; 4]>;
 type Res<T> = Result<T, SettError>;
 
 /// A periodic set of integers given by nested stripes, kept in canonical form.
@@ -31,12 +33,12 @@ type Res<T> = Result<T, SettError>;
 /// need more than 65536 pieces (only for large coprime periods).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Sett {
-    stripes: Vec<Stripe>,
+    stripes: Raw,
 }
 
 /// Canonical stripe list of the empty set.
 fn empty_raw() -> Raw {
-    vec![Stripe::make(0, 1, 0)]
+    smallvec![Stripe::make(0, 1, 0)]
 }
 
 impl Sett {
@@ -56,7 +58,9 @@ impl Sett {
 
     /// Every integer.
     pub fn all() -> Sett {
-        Sett { stripes: vec![] }
+        Sett {
+            stripes: smallvec![],
+        }
     }
 
     /// No integer.
@@ -131,7 +135,7 @@ impl Sett {
 
     /// The set translated by `d`.
     pub fn shifted(&self, d: i64) -> Sett {
-        Sett::new(shift(&self.stripes, d as i128))
+        Sett::from_raw(canon(&shift(&self.stripes, d as i128), None))
     }
 
     /// Canonical form when only `[0, n)` matters (`None` if empty there).
@@ -216,7 +220,7 @@ impl Sett {
 
     /// The set mirrored in a window of length `n`: `z ↦ n - 1 - z`.
     pub fn reverse(&self, n: i64) -> Sett {
-        Sett::new(reverse_raw(&self.stripes, n as i128))
+        Sett::from_raw(canon(&reverse_raw(&self.stripes, n as i128), None))
     }
 
     /// `{i : the i-th element of b is in self}`, elements of `b` indexed from its
@@ -313,7 +317,7 @@ fn contains_raw(v: &[Stripe], z: i128) -> bool {
 
 /// The set translated by `d` (only the outer phase moves).
 pub(crate) fn shift(v: &[Stripe], d: i128) -> Raw {
-    let mut out = v.to_vec();
+    let mut out = Raw::from_slice(v);
     if let Some(s) = out.first_mut() {
         *s = s.shifted(d);
     }
@@ -324,7 +328,7 @@ fn prefixed(s: Stripe, pieces: Vec<Raw>) -> Vec<Raw> {
     pieces
         .into_iter()
         .map(|r| {
-            let mut v = Vec::with_capacity(r.len() + 1);
+            let mut v = Raw::with_capacity(r.len() + 1);
             v.push(s);
             v.extend(r);
             v
@@ -362,17 +366,17 @@ fn blocks(s: &Stripe, w: Option<i64>) -> Option<i128> {
 /// with per-level constants cached so one query costs O(depth).
 pub(crate) struct Counter {
     v: Raw,
-    per_block: Vec<i128>,
-    f0: Vec<i128>,
+    per_block: SmallVec<[i128; 4]>,
+    f0: SmallVec<[i128; 4]>,
 }
 
 impl Counter {
     pub(crate) fn new(v: &[Stripe]) -> Counter {
         let d = v.len();
         let mut c = Counter {
-            v: v.to_vec(),
-            per_block: vec![0; d],
-            f0: vec![0; d],
+            v: Raw::from_slice(v),
+            per_block: smallvec![0; d],
+            f0: smallvec![0; d],
         };
         for i in (0..d).rev() {
             c.per_block[i] = c.g_at(i + 1, v[i].on() as i128);
@@ -447,7 +451,7 @@ pub(crate) fn canon(v: &[Stripe], w: Option<i64>) -> Option<Raw> {
         return None;
     }
     let Some((&s, rest)) = v.split_first() else {
-        return Some(vec![]);
+        return Some(smallvec![]);
     };
     if s.on() == 0 {
         return None;
@@ -486,7 +490,7 @@ fn canon_interval(mut a: i64, mut len: i64, mut rest: Raw, w: i64) -> Option<Raw
         if len == w {
             return Some(inner);
         }
-        let mut out = vec![Stripe::make(len, w - len, a as i128)];
+        let mut out = smallvec![Stripe::make(len, w - len, a as i128)];
         out.extend(inner);
         return Some(out);
     }
@@ -496,14 +500,18 @@ fn canon_interval(mut a: i64, mut len: i64, mut rest: Raw, w: i64) -> Option<Raw
 /// several blocks in the window (or no window).
 fn build(s: Stripe, inner: Raw, w: Option<i64>) -> Option<Raw> {
     let Some(&c) = inner.first() else {
-        return Some(if s.is_full() { vec![] } else { vec![s] });
+        return Some(if s.is_full() {
+            smallvec![]
+        } else {
+            smallvec![s]
+        });
     };
     let (n, x) = c.blocks_in(0, s.on() as i128);
     if n == 1 {
         // The inner stripe picks one sub-interval of each block: merge it in.
         let (lo, hi) = (x.max(0), (x + c.on() as i128).min(s.on() as i128));
         let len = (hi - lo) as i64;
-        let mut v = vec![Stripe::make(len, s.period() - len, s.phase() as i128 + lo)];
+        let mut v: Raw = smallvec![Stripe::make(len, s.period() - len, s.phase() as i128 + lo)];
         v.extend(shift(&inner[1..], x - lo));
         return canon(&v, w);
     }
@@ -512,7 +520,7 @@ fn build(s: Stripe, inner: Raw, w: Option<i64>) -> Option<Raw> {
         // The inner pattern tiles the whole period and never hits the gap.
         return canon(&shift(&inner, s.phase() as i128), w);
     }
-    let mut out = vec![s];
+    let mut out = smallvec![s];
     out.extend(inner);
     Some(out)
 }
@@ -523,10 +531,13 @@ fn build(s: Stripe, inner: Raw, w: Option<i64>) -> Option<Raw> {
 /// Canonicalise, drop empties and merge pieces (which must be disjoint).
 pub(crate) fn compact(pieces: Vec<Raw>, w: Option<i64>) -> Vec<Raw> {
     let v = merge_all(pieces.iter().filter_map(|p| canon(p, w)).collect(), w);
+    if v.len() <= 1 {
+        return v;
+    }
     // Pieces of different periods may only merge once unfolded to a common one.
     let lifted = match lift(&v) {
-        Some(u) if v.len() > 1 => merge_all(u, w),
-        _ => return v,
+        Some(u) => merge_all(u, w),
+        None => return v,
     };
     if lifted.len() < v.len() {
         lifted
@@ -552,7 +563,7 @@ fn lift(v: &[Raw]) -> Option<Vec<Raw>> {
         let s = *p.first()?;
         let per = s.period() as i128;
         for k in 0..l / per {
-            let mut q = vec![Stripe::make(
+            let mut q = smallvec![Stripe::make(
                 s.on(),
                 (l - s.on() as i128) as i64,
                 s.phase() as i128 + k * per,
@@ -566,17 +577,20 @@ fn lift(v: &[Raw]) -> Option<Vec<Raw>> {
 
 /// Repeatedly merge canonical disjoint pieces until nothing changes.
 fn merge_all(mut v: Vec<Raw>, w: Option<i64>) -> Vec<Raw> {
+    if v.len() <= 1 {
+        return v; // nothing to merge with (the common case)
+    }
     loop {
         // A piece covering everything leaves no room for others (disjointness).
-        if v.iter().any(Vec::is_empty) {
-            return vec![vec![]];
+        if v.iter().any(|p| p.is_empty()) {
+            return vec![smallvec![]];
         }
         let n = v.len();
         v = merge_same_outer(v, w);
-        if !v.iter().any(Vec::is_empty) {
+        if !v.iter().any(|p| p.is_empty()) {
             v = merge_runs(v, w);
         }
-        if v.len() >= n && !v.iter().any(Vec::is_empty) {
+        if v.len() >= n && !v.iter().any(|p| p.is_empty()) {
             break;
         }
     }
@@ -594,7 +608,10 @@ pub(crate) fn merge_disjoint(setts: Vec<Sett>, n: i64) -> Vec<Sett> {
 fn merge_same_outer(v: Vec<Raw>, w: Option<i64>) -> Vec<Raw> {
     let mut groups: BTreeMap<Stripe, Vec<Raw>> = BTreeMap::new();
     for p in v {
-        groups.entry(p[0]).or_default().push(p[1..].to_vec());
+        groups
+            .entry(p[0])
+            .or_default()
+            .push(Raw::from_slice(&p[1..]));
     }
     let mut out = Vec::new();
     for (s, inners) in groups {
@@ -615,7 +632,7 @@ fn merge_same_outer(v: Vec<Raw>, w: Option<i64>) -> Vec<Raw> {
 fn merge_runs(v: Vec<Raw>, w: Option<i64>) -> Vec<Raw> {
     let mut groups: BTreeMap<(i64, i64, Raw), Vec<i64>> = BTreeMap::new();
     for p in v {
-        let key = (p[0].period(), p[0].on(), p[1..].to_vec());
+        let key = (p[0].period(), p[0].on(), Raw::from_slice(&p[1..]));
         groups.entry(key).or_default().push(p[0].phase());
     }
     let mut out = Vec::new();
@@ -653,13 +670,13 @@ fn run_end(xs: &[i64], i: usize, on: i64, period: i64) -> usize {
 
 fn run_piece(xs: &[i64], on: i64, period: i64, rest: &[Stripe]) -> Raw {
     if xs.len() == 1 {
-        let mut v = vec![Stripe::make(on, period - on, xs[0] as i128)];
+        let mut v = smallvec![Stripe::make(on, period - on, xs[0] as i128)];
         v.extend_from_slice(rest);
         return v;
     }
     let d = xs[1] - xs[0];
     let span = xs[xs.len() - 1] - xs[0] + on;
-    let mut v = vec![
+    let mut v = smallvec![
         Stripe::make(span, period - span, xs[0] as i128),
         Stripe::make(on, d - on, 0),
     ];
@@ -677,7 +694,7 @@ fn complement_raw(v: &[Stripe]) -> Vec<Raw> {
         .filter(|&i| !v[i].is_full())
         .map(|i| {
             let s = v[i];
-            let mut r = v[..i].to_vec();
+            let mut r = Raw::from_slice(&v[..i]);
             r.push(Stripe::make(
                 s.off(),
                 s.on(),
@@ -783,7 +800,7 @@ fn diff(a: &[Stripe], b: &[Stripe], w: Option<i64>) -> Res<Vec<Raw>> {
 
 fn union(a: &[Stripe], b: &[Stripe], w: Option<i64>) -> Res<Vec<Raw>> {
     let mut out = diff(b, a, w)?;
-    out.push(a.to_vec());
+    out.push(Raw::from_slice(a));
     Ok(compact(out, w))
 }
 
@@ -805,9 +822,9 @@ fn meets(a: &[Stripe], b: &[Stripe], w: Option<i64>) -> Res<bool> {
 
 fn reverse_raw(v: &[Stripe], n: i128) -> Raw {
     let Some((&s, rest)) = v.split_first() else {
-        return vec![];
+        return smallvec![];
     };
-    let mut out = vec![Stripe::make(
+    let mut out = smallvec![Stripe::make(
         s.on(),
         s.off(),
         n - s.phase() as i128 - s.on() as i128,
@@ -833,7 +850,7 @@ pub(crate) fn sample(a: &[Stripe], b: &[Stripe], w: Option<i64>) -> Res<Vec<Raw>
         return Ok(compact(vec![a], wi));
     };
     let Some(&sa) = a.first() else {
-        return Ok(vec![vec![]]);
+        return Ok(vec![smallvec![]]);
     };
     let m = cb.per_period();
     let (p, q) = (sa.period() as i128, sb.period() as i128);
@@ -1062,7 +1079,7 @@ pub(crate) fn unflatten(v: &[Stripe], c: i64, w: Option<i64>) -> Res<Vec<(Raw, R
         return Ok(vec![]);
     };
     let Some((&s, rest)) = v.split_first() else {
-        return Ok(vec![(vec![], vec![])]);
+        return Ok(vec![(smallvec![], smallvec![])]);
     };
     let (p, ci) = (s.period() as i128, c as i128);
     if p % ci == 0 {
@@ -1088,8 +1105,8 @@ pub(crate) fn unflatten(v: &[Stripe], c: i64, w: Option<i64>) -> Res<Vec<(Raw, R
 fn unflatten_classes(v: &[Stripe], c: i64, n: i128, classes: i128) -> Res<Vec<(Raw, Raw)>> {
     let mut out = Vec::new();
     for i in 0..n {
-        let rows = vec![Stripe::checked(1, classes - 1, i)?];
-        let mut cols = vec![Stripe::make(c, 0, 0)];
+        let rows = smallvec![Stripe::checked(1, classes - 1, i)?];
+        let mut cols = smallvec![Stripe::make(c, 0, 0)];
         cols.extend(shift(v, -i * c as i128));
         out.push((rows, cols));
     }
@@ -1102,7 +1119,7 @@ fn unflatten_unfold(s: Stripe, rest: &[Stripe], c: i64, w: Option<i64>) -> Res<V
     let l = lcm(p, ci).ok_or(SettError::Overflow)?;
     let mut out = Vec::new();
     for k in 0..l / p {
-        let mut piece = vec![Stripe::checked(
+        let mut piece: Raw = smallvec![Stripe::checked(
             s.on() as i128,
             l - s.on() as i128,
             s.phase() as i128 + k * p,
@@ -1119,7 +1136,7 @@ fn unflatten_local(s: Stripe, rest: &[Stripe], c: i64, w: Option<i64>) -> Res<Ve
     let per = ceil_div(wv, c) as i128 * c as i128;
     let mut out = Vec::new();
     for (x, lo, hi) in clipped_blocks(&s, wv as i128) {
-        let mut piece = vec![lone(lo, hi - lo, per)?];
+        let mut piece: Raw = smallvec![lone(lo, hi - lo, per)?];
         piece.extend(shift(rest, x - lo));
         out.extend(unflatten(&piece, c, w)?);
     }
@@ -1137,9 +1154,9 @@ fn unflatten_aligned(s: Stripe, rest: &[Stripe], c: i64) -> Res<Vec<(Raw, Raw)>>
     let (mut consumed, mut row) = (0i128, q);
     if r0 != 0 || on < c {
         let len = (c - r0).min(on);
-        let mut cols = vec![Stripe::checked(len, c - len, r0)?];
+        let mut cols = smallvec![Stripe::checked(len, c - len, r0)?];
         cols.extend_from_slice(rest);
-        out.push((vec![one_row(q)?], cols));
+        out.push((smallvec![one_row(q)?], cols));
         consumed = len;
         row += 1;
     }
@@ -1149,16 +1166,16 @@ fn unflatten_aligned(s: Stripe, rest: &[Stripe], c: i64) -> Res<Vec<(Raw, Raw)>>
         let window = i64::try_from(full * c).map_err(|_| SettError::Overflow)?;
         let rows = Stripe::checked(full, p - full, row)?;
         for (r, cols) in unflatten(&shift(rest, -consumed), c as i64, Some(window))? {
-            let mut rr = vec![rows];
+            let mut rr = smallvec![rows];
             rr.extend(r);
             out.push((rr, cols));
         }
         row += full;
     }
     if tail > 0 {
-        let mut cols = vec![Stripe::checked(tail, c - tail, 0)?];
+        let mut cols = smallvec![Stripe::checked(tail, c - tail, 0)?];
         cols.extend(shift(rest, -(consumed + full * c)));
-        out.push((vec![one_row(row)?], cols));
+        out.push((smallvec![one_row(row)?], cols));
     }
     Ok(out)
 }
