@@ -169,6 +169,12 @@ impl Regions {
         shape: Vec<i64>,
         f: impl Fn(&Region) -> Res<Regions>,
     ) -> Result<Regions, RegionError> {
+        if let [r] = &self.regions[..] {
+            // One region's image is already compacted.
+            let image = f(r)?;
+            debug_assert_eq!(image.shape, shape);
+            return Ok(image);
+        }
         let mut out = Vec::new();
         for r in &self.regions {
             out.extend_from_slice(f(r)?.regions());
