@@ -648,3 +648,32 @@ fn budgets_and_incremental_search() {
         );
     }
 }
+
+/// Options added by the driver: `pass_options` come after the entry's own (they win),
+/// `pass_defaults` before (the entry's own win), and both only reach the pass they name.
+#[test]
+fn driver_added_options_go_after_or_before_the_entry() {
+    let report = |pipeline: &str, config: RunConfig| -> String {
+        let (mut m, facts) = common::compile_ok("mlp", &common::example("mlp.teg"));
+        let cx = run_pipeline(&mut m, facts, pipeline, &config, &mut String::new())
+            .unwrap_or_else(|d| panic!("{pipeline}: {}", d.message));
+        cx.report("cost").expect("report").to_string()
+    };
+    let opt = |k: &str, v: &str| ("cost".to_string(), k.to_string(), v.to_string());
+    let seed5 = report("cost{evals=800,seed=5}", RunConfig::default());
+    let seed6 = report("cost{evals=800,seed=6}", RunConfig::default());
+    assert_ne!(seed5, seed6, "the seed matters");
+    let flag = RunConfig {
+        pass_options: vec![opt("seed", "5")],
+        ..RunConfig::default()
+    };
+    assert_eq!(report("cost{evals=800,seed=6}", flag), seed5);
+    let default = RunConfig {
+        pass_defaults: vec![
+            opt("seed", "6"),
+            ("canonicalize".into(), "bogus".into(), "1".into()),
+        ],
+        ..RunConfig::default()
+    };
+    assert_eq!(report("cost{evals=800,seed=5}", default), seed5);
+}
