@@ -349,17 +349,22 @@ pub fn search(p: &Problem, cfg: &SearchConfig) -> (Vec<Point>, Stats) {
     let share = |t: u64| cfg.evals / threads + u64::from(t < cfg.evals % threads);
     let deadline = cfg.time.map(|t| Instant::now() + t);
     let bar = cfg.progress.then(|| {
-        let b = if cfg.evals == u64::MAX {
-            indicatif::ProgressBar::new_spinner()
+        // Only a time budget: a spinner with the count; else a bar up to the evaluation budget.
+        let (b, template) = if cfg.evals == u64::MAX {
+            (
+                indicatif::ProgressBar::new_spinner(),
+                "cost search {spinner} {human_pos} evaluations, {elapsed}",
+            )
         } else {
-            indicatif::ProgressBar::new(cfg.evals)
+            (
+                indicatif::ProgressBar::new(cfg.evals),
+                "cost search {bar:30} {human_pos}/{human_len} evaluations, {elapsed}",
+            )
         };
         b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
         b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "cost search {bar:30} {pos}/{len} evaluations ({per_sec}, {elapsed})",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b
     });
