@@ -18,6 +18,9 @@ pub const DEFAULT_PIPELINE: &str = "canonicalize";
 pub struct PassContext {
     pub facts: Vec<GraphFacts>,
     pub reports: Vec<(String, String)>,
+    /// Files a pass asks for (path, contents), e.g. the cost pass's frontier plot; the driver
+    /// writes them after the pipeline succeeds (passes do no I/O of their own).
+    pub files: Vec<(std::path::PathBuf, String)>,
 }
 
 impl PassContext {
@@ -143,6 +146,12 @@ pub struct RunConfig {
     pub print_after_all: bool,
     pub print_after: Vec<String>,
     pub time_passes: bool,
+    /// `(pass, key, value)`: options put before every entry of that pass's own (defaults the
+    /// entry can override, e.g. the driver's `progress=true` on a terminal).
+    pub pass_defaults: Vec<(String, String, String)>,
+    /// `(pass, key, value)`: options put after every entry of that pass's own, as if written
+    /// last in its `{}` (the driver's `--machine`, `--seed`, ... flags; they win).
+    pub pass_options: Vec<(String, String, String)>,
 }
 
 fn unknown_pass(name: &str) -> Diagnostic {
@@ -168,7 +177,16 @@ pub fn build(pipeline: &str, config: &RunConfig) -> Result<Vec<Box<dyn Pass>>, D
                 .iter()
                 .find(|p| p.name == s.name)
                 .ok_or_else(|| unknown_pass(&s.name))?;
-            (info.create)(&s.options)
+            let extra = |list: &[(String, String, String)]| -> Vec<(String, String)> {
+                list.iter()
+                    .filter(|o| o.0 == s.name)
+                    .map(|o| (o.1.clone(), o.2.clone()))
+                    .collect()
+            };
+            let mut options = extra(&config.pass_defaults);
+            options.extend(s.options.iter().cloned());
+            options.extend(extra(&config.pass_options));
+            (info.create)(&options)
                 .map_err(|e| Diagnostic::error(codes::BAD_PASS, format!("pass `{}`: {e}", s.name)))
         })
         .collect()
@@ -185,7 +203,7 @@ pub fn run_pipeline(
     let passes = build(pipeline, config)?;
     let mut cx = PassContext {
         facts,
-        reports: vec![],
+        ..PassContext::default()
     };
     let mut times: Vec<(&'static str, Duration)> = Vec::new();
     for mut pass in passes {

@@ -1,10 +1,11 @@
 //! The `cost` pass: the issue's golden MLP case (data vs reduction parallelism on 2 nodes), the
-//! search against exhaustive enumeration on small graphs, linearity of the costs in the index
-//! size, and that the pass output re-parses, verifies and computes the same values.
+//! search against exhaustive enumeration on small graphs (fusion genes included), linearity of
+//! the costs in the index size, incremental against full costing, budgets, and that the pass
+//! output (sharded and fused) re-parses, verifies and computes the same values.
 
 mod common;
 use std::collections::HashMap;
-use tapc::passes::cost::{self, machine::Machine, model::Gene, model::Problem, pareto};
+use tapc::passes::cost::{self, machine::Machine, model, model::Gene, model::Problem, pareto};
 use tapc::passes::manager::{run_pipeline, RunConfig};
 use tapc::syntax::printer::print_module;
 use tapc_runtime::Tensor;
@@ -99,8 +100,11 @@ fn mlp_data_vs_reduction_parallelism() {
     assert!(q.evaluate(&rp)[2] < q.evaluate(&dp)[2]);
 }
 
-/// A chain of 1-D ops: 4 applies, each with 6 choices on 2 nodes with up to 2 parts
-/// (whole on 0 or 1; split on [0,0], [0,1], [1,0], [1,1]): 1,296 plans.
+/// A chain of 1-D ops: 4 applies, each with 6 sharding choices on 2 nodes with up to 2 parts
+/// (whole on 0 or 1; split on [0,0], [0,1], [1,0], [1,1]): 1,296 plans without fusion.
+/// Fusable pairs: %d into %e and %e into %f (%c has two consumers, %f is a sink). A fused pair
+/// must be whole on one node: %d fused alone adds 2 (node) × 6 (%c) × 6 (%f) = 72 plans, %e
+/// fused alone 2 × 6 × 6 = 72, both (%d, %e, %f whole on one node) 2 × 6 = 12: 1,452 plans.
 const CHAIN: &str = "
 op @add(x: f32[N], y: f32[N]) -> (z: f32[N]) {
   z[i] = x[i] + y[i]
@@ -120,7 +124,8 @@ graph @g {
 ";
 
 /// A small linear (parallel i, j; reduction k) feeding a relu: the reduction dimension is in
-/// the space too. 14 × 10 plans on 2 nodes with 2 parts.
+/// the space too. 14 × 10 plans on 2 nodes with 2 parts, plus %h fused into %r with both
+/// whole on node 0 or on node 1: 142.
 const SMALL_MLP: &str = "
 op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
   y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
@@ -138,7 +143,11 @@ graph @g {
 }
 ";
 
-/// Six applies, each with exactly 3 choices (whole on node 0, 1 or 2; no sharding): 729 plans.
+/// Six applies, each with exactly 3 placements (whole on node 0, 1 or 2; no sharding): 729
+/// placements. Fusable: %b and %c into %d, %e into %f, %f into %h (%d has two consumers). Each
+/// producer may be fused when it shares its consumer's node: over the placements of %b, %c, %d
+/// that is Σ_d (Σ_b 2^[b=d])² = 3 × 4² = 48 combinations, likewise 48 for %e, %f, %h:
+/// 48 × 48 = 2,304 plans.
 const SIX: &str = "
 op @scale(x: f32[N]) -> (z: f32[N]) {
   z[i] = x[i] * 2.0
@@ -162,40 +171,73 @@ fn objectives(points: &[pareto::Point]) -> Vec<[f64; 4]> {
     points.iter().map(|p| p.obj).collect()
 }
 
+/// Every valid plan of a small problem.
+fn all_plans(p: &Problem) -> Vec<Vec<Gene>> {
+    let all = pareto::genes(p);
+    let mut out = Vec::new();
+    let mut idx = vec![0usize; all.len()];
+    'outer: loop {
+        let plan: Vec<Gene> = idx.iter().zip(&all).map(|(&i, g)| g[i]).collect();
+        if p.valid(&plan) {
+            out.push(plan);
+        }
+        for k in 0..idx.len() {
+            idx[k] += 1;
+            if idx[k] < all[k].len() {
+                continue 'outer;
+            }
+            idx[k] = 0;
+        }
+        return out;
+    }
+}
+
+fn search_cfg(evals: u64, seed: u64, threads: usize) -> pareto::SearchConfig {
+    pareto::SearchConfig {
+        evals,
+        seed,
+        threads,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn search_finds_the_exhaustive_frontier_on_small_graphs() {
-    for (name, src, opts, space) in [
+    for (name, src, opts, space, fusable) in [
         (
             "chain",
             CHAIN,
             vec![("nodes", "2"), ("parts", "2")],
-            1296usize,
+            1452usize,
+            vec!["%d into %e", "%e into %f"],
         ),
         (
             "small mlp",
             SMALL_MLP,
             vec![("nodes", "2"), ("parts", "2")],
-            14 * 10,
+            14 * 10 + 2,
+            vec!["%h into %r"],
         ),
-        ("six", SIX, vec![("nodes", "3"), ("parts", "1")], 729),
+        (
+            "six",
+            SIX,
+            vec![("nodes", "3"), ("parts", "1")],
+            2304,
+            vec!["%b into %d", "%c into %d", "%e into %f", "%f into %h"],
+        ),
     ] {
         let p = problem_of(src, &opts);
         assert!(p.applies.len() <= 6);
-        assert_eq!(
-            pareto::genes(&p).iter().map(Vec::len).product::<usize>(),
-            space,
+        assert_eq!(p.fusable_pairs(), fusable, "{name}");
+        assert_eq!(all_plans(&p).len(), space, "{name}");
+        let exact = pareto::exhaustive(&p);
+        // Fusion matters: some frontier plans fuse.
+        assert!(
+            exact.iter().any(|pt| pt.plan.iter().any(|g| g.fused)),
             "{name}"
         );
-        let exact = pareto::exhaustive(&p);
         for seed in [1, 2] {
-            let (found, stats) = pareto::search(
-                &p,
-                &pareto::SearchConfig {
-                    evals: 20000,
-                    seed,
-                    threads: 2,
-                },
-            );
+            let (found, stats) = pareto::search(&p, &search_cfg(20000, seed, 2));
             assert_eq!(stats.evals, 20000);
             assert_eq!(
                 objectives(&found),
@@ -213,11 +255,7 @@ fn search_finds_the_exhaustive_frontier_on_small_graphs() {
 #[test]
 fn search_is_deterministic_for_a_seed() {
     let p = problem_of(&common::example("mlp.teg"), &[("nodes", "2")]);
-    let cfg = pareto::SearchConfig {
-        evals: 5000,
-        seed: 9,
-        threads: 3,
-    };
+    let cfg = search_cfg(5000, 9, 3);
     let (a, _) = pareto::search(&p, &cfg);
     let (b, _) = pareto::search(&p, &cfg);
     assert_eq!(a, b);
@@ -381,7 +419,8 @@ fn bad_options_and_machine_files_are_errors() {
 }
 
 /// Every frontier plan of the small graphs (whole applies moved to node 1, reduction shards,
-/// mixed placements) materializes as TEG that re-parses, verifies and computes the same values.
+/// mixed placements, fused pairs) materializes as TEG that re-parses, verifies and computes the
+/// same values.
 #[test]
 fn every_frontier_plan_materializes_and_keeps_its_values() {
     for (src, inputs) in [
@@ -390,6 +429,7 @@ fn every_frontier_plan_materializes_and_keeps_its_values() {
             SMALL_MLP,
             vec![("x", vec![4, 6]), ("w", vec![6, 3]), ("b", vec![3])],
         ),
+        (SIX, vec![("a", vec![1000])]),
     ] {
         let inputs: HashMap<String, Tensor> = inputs
             .into_iter()
@@ -410,9 +450,11 @@ fn every_frontier_plan_materializes_and_keeps_its_values() {
         let (m, facts) = common::compile_ok("input", src);
         let before = common::run(&m, &facts, 0, &inputs);
         let p = problem_of(src, &[("nodes", "2"), ("parts", "2")]);
-        for pt in pareto::exhaustive(&p) {
+        let front = pareto::exhaustive(&p);
+        assert!(front.iter().any(|pt| pt.plan.iter().any(|g| g.fused)));
+        for pt in front {
             let mut m2 = m.clone();
-            tapc::passes::shard::apply_plan(&mut m2, 0, &facts[0], &p.to_apply_plans(&pt.plan))
+            cost::materialize(&mut m2, 0, &facts[0], &p, &pt.plan)
                 .unwrap_or_else(|d| panic!("{}: {}", p.describe(&pt.plan), d.message));
             let printed = print_module(&m2);
             let (m3, facts3) = common::compile_ok("output", &printed);
@@ -431,4 +473,207 @@ fn every_frontier_plan_materializes_and_keeps_its_values() {
             }
         }
     }
+}
+
+/// A fused plan by hand: the small linear fused into its relu, whole on node 1. The model:
+/// sources x (4×6×4 B = 96), w (6×3×4 = 72) and b (3×4 = 12) live on node 0; node 1 fetches all
+/// 180 bytes, keeps only the relu's output (4×3×4 = 48; the linear's output, 48 more bytes, is
+/// never materialized) and sends it to the sink on node 0: 228 bytes moved, peak memory 228 on
+/// node 1 (276 unfused). Materialized, it is one apply of one fused op on node 1 computing the
+/// same values.
+#[test]
+fn a_fused_plan_is_costed_by_hand_and_materializes_to_one_fused_apply() {
+    let p = problem_of(SMALL_MLP, &[("nodes", "2"), ("parts", "2")]);
+    let fused = vec![Gene::fused(1), Gene::whole(1)];
+    let unfused = vec![Gene::whole(1), Gene::whole(1)];
+    assert!(p.valid(&fused) && p.valid(&unfused));
+    // Invalid: a fused producer on another node than its consumer, or sharded.
+    assert!(!p.valid(&[Gene::fused(0), Gene::whole(1)]));
+    assert!(!p.valid(&[Gene::fused(1), Gene::split(0, &[1, 1])]));
+    let (of, ou) = (p.evaluate(&fused), p.evaluate(&unfused));
+    assert_eq!((of[2], of[3]), (228.0, 228.0));
+    assert_eq!((ou[2], ou[3]), (228.0, 276.0));
+    assert_eq!(
+        (of[0], of[1]),
+        (ou[0], ou[1]),
+        "time and flops do not change"
+    );
+    // On node 0 nothing moves; memory 180 of sources + 48.
+    let home = p.evaluate(&[Gene::fused(0), Gene::whole(0)]);
+    assert_eq!((home[2], home[3]), (0.0, 228.0));
+
+    let inputs: HashMap<String, Tensor> = [("x", vec![4, 6]), ("w", vec![6, 3]), ("b", vec![3])]
+        .into_iter()
+        .map(|(n, shape)| {
+            let len: usize = shape.iter().product();
+            let data = (0..len).map(|i| (i as f32 - 7.0) / 3.0).collect();
+            let t = Tensor {
+                shape,
+                data: tapc_runtime::Data::F32(data),
+            };
+            (n.to_string(), t)
+        })
+        .collect();
+    let (m, facts) = common::compile_ok("input", SMALL_MLP);
+    let before = common::run(&m, &facts, 0, &inputs);
+    let mut m2 = m.clone();
+    assert!(cost::materialize(&mut m2, 0, &facts[0], &p, &fused).unwrap());
+    let printed = print_module(&m2);
+    let applies: Vec<&str> = printed.lines().filter(|l| l.contains("= apply")).collect();
+    assert_eq!(applies.len(), 1, "{printed}");
+    assert!(
+        applies[0].contains("@linear.relu") && applies[0].contains(" on 1 :"),
+        "{printed}"
+    );
+    let (m3, facts3) = common::compile_ok("output", &printed);
+    let after = common::run(&m3, &facts3, 0, &inputs);
+    assert_eq!(common::f64s(&before["out"]), common::f64s(&after["out"]));
+}
+
+/// A tiny deterministic generator for the tests.
+struct Lcg(u64);
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// The incremental evaluator (re-costing only the applies whose gene changed and their readers)
+/// agrees exactly with costing from scratch along random walks of one- to three-gene changes,
+/// and it does recompute less than everything.
+#[test]
+fn incremental_costing_agrees_exactly_with_full_costing() {
+    for (src, opts) in [
+        (
+            common::example("mlp.teg"),
+            vec![("nodes", "2"), ("parts", "4")],
+        ),
+        (CHAIN.to_string(), vec![("nodes", "2"), ("parts", "2")]),
+        (SMALL_MLP.to_string(), vec![("nodes", "3"), ("parts", "3")]),
+        (SIX.to_string(), vec![("nodes", "3"), ("parts", "1")]),
+    ] {
+        let p = problem_of(&src, &opts);
+        let genes = pareto::genes(&p);
+        let mut ev = model::Evaluator::new(&p);
+        let mut rng = Lcg(17);
+        let mut plan = p.unsharded();
+        let (mut steps, mut changed) = (0u64, 0u64);
+        assert_eq!(ev.evaluate(&plan), p.evaluate(&plan));
+        while steps < 3000 {
+            let mut next = plan.clone();
+            for _ in 0..1 + rng.below(3) {
+                let ai = rng.below(next.len());
+                next[ai] = genes[ai][rng.below(genes[ai].len())];
+            }
+            if !p.valid(&next) {
+                continue;
+            }
+            changed += next.iter().zip(&plan).filter(|(a, b)| a != b).count() as u64;
+            plan = next;
+            steps += 1;
+            let (inc, full) = (ev.evaluate(&plan), p.evaluate(&plan));
+            assert_eq!(
+                inc.map(f64::to_bits),
+                full.map(f64::to_bits),
+                "{}",
+                p.describe(&plan)
+            );
+        }
+        let n = p.applies.len() as u64;
+        assert!(
+            ev.recomputed < n * (steps + 1),
+            "recomputed {} terms over {steps} steps of {n} applies",
+            ev.recomputed
+        );
+        assert!(ev.recomputed >= changed, "every changed gene is re-costed");
+    }
+}
+
+/// Incremental and from-scratch costing give the same search; a time budget stops a search
+/// whose evaluation budget is unbounded and says so.
+#[test]
+fn budgets_and_incremental_search() {
+    let p = problem_of(&common::example("mlp.teg"), &[("nodes", "2")]);
+    let inc = pareto::search(&p, &search_cfg(3000, 4, 2));
+    let full = pareto::search(
+        &p,
+        &pareto::SearchConfig {
+            incremental: false,
+            ..search_cfg(3000, 4, 2)
+        },
+    );
+    assert_eq!(inc.0, full.0);
+    assert_eq!(inc.1.evals, 3000);
+    assert!(!inc.1.timed_out);
+    let start = std::time::Instant::now();
+    let (front, stats) = pareto::search(
+        &p,
+        &pareto::SearchConfig {
+            evals: u64::MAX,
+            time: Some(std::time::Duration::from_millis(200)),
+            ..search_cfg(0, 1, 2)
+        },
+    );
+    let secs = start.elapsed().as_secs_f64();
+    assert!(stats.timed_out && stats.evals > 0 && !front.is_empty());
+    assert!(
+        (0.2..30.0).contains(&secs),
+        "stopped after {secs} s, not at the 0.2 s budget"
+    );
+    // Options: a time budget alone lifts the evaluation budget; both: whichever ends first.
+    let opts = |o: &[(&str, &str)]| -> Vec<(String, String)> {
+        o.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let c = cost::config(&opts(&[("time", "2s")]), None).unwrap();
+    assert_eq!(
+        (c.search.evals, c.search.time),
+        (u64::MAX, Some(std::time::Duration::from_secs(2)))
+    );
+    let c = cost::config(&opts(&[("time", "250ms"), ("evals", "100")]), None).unwrap();
+    assert_eq!(
+        (c.search.evals, c.search.time),
+        (100, Some(std::time::Duration::from_millis(250)))
+    );
+    assert_eq!(cost::config(&opts(&[]), None).unwrap().search.evals, 20000);
+    for bad in ["fast", "-1s", "0s"] {
+        assert!(
+            cost::config(&opts(&[("time", bad)]), None).is_err(),
+            "{bad}"
+        );
+    }
+}
+
+/// Options added by the driver: `pass_options` come after the entry's own (they win),
+/// `pass_defaults` before (the entry's own win), and both only reach the pass they name.
+#[test]
+fn driver_added_options_go_after_or_before_the_entry() {
+    let report = |pipeline: &str, config: RunConfig| -> String {
+        let (mut m, facts) = common::compile_ok("mlp", &common::example("mlp.teg"));
+        let cx = run_pipeline(&mut m, facts, pipeline, &config, &mut String::new())
+            .unwrap_or_else(|d| panic!("{pipeline}: {}", d.message));
+        cx.report("cost").expect("report").to_string()
+    };
+    let opt = |k: &str, v: &str| ("cost".to_string(), k.to_string(), v.to_string());
+    let seed5 = report("cost{evals=800,seed=5}", RunConfig::default());
+    let seed6 = report("cost{evals=800,seed=6}", RunConfig::default());
+    assert_ne!(seed5, seed6, "the seed matters");
+    let flag = RunConfig {
+        pass_options: vec![opt("seed", "5")],
+        ..RunConfig::default()
+    };
+    assert_eq!(report("cost{evals=800,seed=6}", flag), seed5);
+    let default = RunConfig {
+        pass_defaults: vec![
+            opt("seed", "6"),
+            ("canonicalize".into(), "bogus".into(), "1".into()),
+        ],
+        ..RunConfig::default()
+    };
+    assert_eq!(report("cost{evals=800,seed=5}", default), seed5);
 }

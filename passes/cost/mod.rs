@@ -1,18 +1,22 @@
 //! `cost`: an analytic multi-objective cost model of sharding plans and a stochastic
 //! Pareto-frontier search over them (see `docs/passes/cost.md`).
 //!
-//! Options: `cost{nodes=2, evals=20000, seed=1, threads=2, parts=N, objective=time|bytes|memory|flops,
-//! max_memory=BYTES, machine=FILE}`. Per graph it builds the model ([`model::Problem`]),
-//! keeps only the dimensions `shard` can actually split each apply along, searches
-//! ([`pareto::search`]), picks the frontier point best for `objective` (ties broken by time,
-//! bytes, memory, flops; points over `max_memory` per node, e.g. `8GiB`, are skipped), and
-//! materializes it with `shard::apply_plan`, so the output is valid sharded TEG. The report
-//! "cost" holds the marginal cost table per apply, graph totals, the chosen plan and the
-//! frontier.
+//! Options: `cost{nodes=2, evals=20000, time=2s, seed=1, threads=2, parts=N,
+//! objective=time|bytes|memory|flops, max_memory=BYTES, machine=FILE, frontier_svg=FILE,
+//! progress=true|false}`. Per graph it builds the model ([`model::Problem`]), keeps only the
+//! dimensions `shard` can actually split each apply along and the producer→consumer pairs
+//! `fuse` actually fuses, searches ([`pareto::search`]), picks the frontier point best for
+//! `objective` (ties broken by time, bytes, memory, flops; points over `max_memory` per node,
+//! e.g. `8GiB`, are skipped), and materializes it ([`materialize`]: the fused pairs with
+//! `fuse::select::fuse_pairs`, then the sharding with `shard::apply_plan`), so the output is
+//! valid TEG. The report "cost" holds the marginal cost table per apply, graph totals, the
+//! chosen plan and the frontier; with `frontier_svg` the frontier plot ([`plot`]) is handed to
+//! the driver to write.
 
 pub mod machine;
 pub mod model;
 pub mod pareto;
+pub mod plot;
 
 use crate::diag::{codes, Diagnostic};
 use crate::ir::Module;
@@ -34,6 +38,23 @@ pub struct Config {
     /// Index into [`OBJECTIVES`].
     pub objective: usize,
     pub max_memory: Option<f64>,
+    /// Where the driver writes the frontier plot.
+    pub frontier_svg: Option<std::path::PathBuf>,
+}
+
+/// `2s`, `500ms`, `1.5s`, `2m`: a wall-clock budget.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, mul) = [("ms", 1e-3), ("s", 1.0), ("m", 60.0)]
+        .iter()
+        .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n, *m)))
+        .unwrap_or((t, 1.0));
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0 && v * mul < 1e9)
+        .map(|v| std::time::Duration::from_secs_f64(v * mul))
+        .ok_or_else(|| format!("`{s}` is not a duration (e.g. 2s, 500ms, 1m)"))
 }
 
 /// `8GiB`, `512MiB`, `1e9`, `1000KB`: a byte count.
@@ -64,12 +85,9 @@ pub fn parse_bytes(s: &str) -> Result<f64, String> {
 pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, String> {
     let mut nodes: Option<u32> = None;
     let mut machine = machine;
-    let mut c = SearchConfig {
-        evals: 20000,
-        seed: 1,
-        threads: 2,
-    };
+    let mut c = SearchConfig::default();
     let (mut parts, mut objective, mut max_memory) = (None, 0, None);
+    let (mut evals, mut svg) = (None, None);
     for (k, v) in opts {
         let int = |what: &str| {
             v.parse::<u64>()
@@ -77,7 +95,14 @@ pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, St
         };
         match k.as_str() {
             "nodes" => nodes = Some(int("nodes").ok().filter(|&n| (1..=255).contains(&n)).ok_or_else(|| format!("nodes must be in 1..=255, not `{v}`"))? as u32),
-            "evals" => c.evals = int("evals")?,
+            "evals" => evals = Some(int("evals")?),
+            "time" => c.time = Some(parse_duration(v)?),
+            "progress" => c.progress = match v.as_str() {
+                "true" | "on" | "1" => true,
+                "false" | "off" | "0" => false,
+                _ => return Err(format!("progress takes true or false, not `{v}`")),
+            },
+            "frontier_svg" | "frontier-svg" => svg = Some(std::path::PathBuf::from(v)),
             "seed" => c.seed = int("seed")?,
             "threads" => c.threads = int("threads").ok().filter(|&t| (1..=64).contains(&t)).ok_or_else(|| format!("threads must be in 1..=64, not `{v}`"))? as usize,
             "parts" => parts = Some(int("parts").ok().filter(|&p| (1..=model::MAX_PARTS as u64).contains(&p)).ok_or_else(|| format!("parts must be in 1..={}, not `{v}`", model::MAX_PARTS))? as usize),
@@ -87,7 +112,7 @@ pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, St
                 let text = std::fs::read_to_string(v).map_err(|e| format!("cannot read machine file `{v}`: {e}"))?;
                 machine = Some(Machine::from_toml(&text)?);
             }
-            other => return Err(format!("unknown option `{other}` (cost takes nodes, evals, seed, threads, parts, objective, max_memory, machine)")),
+            other => return Err(format!("unknown option `{other}` (cost takes nodes, evals, time, seed, threads, parts, objective, max_memory, machine, frontier_svg, progress)")),
         }
     }
     let machine = match (machine, nodes) {
@@ -101,12 +126,19 @@ pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, St
         (None, n) => Machine::default_local(n.unwrap_or(2)),
     };
     let max_parts = parts.unwrap_or(machine.len().clamp(2, model::MAX_PARTS));
+    // A time budget alone runs until the time is spent; with both, whichever ends first.
+    c.evals = match (evals, c.time) {
+        (Some(e), _) => e,
+        (None, Some(_)) => u64::MAX,
+        (None, None) => 20000,
+    };
     Ok(Config {
         machine,
         search: c,
         max_parts,
         objective,
         max_memory,
+        frontier_svg: svg,
     })
 }
 
@@ -143,7 +175,110 @@ pub fn problem(m: &Module, gi: usize, facts: &GraphFacts, cfg: &Config) -> Resul
         }
     }
     p.restrict(|ai, v| ok.get(&(ai, v)).copied().unwrap_or(false));
+    // Fusion pairs that `fuse` really fuses (alone, on a copy).
+    let mut fusable = HashMap::new();
+    for (ai, a) in p.applies.iter().enumerate() {
+        if let Some(c) = a.fuse_into {
+            let mut copy = m.clone();
+            let good = crate::passes::fuse::select::fuse_pairs(
+                &mut copy,
+                gi,
+                facts,
+                &[(a.node, p.applies[c].node)],
+            )
+            .is_ok_and(|left| left.is_empty())
+                && !crate::verify::verify(&mut copy).0.has_errors();
+            fusable.insert(ai, good);
+        }
+    }
+    p.restrict_fusion(|ai, _| fusable.get(&ai).copied().unwrap_or(false));
     Ok(p)
+}
+
+/// Rewrites graph `gi` of `m` (verified, with `facts`) into `plan`: first the fused pairs are
+/// fused (`fuse::select::fuse_pairs`; a fused pair is whole on one node by construction), then
+/// every apply is sharded and placed as its gene says (`shard::apply_plan`; applies are found
+/// again by the name of their first result, which fusion keeps for the consumer). Returns
+/// whether the module changed. A fusion the `fuse` pass cannot do in combination is an error
+/// (E0105) rather than a silently different plan.
+pub fn materialize(
+    m: &mut Module,
+    gi: usize,
+    facts: &GraphFacts,
+    p: &Problem,
+    plan: &[model::Gene],
+) -> Result<bool, Diagnostic> {
+    let pairs: Vec<(usize, usize)> = p
+        .fused_pairs(plan)
+        .into_iter()
+        .map(|(a, c)| (p.applies[a].node, p.applies[c].node))
+        .collect();
+    let mut changed = false;
+    let fresh: Vec<GraphFacts>;
+    let facts = if pairs.is_empty() {
+        facts
+    } else {
+        let left = crate::passes::fuse::select::fuse_pairs(m, gi, facts, &pairs)?;
+        if let Some(&(a, c)) = left.first() {
+            let name = |n: usize| {
+                p.applies
+                    .iter()
+                    .find(|x| x.node == n)
+                    .map_or("?".to_string(), |x| x.name.clone())
+            };
+            return Err(Diagnostic::error(
+                codes::PASS_FAILED,
+                format!(
+                    "cost: the chosen plan fuses %{} into %{}, which the fuse pass could not do together with the plan's other fusions",
+                    name(a),
+                    name(c)
+                ),
+            ));
+        }
+        let (diags, f) = crate::verify::verify(m);
+        if let Some(d) = diags.0.iter().find(|d| d.is_error()) {
+            return Err(Diagnostic::error(
+                codes::PASS_FAILED,
+                format!(
+                    "cost: fusing the chosen pairs gave a graph that does not verify: {}",
+                    d.message
+                ),
+            ));
+        }
+        fresh = f;
+        changed = true;
+        &fresh[gi]
+    };
+    let g = &m.graphs[gi];
+    let by_name: HashMap<&str, usize> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| matches!(n.kind, crate::ir::graph::NodeKind::Apply(_)))
+        .map(|(i, n)| (g.values[n.results[0].index()].name.as_str(), i))
+        .collect();
+    let mut plans = HashMap::new();
+    for (node, mut ap) in p.to_apply_plans(plan) {
+        let Some(a) = p.applies.iter().find(|a| a.node == node) else {
+            continue;
+        };
+        let Some(&ni) = by_name.get(a.name.as_str()) else {
+            continue; // fused away
+        };
+        if ap.parts == 1 {
+            // Whole on another node: one shard along the (possibly fused) op's first variable.
+            match facts.instances.get(&ni) {
+                Some(inst) if inst.parallel > 0 => ap.dim = inst.vars[0].name.clone(),
+                _ => continue,
+            }
+        }
+        plans.insert(ni, ap);
+    }
+    if !plans.is_empty() {
+        apply_plan(m, gi, facts, &plans)?;
+        changed = true;
+    }
+    Ok(changed)
 }
 
 /// The frontier point best for objective `obj` under the memory limit (ties: time, bytes,
@@ -221,10 +356,25 @@ pub fn report(
         .enumerate()
         .map(|(m, n)| format!("{n} {}/{}", stats.improved[m], stats.tried[m]))
         .collect();
+    let fusable = p.fusable_pairs();
     let _ = writeln!(
         s,
-        "  search: {} evaluations; frontier improvements per mutation: {}",
+        "  fusable pairs: {}",
+        if fusable.is_empty() {
+            "none".to_string()
+        } else {
+            fusable.join(", ")
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  search: {} evaluations{}; frontier improvements per mutation: {}",
         stats.evals,
+        if stats.timed_out {
+            " (stopped by the time budget)"
+        } else {
+            ""
+        },
         rates.join(", ")
     );
     let _ = writeln!(s, "  frontier ({} points):", front.len());
@@ -267,6 +417,7 @@ impl Pass for Cost {
         let cfg = &self.0;
         let mut out = String::new();
         let mut changed = false;
+        let mut plots = Vec::new();
         for gi in 0..m.graphs.len() {
             let facts = cx.facts.get(gi).ok_or_else(|| {
                 Diagnostic::error(codes::PASS_FAILED, "cost needs a verified graph")
@@ -275,22 +426,32 @@ impl Pass for Cost {
                 problem(m, gi, facts, cfg).map_err(|e| Diagnostic::error(codes::PASS_FAILED, e))?;
             let (front, stats) = pareto::search(&p, &cfg.search);
             let chosen = choose(&front, cfg.objective, cfg.max_memory).cloned();
-            out.push_str(&report(
-                &p,
-                &front,
-                &stats,
-                chosen.as_ref(),
-                &m.graphs[gi].name,
-            ));
-            if let Some(c) = chosen {
-                let plans = p.to_apply_plans(&c.plan);
-                if !plans.is_empty() {
-                    apply_plan(m, gi, facts, &plans)?;
-                    changed = true;
-                }
+            let name = m.graphs[gi].name.clone();
+            out.push_str(&report(&p, &front, &stats, chosen.as_ref(), &name));
+            if let Some(c) = &chosen {
+                changed |= materialize(m, gi, facts, &p, &c.plan)?;
             }
+            plots.push((name, p.machine.len(), front, chosen));
         }
         cx.reports.push(("cost".into(), out));
+        if let Some(path) = &cfg.frontier_svg {
+            let graphs: Vec<plot::GraphFrontier> = plots
+                .iter()
+                .map(|(g, n, f, c)| plot::GraphFrontier {
+                    graph: g,
+                    nodes: *n,
+                    front: f,
+                    chosen: c.as_ref(),
+                })
+                .collect();
+            let svg = plot::frontier_svg(&graphs).map_err(|e| {
+                Diagnostic::error(
+                    codes::PASS_FAILED,
+                    format!("cost: plotting the frontier: {e}"),
+                )
+            })?;
+            cx.files.push((path.clone(), svg));
+        }
         Ok(changed)
     }
 }

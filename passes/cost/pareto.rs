@@ -3,23 +3,51 @@
 //! Each thread runs its own seeded stream (`seed`, thread number) over its share of the
 //! evaluation budget: pick a parent (from the thread's frontier three times in four, else from
 //! a ring of recent children), apply one to four mutations (shard an apply along a dimension,
-//! change its part count, unshard it, move one shard to another node), evaluate, and insert
-//! into the frontier if no point there dominates or equals it. Mutation weights adapt: a
-//! mutation that produced a frontier point gains weight, and every 256 evaluations weights decay
-//! towards 1. The thread frontiers are merged in thread order, so the result depends on the
-//! seed, the budget and the thread count, never on timing. [`exhaustive`] enumerates the whole
-//! space for testing.
+//! change its part count, unshard it, move one shard to another node, fuse an apply into its
+//! consumer, unfuse it), each with an applicability test, cost the child incrementally (an
+//! [`Evaluator`] per thread re-costs only what the mutations changed), and insert it into the
+//! frontier if no point there dominates or equals it. Mutation weights adapt: a mutation that
+//! produced a frontier point gains weight, and every 256 evaluations weights decay towards 1.
+//! The thread frontiers are merged in thread order, so with an evaluation budget the result
+//! depends on the seed, the budget and the thread count, never on timing. A wall-clock budget
+//! (`time`) also stops the threads; how far each got then depends on the machine's speed, so a
+//! time-limited search is not deterministic. [`exhaustive`] enumerates the whole space for
+//! testing.
 
-use super::model::{Gene, Objectives, Plan, Problem, MAX_PARTS};
+use super::model::{Evaluator, Gene, Objectives, Plan, Problem, MAX_PARTS};
+use std::time::{Duration, Instant};
 
 /// The mutations, in the order of [`Stats::tried`].
-pub const MUTATIONS: [&str; 4] = ["shard", "parts", "unshard", "move"];
+pub const MUTATIONS: [&str; 6] = ["shard", "parts", "unshard", "move", "fuse", "unfuse"];
+const NM: usize = MUTATIONS.len();
 
 #[derive(Clone, Debug)]
 pub struct SearchConfig {
+    /// Evaluation budget over all threads.
     pub evals: u64,
     pub seed: u64,
     pub threads: usize,
+    /// Wall-clock budget: the search also stops when it is spent (not deterministic).
+    pub time: Option<Duration>,
+    /// Draw a progress bar (indicatif) on stderr; the driver sets it only when stderr is a
+    /// terminal.
+    pub progress: bool,
+    /// Re-cost children incrementally (the default); `false` costs every plan from scratch
+    /// (the same results, for benchmarks).
+    pub incremental: bool,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            evals: 20000,
+            seed: 1,
+            threads: 2,
+            time: None,
+            progress: false,
+            incremental: true,
+        }
+    }
 }
 
 /// A costed plan.
@@ -74,8 +102,10 @@ impl Frontier {
 pub struct Stats {
     pub evals: u64,
     /// Per mutation: times applied, and times it produced a frontier point.
-    pub tried: [u64; 4],
-    pub improved: [u64; 4],
+    pub tried: [u64; NM],
+    pub improved: [u64; NM],
+    /// Whether the wall-clock budget stopped the search before its evaluation budget.
+    pub timed_out: bool,
 }
 
 /// splitmix64: small, fast and good enough for a search.
@@ -115,6 +145,20 @@ fn mutate(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng) -> b
     if a.fixed {
         return false;
     }
+    if !mutate_gene(p, plan, ai, m, rng) {
+        return false;
+    }
+    // A mutation that separates a fused pair (sharding or moving either side) unfuses it.
+    for q in std::iter::once(ai).chain(p.fused_from(ai).iter().copied()) {
+        if plan[q].fused && !p.fusion_ok(plan, q) {
+            plan[q].fused = false;
+        }
+    }
+    true
+}
+
+fn mutate_gene(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng) -> bool {
+    let a = &p.applies[ai];
     let nn = p.machine.len();
     let g = &mut plan[ai];
     match m {
@@ -135,6 +179,7 @@ fn mutate(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng) -> b
                 dim: v as u8 + 1,
                 parts: parts as u8,
                 nodes: random_nodes(rng, parts, nn, &[]),
+                fused: false,
             };
             true
         }
@@ -162,6 +207,24 @@ fn mutate(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng) -> b
             *g = Gene::whole(rng.below(nn) as u8);
             true
         }
+        4 => {
+            // Fuse into a whole consumer: whole on the consumer's node, fused.
+            let Some(c) = a.fuse_into.filter(|&c| plan[c].is_whole()) else {
+                return false;
+            };
+            if plan[ai].fused {
+                return false;
+            }
+            plan[ai] = Gene::fused(plan[c].nodes[0]);
+            true
+        }
+        5 => {
+            if !g.fused {
+                return false;
+            }
+            g.fused = false;
+            true
+        }
         _ => {
             if nn < 2 {
                 return false;
@@ -177,43 +240,67 @@ fn mutate(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng) -> b
     }
 }
 
-/// One thread's search over `evals` evaluations.
-fn run_stream(p: &Problem, evals: u64, seed: u64) -> (Frontier, Stats) {
+/// One thread's search over `evals` evaluations, until `deadline` if there is one.
+fn run_stream(
+    p: &Problem,
+    evals: u64,
+    seed: u64,
+    cfg: &SearchConfig,
+    deadline: Option<Instant>,
+    bar: Option<&indicatif::ProgressBar>,
+) -> (Frontier, Stats) {
     let mut rng = Rng(seed);
     let mut front = Frontier::default();
     let mut stats = Stats::default();
-    let mut weights = [1.0f64; 4];
+    let mut weights = [1.0f64; NM];
+    let mut ev = Evaluator::new(p);
+    let mut cost = |plan: &Plan| {
+        if cfg.incremental {
+            ev.evaluate(plan)
+        } else {
+            p.evaluate(plan)
+        }
+    };
     let mut ring: Vec<Plan> = Vec::new();
     let start = p.unsharded();
     if evals == 0 || p.applies.is_empty() {
         if evals > 0 {
             stats.evals = 1;
             front.insert(Point {
-                obj: p.evaluate(&start),
+                obj: cost(&start),
                 plan: start,
             });
         }
         return (front, stats);
     }
     front.insert(Point {
-        obj: p.evaluate(&start),
+        obj: cost(&start),
         plan: start.clone(),
     });
     ring.push(start);
     stats.evals = 1;
     while stats.evals < evals {
+        if stats.evals % 64 == 0 {
+            if let Some(b) = bar {
+                b.inc(64);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                stats.timed_out = true;
+                break;
+            }
+        }
         let mut child = if !front.points.is_empty() && rng.below(4) != 0 {
             front.points[rng.below(front.points.len())].plan.clone()
         } else {
             ring[rng.below(ring.len())].clone()
         };
-        let mut used = [false; 4];
+        let mut used = [false; NM];
         let steps = 1 + (0..3).take_while(|_| rng.below(2) == 0).count();
         for _ in 0..steps {
             for _attempt in 0..8 {
                 let total: f64 = weights.iter().sum();
                 let mut r = rng.unit() * total;
-                let mut m = 3;
+                let mut m = NM - 1;
                 for (i, w) in weights.iter().enumerate() {
                     if r < *w {
                         m = i;
@@ -229,13 +316,13 @@ fn run_stream(p: &Problem, evals: u64, seed: u64) -> (Frontier, Stats) {
                 }
             }
         }
-        let obj = p.evaluate(&child);
+        let obj = cost(&child);
         stats.evals += 1;
         let improved = front.insert(Point {
             plan: child.clone(),
             obj,
         });
-        for m in 0..4 {
+        for m in 0..NM {
             if used[m] && improved {
                 stats.improved[m] += 1;
                 weights[m] += 0.5;
@@ -260,11 +347,33 @@ fn run_stream(p: &Problem, evals: u64, seed: u64) -> (Frontier, Stats) {
 pub fn search(p: &Problem, cfg: &SearchConfig) -> (Vec<Point>, Stats) {
     let threads = cfg.threads.max(1) as u64;
     let share = |t: u64| cfg.evals / threads + u64::from(t < cfg.evals % threads);
+    let deadline = cfg.time.map(|t| Instant::now() + t);
+    let bar = cfg.progress.then(|| {
+        // Only a time budget: a spinner with the count; else a bar up to the evaluation budget.
+        let (b, template) = if cfg.evals == u64::MAX {
+            (
+                indicatif::ProgressBar::new_spinner(),
+                "cost search {spinner} {human_pos} evaluations, {elapsed}",
+            )
+        } else {
+            (
+                indicatif::ProgressBar::new(cfg.evals),
+                "cost search {bar:30} {human_pos}/{human_len} evaluations, {elapsed}",
+            )
+        };
+        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        b.set_style(
+            indicatif::ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
     let results: Vec<(Frontier, Stats)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let seed = Rng(cfg.seed ^ t.wrapping_mul(0xA24B_AED4_963E_E407)).next();
-                s.spawn(move || run_stream(p, share(t), seed))
+                let bar = bar.as_ref();
+                s.spawn(move || run_stream(p, share(t), seed, cfg, deadline, bar))
             })
             .collect();
         handles
@@ -279,10 +388,14 @@ pub fn search(p: &Problem, cfg: &SearchConfig) -> (Vec<Point>, Stats) {
             front.insert(pt);
         }
         stats.evals += s.evals;
-        for m in 0..4 {
+        stats.timed_out |= s.timed_out;
+        for m in 0..NM {
             stats.tried[m] += s.tried[m];
             stats.improved[m] += s.improved[m];
         }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
     }
     (front.sorted(), stats)
 }
@@ -297,6 +410,9 @@ pub fn genes(p: &Problem) -> Vec<Vec<Gene>> {
                 return vec![Gene::whole(a.pinned_node)];
             }
             let mut out: Vec<Gene> = (0..nn).map(|n| Gene::whole(n as u8)).collect();
+            if a.fuse_into.is_some() {
+                out.extend((0..nn).map(|n| Gene::fused(n as u8)));
+            }
             for &v in &a.dims {
                 for parts in 2..=a.max_parts(v, p.max_parts) {
                     let total = nn.pow(parts as u32);
@@ -315,17 +431,19 @@ pub fn genes(p: &Problem) -> Vec<Vec<Gene>> {
         .collect()
 }
 
-/// The exact frontier by enumerating every plan (for tests; the space must be small).
+/// The exact frontier by enumerating every valid plan (for tests; the space must be small).
 pub fn exhaustive(p: &Problem) -> Vec<Point> {
     let all = genes(p);
     let mut front = Frontier::default();
     let mut idx = vec![0usize; all.len()];
     loop {
         let plan: Plan = idx.iter().zip(&all).map(|(&i, g)| g[i]).collect();
-        front.insert(Point {
-            obj: p.evaluate(&plan),
-            plan,
-        });
+        if p.valid(&plan) {
+            front.insert(Point {
+                obj: p.evaluate(&plan),
+                plan,
+            });
+        }
         let mut k = 0;
         loop {
             if k == idx.len() {

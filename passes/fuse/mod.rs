@@ -43,6 +43,7 @@ mod check;
 mod emit;
 mod kernel;
 mod plan;
+pub mod select;
 mod views;
 
 use crate::diag::{codes, Diagnostic};

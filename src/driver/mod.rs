@@ -103,6 +103,8 @@ enum Command {
         /// What to print.
         #[arg(long, value_enum, default_value_t = Emit::Teg)]
         emit: Emit,
+        #[command(flatten)]
+        cost: CostFlags,
     },
     /// Run a graph (natively by default, or in the reference interpreter): sources from .npy
     /// files, sinks to .npy files.
@@ -123,6 +125,46 @@ enum Command {
         #[command(flatten)]
         native: NativeRun,
     },
+}
+
+/// `tapc opt` flags of the cost pass; each is the same as the pass option named in its help
+/// and wins over it. They need `cost` in `--passes`.
+#[derive(Args, Debug, Clone, Default)]
+struct CostFlags {
+    /// Machine model file (TOML) of the cost pass: `cost{machine=FILE}`.
+    #[arg(long, value_name = "FILE")]
+    machine: Option<PathBuf>,
+    /// Seed of the cost search: `cost{seed=N}`.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Skip frontier points whose peak memory per node is over BYTES (e.g. 8GiB):
+    /// `cost{max_memory=BYTES}`.
+    #[arg(long, value_name = "BYTES")]
+    max_node_memory: Option<String>,
+    /// Write the Pareto frontier as an SVG plot (time against peak memory and against bytes
+    /// moved): `cost{frontier_svg=FILE}`.
+    #[arg(long, value_name = "FILE")]
+    frontier_svg: Option<PathBuf>,
+}
+
+impl CostFlags {
+    /// The flags as `(flag, cost option, value)`.
+    fn options(&self) -> Vec<(&'static str, &'static str, String)> {
+        let mut v = Vec::new();
+        if let Some(m) = &self.machine {
+            v.push(("--machine", "machine", m.display().to_string()));
+        }
+        if let Some(s) = self.seed {
+            v.push(("--seed", "seed", s.to_string()));
+        }
+        if let Some(b) = &self.max_node_memory {
+            v.push(("--max-node-memory", "max_memory", b.clone()));
+        }
+        if let Some(f) = &self.frontier_svg {
+            v.push(("--frontier-svg", "frontier_svg", f.display().to_string()));
+        }
+        v
+    }
 }
 
 /// `tapc run` backend options.
@@ -202,11 +244,34 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
             verify_each: _,
             time_passes,
             emit,
+            cost,
         }) => {
+            let flags = cost.options();
+            let has_cost = manager::parse_pipeline(&passes)
+                .map(|specs| specs.iter().any(|s| s.name == "cost"))
+                .unwrap_or(true);
+            if let (Some(f), false) = (flags.first(), has_cost) {
+                let d =
+                    Diagnostic::error(codes::BAD_PASS, format!("`{}` needs the cost pass", f.0))
+                        .note("add it to the pipeline: `--passes=cost`");
+                cx.fail(&file.display().to_string(), d);
+                cx.out.code = 1;
+                return cx.out;
+            }
             let config = RunConfig {
                 print_after_all,
                 print_after,
                 time_passes,
+                // A progress bar only when someone watches stderr.
+                pass_defaults: if terminal {
+                    vec![("cost".into(), "progress".into(), "true".into())]
+                } else {
+                    vec![]
+                },
+                pass_options: flags
+                    .into_iter()
+                    .map(|(_, k, v)| ("cost".to_string(), k.to_string(), v))
+                    .collect(),
             };
             cx.opt(&file, &passes, &config, emit)
         }
@@ -306,6 +371,19 @@ impl Cx {
         })
     }
 
+    /// Writes the files passes asked for; a failure is E0100 naming the file.
+    fn write_files(&mut self, name: &str, files: &[(PathBuf, String)]) -> bool {
+        for (path, text) in files {
+            if let Err(e) = std::fs::write(path, text) {
+                return self.fail(
+                    name,
+                    Diagnostic::error(codes::IO, format!("cannot write {}: {e}", path.display())),
+                );
+            }
+        }
+        true
+    }
+
     fn check(&mut self, path: &Path) -> bool {
         self.load(path).is_some()
     }
@@ -356,6 +434,9 @@ impl Cx {
                 return false;
             }
         };
+        if !self.write_files(&l.name, &cx.files) {
+            return false;
+        }
         self.out.stdout = match emit {
             Emit::Teg => print_module(&l.module),
             Emit::Dot => emit::dot(&l.module),
@@ -514,7 +595,12 @@ impl Cx {
         let facts = std::mem::take(&mut l.facts);
         let config = RunConfig::default();
         match manager::run_pipeline(&mut l.module, facts, pipeline, &config, &mut log) {
-            Ok(cx) => l.facts = cx.facts,
+            Ok(cx) => {
+                if !self.write_files(&l.name, &cx.files) {
+                    return false;
+                }
+                l.facts = cx.facts
+            }
             Err(d) => {
                 let src = l.src.clone();
                 self.report(&l.name, &src, &[d]);

@@ -1,0 +1,181 @@
+//! The cost pass through the CLI (in-process, like tests/cli.rs): `tapc opt --passes=cost` with
+//! `--machine`, `--seed`, `--max-node-memory` and `--frontier-svg`, each the same as its pass
+//! option; bad machine files and flags are diagnostics with a code and exit 1.
+
+use std::path::{Path, PathBuf};
+use tapc::driver::{run, Outcome};
+
+fn tapc(args: &[&str]) -> Outcome {
+    run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tapc-cost-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn mlp() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/mlp.teg")
+        .display()
+        .to_string()
+}
+
+/// The flags give exactly the output of the pass options they stand for, and the SVG plot is
+/// written with both panels.
+#[test]
+fn flags_equal_pass_options_and_write_the_plot() {
+    let d = scratch("flags");
+    let machine = d.join("m.toml");
+    std::fs::write(&machine, "nodes = 3\nbandwidth = 1e9\n").unwrap();
+    let (m, svg1, svg2) = (
+        machine.display().to_string(),
+        d.join("a.svg").display().to_string(),
+        d.join("b.svg").display().to_string(),
+    );
+    let mlp = mlp();
+    let by_flags = tapc(&[
+        "opt",
+        &mlp,
+        "--passes=cost{evals=1500}",
+        "--emit=cost",
+        "--machine",
+        &m,
+        "--seed",
+        "3",
+        "--max-node-memory",
+        "8GiB",
+        "--frontier-svg",
+        &svg1,
+    ]);
+    assert_eq!(by_flags.code, 0, "{}", by_flags.stderr);
+    let pipeline = format!(
+        "--passes=cost{{evals=1500,machine={m},seed=3,max_memory=8GiB,frontier_svg={svg2}}}"
+    );
+    let by_options = tapc(&["opt", &mlp, &pipeline, "--emit=cost"]);
+    assert_eq!(by_options.code, 0, "{}", by_options.stderr);
+    assert_eq!(by_flags.stdout, by_options.stdout);
+    assert!(
+        by_flags.stdout.contains("graph @mlp: 3 nodes") && by_flags.stdout.contains("chosen: %"),
+        "{}",
+        by_flags.stdout
+    );
+    let (a, b) = (
+        std::fs::read_to_string(&svg1).unwrap(),
+        std::fs::read_to_string(&svg2).unwrap(),
+    );
+    assert_eq!(a, b);
+    assert!(a.starts_with("<svg") && a.contains("</svg>"));
+    assert!(a.contains("time vs peak memory") && a.contains("time vs bytes moved"));
+    // A different seed is a different search (the report's improvement counts differ).
+    let other = tapc(&[
+        "opt",
+        &mlp,
+        "--passes=cost{evals=1500}",
+        "--emit=cost",
+        "--machine",
+        &m,
+        "--seed",
+        "4",
+    ]);
+    assert_eq!(other.code, 0);
+    assert_ne!(other.stdout, by_flags.stdout);
+}
+
+/// A memory limit below every plan leaves the graph unsharded and says so.
+#[test]
+fn a_memory_limit_below_every_plan_chooses_nothing() {
+    let o = tapc(&[
+        "opt",
+        &mlp(),
+        "--passes=cost{evals=500}",
+        "--emit=cost",
+        "--max-node-memory",
+        "1KiB",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("chosen: none"), "{}", o.stdout);
+}
+
+/// Bad machine files, bad flag values and flags without the cost pass: a diagnostic with an
+/// error code that names the problem (and the file), exit 1, no panic, no plot written.
+#[test]
+fn bad_machine_files_and_flags_are_diagnostics() {
+    let d = scratch("bad");
+    let svg = d.join("plot.svg").display().to_string();
+    let mlp = mlp();
+    for (name, text, expect) in [
+        ("syntax.toml", "nodes = [", "machine file"),
+        ("zero.toml", "nodes = 0", "`nodes` must be an integer"),
+        (
+            "neg.toml",
+            "bandwidth = -1",
+            "`bandwidth` must be a non-negative",
+        ),
+        (
+            "link.toml",
+            "[[link]]\nfrom = 0\nto = 5",
+            "node 5 out of range",
+        ),
+        ("key.toml", "speed = 1", "unknown key `speed`"),
+    ] {
+        let path = d.join(name);
+        std::fs::write(&path, text).unwrap();
+        let o = tapc(&[
+            "opt",
+            &mlp,
+            "--passes=cost",
+            "--machine",
+            &path.display().to_string(),
+            "--frontier-svg",
+            &svg,
+        ]);
+        assert_eq!(o.code, 1, "{name}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("error[E0103]") && o.stderr.contains(expect),
+            "{name}: {}",
+            o.stderr
+        );
+        assert!(o.stdout.is_empty());
+    }
+    let missing = d.join("missing.toml").display().to_string();
+    let o = tapc(&["opt", &mlp, "--passes=cost", "--machine", &missing]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("error[E0103]")
+            && o.stderr.contains("cannot read machine file")
+            && o.stderr.contains("missing.toml"),
+        "{}",
+        o.stderr
+    );
+    let o = tapc(&["opt", &mlp, "--passes=canonicalize", "--seed", "2"]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("error[E0103]") && o.stderr.contains("`--seed` needs the cost pass"),
+        "{}",
+        o.stderr
+    );
+    let o = tapc(&["opt", &mlp, "--passes=cost", "--max-node-memory", "lots"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("error[E0103]") && o.stderr.contains("`lots` is not a byte count"));
+    let o = tapc(&["opt", &mlp, "--passes=cost", "--seed", "x"]);
+    assert_eq!(o.code, 2, "clap rejects a non-number: {}", o.stderr);
+    assert!(!Path::new(&svg).exists());
+    // A plot that cannot be written: E0100 naming the path.
+    let nowhere = d.join("no/such/dir/plot.svg").display().to_string();
+    let o = tapc(&[
+        "opt",
+        &mlp,
+        "--passes=cost{evals=200}",
+        "--frontier-svg",
+        &nowhere,
+    ]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("error[E0100]") && o.stderr.contains("no/such/dir/plot.svg"),
+        "{}",
+        o.stderr
+    );
+}
