@@ -7,7 +7,7 @@
 //! only when seed and type are equal (they then compute identical values).
 
 mod chain;
-mod peephole;
+pub mod peephole;
 
 pub use chain::{canonicalize as canonicalize_chain, Op};
 

@@ -25,8 +25,12 @@
 //! **Shards** (`apply ... @[lo:hi] on N`) fuse like whole applies: the fused apply keeps the
 //! consumer's range and placement, producer and consumer must be on the same node, and the
 //! verifier must derive the same input windows (origins) as the composition assumes — the
-//! shard pass's propagated chains (`relu.k` reading `linear.k`) qualify. Views are not folded
-//! into shards: a shard's operands are its windows, the data its node receives.
+//! shard pass's propagated chains (`relu.k` reading `linear.k`) qualify. The shard pass leaves
+//! a consumer shard reading its producer shard through `slice (concat ..)`; before fusing, an
+//! apply that reads a whole concat operand that way reads the operand itself when it is an
+//! apply's result (canonicalize's fold, `peephole::whole_part`), so `shard,fuse` needs no
+//! `canonicalize` in between. Views are not folded into shards: a shard's operands are its
+//! windows, the data its node receives.
 //!
 //! **What is never touched:** extern ops (their signature is a contract), producers with
 //! several outputs, producers and consumers placed on different nodes, views of `concat` or
@@ -50,6 +54,7 @@ use crate::ir::graph::*;
 use crate::ir::instance::Instance;
 use crate::ir::kernel::OpDef;
 use crate::ir::{Module, TensorType};
+use crate::passes::canonicalize::peephole::whole_part;
 use crate::passes::manager::{Pass, PassContext, PassOptions};
 use crate::syntax::printer::print_op;
 use crate::verify::GraphFacts;
@@ -259,7 +264,7 @@ fn fuse_graph(
         failed: HashSet::new(),
     };
     let mut budget = 4 * n + 64;
-    let mut changed = false;
+    let mut changed = cfg.producers && st.read_parts();
     loop {
         let mut any = false;
         for i in 0..n {
@@ -290,6 +295,51 @@ impl State<'_> {
     fn next_origin(&mut self) -> usize {
         self.origin += 1;
         self.origin
+    }
+
+    /// Makes applies that read a whole part of a concat through a slice read the part itself
+    /// when the part is an apply's result (a producer to fuse with). The shard pass leaves each
+    /// consumer shard reading its producer shard this way (`relu.k(slice (concat h.0, ..))`);
+    /// the fold is canonicalize's (`peephole::whole_part`). Slices and concats left unused go.
+    fn read_parts(&mut self) -> bool {
+        let mut changed = false;
+        for i in 0..self.g.nodes.len() {
+            let NodeKind::Apply(a) = &self.g.nodes[i].kind else {
+                continue;
+            };
+            if self.dead[i] {
+                continue;
+            }
+            let mut args = a.args.clone();
+            let mut slices = Vec::new();
+            for arg in &mut args {
+                let Some(part) = whole_part(self.g, *arg) else {
+                    continue;
+                };
+                let part_node = self.g.values[part.index()].node;
+                if !matches!(self.g.nodes[part_node].kind, NodeKind::Apply(_)) {
+                    continue;
+                }
+                let users = &mut self.users[arg.index()];
+                if let Some(k) = users.iter().position(|&u| u == i) {
+                    users.remove(k);
+                }
+                self.users[part.index()].push(i);
+                slices.push(self.g.values[arg.index()].node);
+                *arg = part;
+            }
+            if slices.is_empty() {
+                continue;
+            }
+            if let NodeKind::Apply(a) = &mut self.g.nodes[i].kind {
+                a.args = args;
+            }
+            for s in slices {
+                self.kill_if_unused(s);
+            }
+            changed = true;
+        }
+        changed
     }
 
     /// The kernel of the apply at node `i`, if it is an unsharded kernel-op apply.
