@@ -26,6 +26,22 @@ fn chain_examples_keep_their_values() {
     assert_eq!(b, a);
 }
 
+/// Pins keep what they name (tests/filetests/canonicalize/pin.teg): same values, and a second
+/// run changes nothing.
+#[test]
+fn pinned_values_keep_their_values() {
+    let src = std::fs::read_to_string(format!(
+        "{}/tests/filetests/canonicalize/pin.teg",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let (b, a, printed) = before_after(&src, "canonicalize", &HashMap::new());
+    assert_eq!(b, a);
+    assert_eq!(printed.matches("pin %").count(), 4, "{printed}");
+    let (_, _, again) = before_after(&printed, "canonicalize", &HashMap::new());
+    assert_eq!(again, printed);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     #[test]

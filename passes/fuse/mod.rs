@@ -17,10 +17,9 @@
 //!   one expression). The rules that decide which, and the diamond rule (a reduction with
 //!   several consumers stays materialized), are in `plan.rs`.
 //!
-//! **Pinned values** are never fused away nor recomputed: a value is pinned when a sink or a
-//! sequence point names it. (The language has no attribute syntax yet; the intended spelling
-//! of an explicit marker is a graph statement `pin %v`. Until the front end has it, sink a
-//! value to pin it.)
+//! **Pinned values** are never fused away nor recomputed: a value is pinned when a `pin`
+//! statement, a sink or a sequence point names it. A `pin` also keeps a view materialized: a
+//! pinned view is not folded into its consumers, and no slice or concat is read through.
 //!
 //! **Shards** (`apply ... @[lo:hi] on N`) fuse like whole applies: the fused apply keeps the
 //! consumer's range and placement, producer and consumer must be on the same node, and the
@@ -216,8 +215,10 @@ struct State<'a> {
     dead: Vec<bool>,
     /// Per value: the nodes reading it (once per operand occurrence).
     users: Vec<Vec<usize>>,
-    /// Per value: named by a sink or a sequence point.
+    /// Per value: named by a pin, a sink or a sequence point.
     pinned: Vec<bool>,
+    /// Per value: named by a pin (then views are not folded through it either).
+    held: Vec<bool>,
     origin: usize,
     /// Rewrites already tried and rejected, by a key of everything they depend on.
     failed: HashSet<String>,
@@ -243,7 +244,7 @@ fn fuse_graph(
             users[v.index()].push(i);
         }
         match &node.kind {
-            NodeKind::Sink { value, .. } => pinned[value.index()] = true,
+            NodeKind::Sink { value, .. } | NodeKind::Pin { value } => pinned[value.index()] = true,
             NodeKind::Sequence { before, after } => {
                 for r in before.iter().chain(after) {
                     if let SeqRef::Value(v) = r {
@@ -254,12 +255,14 @@ fn fuse_graph(
             _ => {}
         }
     }
+    let held = g.pinned();
     let mut st = State {
         insts: (0..n).map(|i| facts.instances.get(&i).cloned()).collect(),
         g,
         dead: vec![false; n],
         users,
         pinned,
+        held,
         origin: 0,
         failed: HashSet::new(),
     };
@@ -316,6 +319,11 @@ impl State<'_> {
                 let Some(part) = whole_part(self.g, *arg) else {
                     continue;
                 };
+                let slice_node = &self.g.nodes[self.g.values[arg.index()].node].kind;
+                let concat = slice_node.operands()[0];
+                if self.held[arg.index()] || self.held[concat.index()] {
+                    continue;
+                }
                 let part_node = self.g.values[part.index()].node;
                 if !matches!(self.g.nodes[part_node].kind, NodeKind::Apply(_)) {
                     continue;
@@ -374,6 +382,9 @@ impl State<'_> {
                 let NodeKind::View(view) = &self.g.nodes[vn].kind else {
                     continue;
                 };
+                if self.held[u.index()] {
+                    continue; // a pinned view is read as materialized
+                }
                 let [src] = view.args()[..] else {
                     continue;
                 };
@@ -573,7 +584,7 @@ fn compact(g: &mut Graph, dead: &[bool]) {
                 | View::Repeat { arg, .. }
                 | View::Pad { arg, .. } => *arg = m(*arg),
             },
-            NodeKind::Sink { value, .. } => *value = m(*value),
+            NodeKind::Sink { value, .. } | NodeKind::Pin { value } => *value = m(*value),
             NodeKind::Sequence { before, after } => {
                 for r in before.iter_mut().chain(after.iter_mut()) {
                     if let SeqRef::Value(v) = r {
