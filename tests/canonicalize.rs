@@ -15,13 +15,18 @@ fn examples_keep_their_values() {
     }
 }
 
+/// The source of `tests/filetests/canonicalize/NAME`.
+fn filetest(name: &str) -> String {
+    let dir = format!(
+        "{}/tests/filetests/canonicalize",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(format!("{dir}/{name}")).unwrap()
+}
+
 #[test]
 fn chain_examples_keep_their_values() {
-    let src = std::fs::read_to_string(format!(
-        "{}/tests/filetests/canonicalize/chains.teg",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
+    let src = filetest("chains.teg");
     let (b, a, _) = before_after(&src, "canonicalize", &HashMap::new());
     assert_eq!(b, a);
 }
@@ -30,11 +35,7 @@ fn chain_examples_keep_their_values() {
 /// run changes nothing.
 #[test]
 fn pinned_values_keep_their_values() {
-    let src = std::fs::read_to_string(format!(
-        "{}/tests/filetests/canonicalize/pin.teg",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
+    let src = filetest("pin.teg");
     let (b, a, printed) = before_after(&src, "canonicalize", &HashMap::new());
     assert_eq!(b, a);
     assert_eq!(printed.matches("pin %").count(), 4, "{printed}");

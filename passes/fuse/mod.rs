@@ -267,9 +267,10 @@ fn fuse_graph(
         failed: HashSet::new(),
     };
     let mut budget = 4 * n + 64;
-    let mut changed = cfg.producers && st.read_parts();
+    let mut changed = false;
     loop {
-        let mut any = false;
+        // Folding a view can make a slice of a concat an apply's operand: read through it again.
+        let mut any = cfg.producers && st.read_parts();
         for i in 0..n {
             while !st.dead[i] && budget > 0 && st.rewrite(i, ops, cfg) {
                 budget -= 1;
