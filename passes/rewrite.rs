@@ -1,6 +1,10 @@
 //! Shared machinery for passes that rebuild a graph node by node: a builder that maps old
 //! values to new ones, hands out fresh names, optionally merges identical nodes (CSE), and
 //! dead-code elimination. Rebuilding in order keeps SSA order by construction.
+//!
+//! Pinned values (`pin %v`) keep their own node: CSE never merges one into an earlier identical
+//! value (later identical values may merge into it), a second `pin` of one value is dropped
+//! under CSE, and DCE keeps every pin and what it names.
 
 use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::graph::*;
@@ -14,6 +18,11 @@ pub struct Builder<'a> {
     pub map: Vec<Option<ValueId>>,
     names: HashSet<String>,
     cse: Option<HashMap<String, ValueId>>,
+    /// Per old value: named by a `pin`.
+    pub pinned: Vec<bool>,
+    /// New values that copy a pinned old value, and new values already pinned.
+    pinned_new: HashSet<ValueId>,
+    pins_done: HashSet<ValueId>,
 }
 
 impl<'a> Builder<'a> {
@@ -30,7 +39,15 @@ impl<'a> Builder<'a> {
             map: vec![None; old.values.len()],
             names: HashSet::new(),
             cse: cse.then(HashMap::new),
+            pinned: old.pinned(),
+            pinned_new: HashSet::new(),
+            pins_done: HashSet::new(),
         }
+    }
+
+    /// Whether a value of the new graph copies a pinned value.
+    pub fn is_pinned_new(&self, v: ValueId) -> bool {
+        self.pinned_new.contains(&v)
     }
 
     /// `base` if unused, else `base.c0`, `base.c1`, ...
@@ -63,8 +80,21 @@ impl<'a> Builder<'a> {
 
     /// Adds a node with one result named like `name` (or finds an identical one under CSE).
     pub fn emit(&mut self, kind: NodeKind, name: &str, ty: TensorType, span: Span) -> ValueId {
+        self.emit_cse(kind, name, ty, span, true)
+    }
+
+    /// As [`Builder::emit`]; `merge: false` never merges this node into an earlier one (it is
+    /// still recorded, so later identical nodes merge into it).
+    fn emit_cse(
+        &mut self,
+        kind: NodeKind,
+        name: &str,
+        ty: TensorType,
+        span: Span,
+        merge: bool,
+    ) -> ValueId {
         let key = self.cse.as_ref().and_then(|_| cse_key(&kind));
-        if let (Some(k), Some(cse)) = (&key, &self.cse) {
+        if let (Some(k), Some(cse), true) = (&key, &self.cse, merge) {
             if let Some(&v) = cse.get(k) {
                 return v;
             }
@@ -116,18 +146,28 @@ impl<'a> Builder<'a> {
     /// Copies an old node unchanged (operands mapped), keeping its result names.
     pub fn copy_node(&mut self, node: &Node) -> Result<(), Diagnostic> {
         let kind = self.remap(&node.kind);
+        if let NodeKind::Pin { value } = kind {
+            if self.cse.is_some() && !self.pins_done.insert(value) {
+                return Ok(()); // already pinned
+            }
+        }
+        let pinned = node.results.iter().any(|v| self.pinned[v.index()]);
         let results: Vec<(String, TensorType)> = node
             .results
             .iter()
             .map(|&v| Ok((self.old.value(v).name.clone(), self.old_ty(v)?)))
             .collect::<Result<_, Diagnostic>>()?;
         let ids = if results.len() == 1 && !matches!(kind, NodeKind::Source { .. }) {
-            vec![self.emit(kind, &results[0].0, results[0].1.clone(), node.span)]
+            let (name, ty) = results[0].clone();
+            vec![self.emit_cse(kind, &name, ty, node.span, !pinned)]
         } else {
             self.emit_multi(kind, &results, node.span)
         };
         for (&old, id) in node.results.iter().zip(ids) {
             self.map[old.index()] = Some(id);
+            if self.pinned[old.index()] {
+                self.pinned_new.insert(id);
+            }
         }
         Ok(())
     }
@@ -151,7 +191,7 @@ pub fn for_each_operand(kind: &mut NodeKind, f: &mut dyn FnMut(&mut ValueId)) {
             | View::Repeat { arg, .. }
             | View::Pad { arg, .. } => f(arg),
         },
-        NodeKind::Sink { value, .. } => f(value),
+        NodeKind::Sink { value, .. } | NodeKind::Pin { value } => f(value),
         NodeKind::Sequence { before, after } => {
             before.iter_mut().chain(after.iter_mut()).for_each(|r| {
                 if let SeqRef::Value(v) = r {
@@ -163,7 +203,8 @@ pub fn for_each_operand(kind: &mut NodeKind, f: &mut dyn FnMut(&mut ValueId)) {
     }
 }
 
-/// CSE key of a node; `None` for nodes that are never merged (sources, sinks, sequence points).
+/// CSE key of a node; `None` for nodes that are never merged (sources, sinks, sequence points,
+/// pins).
 fn cse_key(kind: &NodeKind) -> Option<String> {
     match kind {
         NodeKind::View(v) => Some(format!("view {v:?}")),
@@ -176,7 +217,7 @@ fn cse_key(kind: &NodeKind) -> Option<String> {
     }
 }
 
-/// Removes every node that reaches no sink or sequence point (sources stay: they are the
+/// Removes every node that reaches no sink, sequence point or pin (sources stay: they are the
 /// graph's interface), renumbering values.
 pub fn dce(g: &Graph) -> Graph {
     let mut live = vec![false; g.nodes.len()];
@@ -186,7 +227,10 @@ pub fn dce(g: &Graph) -> Graph {
         for (i, n) in g.nodes.iter().enumerate().rev() {
             let root = matches!(
                 n.kind,
-                NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Source { .. }
+                NodeKind::Sink { .. }
+                    | NodeKind::Sequence { .. }
+                    | NodeKind::Source { .. }
+                    | NodeKind::Pin { .. }
             );
             if !(root || live[i]) {
                 continue;

@@ -15,15 +15,32 @@ fn examples_keep_their_values() {
     }
 }
 
+/// The source of `tests/filetests/canonicalize/NAME`.
+fn filetest(name: &str) -> String {
+    let dir = format!(
+        "{}/tests/filetests/canonicalize",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(format!("{dir}/{name}")).unwrap()
+}
+
 #[test]
 fn chain_examples_keep_their_values() {
-    let src = std::fs::read_to_string(format!(
-        "{}/tests/filetests/canonicalize/chains.teg",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
+    let src = filetest("chains.teg");
     let (b, a, _) = before_after(&src, "canonicalize", &HashMap::new());
     assert_eq!(b, a);
+}
+
+/// Pins keep what they name (tests/filetests/canonicalize/pin.teg): same values, and a second
+/// run changes nothing.
+#[test]
+fn pinned_values_keep_their_values() {
+    let src = filetest("pin.teg");
+    let (b, a, printed) = before_after(&src, "canonicalize", &HashMap::new());
+    assert_eq!(b, a);
+    assert_eq!(printed.matches("pin %").count(), 4, "{printed}");
+    let (_, _, again) = before_after(&printed, "canonicalize", &HashMap::new());
+    assert_eq!(again, printed);
 }
 
 proptest! {

@@ -4,10 +4,9 @@
 
 mod common;
 use common::graphgen::{build, step};
-use common::{before_after, Sinks};
+use common::{before_after, mlp_inputs, Sinks};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use tapc_runtime::Tensor;
 
 /// Largest |a - b| relative to the largest |b|, over every sink.
 fn max_rel_err(a: &Sinks, b: &Sinks) -> f64 {
@@ -25,19 +24,6 @@ fn max_rel_err(a: &Sinks, b: &Sinks) -> f64 {
         }
     }
     worst
-}
-
-fn mlp_inputs() -> HashMap<String, Tensor> {
-    let dir = format!("{}/tests/data/mlp", env!("CARGO_MANIFEST_DIR"));
-    ["x", "w1", "b1", "w2", "b2"]
-        .iter()
-        .map(|n| {
-            (
-                n.to_string(),
-                tapc_runtime::npy::read(std::path::Path::new(&format!("{dir}/{n}.npy"))).unwrap(),
-            )
-        })
-        .collect()
 }
 
 #[test]

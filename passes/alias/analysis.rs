@@ -251,7 +251,7 @@ fn collect(g: &Graph) -> Result<Collected, AliasError> {
             NodeKind::Generator(gen) => Def::Root(RootKind::Generator(gen.kind.name())),
             NodeKind::Apply(a) => Def::Root(RootKind::Apply(a.op.clone())),
             NodeKind::View(v) => Def::View(v.clone()),
-            NodeKind::Sink { .. } | NodeKind::Sequence { .. } => continue,
+            NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => continue,
         };
         if let Def::View(v) = &def {
             for a in v.args() {

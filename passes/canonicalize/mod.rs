@@ -5,9 +5,14 @@
 //! single-operand views is rewritten from its root at the value where it ends.
 //! Sources, sinks and sequence points are never removed or merged; `rand` generators merge
 //! only when seed and type are equal (they then compute identical values).
+//!
+//! **Pinned values** (`pin %v`) stay as written and are read where they are: a pinned node is
+//! never removed (DCE), never merged into an earlier identical node (CSE; later ones may merge
+//! into it), never rewritten as part of a view chain (chains of views over it start at it), and
+//! no fold looks through it (a slice of a pinned concat stays a slice of the concat).
 
 mod chain;
-mod peephole;
+pub mod peephole;
 
 pub use chain::{canonicalize as canonicalize_chain, Op};
 
@@ -122,11 +127,19 @@ pub fn to_view(op: &Op, arg: ValueId) -> View {
 
 /// Where a chain of single-operand views ending at `v` starts, its ops in order, and the
 /// values the ops define.
-fn chain_of(g: &Graph, v: ValueId) -> Result<(ValueId, Vec<Op>, Vec<ValueId>), Diagnostic> {
+/// A chain stops at a pinned value, which is then its root.
+fn chain_of(
+    g: &Graph,
+    v: ValueId,
+    pinned: &[bool],
+) -> Result<(ValueId, Vec<Op>, Vec<ValueId>), Diagnostic> {
     let mut ops = Vec::new();
     let mut vals = Vec::new();
     let mut cur = v;
     loop {
+        if cur != v && pinned[cur.index()] {
+            break;
+        }
         let node = &g.nodes[g.value(cur).node];
         let NodeKind::View(view) = &node.kind else {
             break;
@@ -149,21 +162,24 @@ fn chain_of(g: &Graph, v: ValueId) -> Result<(ValueId, Vec<Op>, Vec<ValueId>), D
 
 fn rebuild(g: &Graph) -> Result<Graph, Diagnostic> {
     let mut b = Builder::new(g, true);
-    let inner = chain_interior(g);
+    let inner = chain_interior(g, &b.pinned);
     for node in &g.nodes {
         match &node.kind {
+            // A pinned view is kept as written.
+            NodeKind::View(_) if b.pinned[node.results[0].index()] => b.copy_node(node)?,
             NodeKind::View(view) if view.args().len() == 1 && as_op(view, &[], &[]).is_some() => {
                 let v = node.results[0];
                 if inner[v.index()] {
                     continue; // only chain ends are rebuilt; interior views die with the old chain
                 }
-                let (root, ops, vals) = chain_of(g, v)?;
+                let (root, ops, vals) = chain_of(g, v, &b.pinned)?;
                 let root_ty = ty(g, root)?.clone();
                 let mut canon = chain::canonicalize(&root_ty.shape, &ops);
                 let mut cur = b.mapped(root);
                 let mut shape = root_ty.shape.clone();
                 let mut folded_any = false;
-                if let Some(first @ Op::Slice(_)) = canon.first() {
+                let first = canon.first().filter(|_| !b.is_pinned_new(cur));
+                if let Some(first @ Op::Slice(_)) = first {
                     // A chain that starts by slicing a concat may read one part directly.
                     let out = root_ty.with_shape(first.out_shape(&shape));
                     let folded = peephole::fold(&to_view(first, cur), &b.new, &out);
@@ -225,7 +241,13 @@ fn rebuild(g: &Graph) -> Result<Graph, Diagnostic> {
                 let v = node.results[0];
                 let mapped = remap_view(view, &b);
                 let t = ty(g, v)?.clone();
-                let out = match peephole::fold(&mapped, &b.new, &t) {
+                let through_pin = mapped.args().iter().any(|&a| b.is_pinned_new(a));
+                let folded = if through_pin {
+                    None
+                } else {
+                    peephole::fold(&mapped, &b.new, &t)
+                };
+                let out = match folded {
                     Some(peephole::Folded::Value(x)) => x,
                     Some(peephole::Folded::View(nv)) => {
                         b.emit(NodeKind::View(nv), &g.value(v).name, t, node.span)
@@ -253,12 +275,14 @@ fn set_arg(v: &mut View, a: ValueId) {
     }
 }
 
-/// Values whose only uses are as the operand of chainable single-operand views.
-fn chain_interior(g: &Graph) -> Vec<bool> {
+/// Values whose only uses are as the operand of chainable single-operand views (a pinned view
+/// is not rewritten, so its operand is used as it is).
+fn chain_interior(g: &Graph, pinned: &[bool]) -> Vec<bool> {
     let mut other_use = vec![false; g.values.len()];
     let mut chain_use = vec![false; g.values.len()];
     for n in &g.nodes {
-        let chainable = matches!(&n.kind, NodeKind::View(v) if v.args().len() == 1 && as_op(v, &[], &[]).is_some());
+        let chainable = matches!(&n.kind, NodeKind::View(v) if v.args().len() == 1 && as_op(v, &[], &[]).is_some())
+            && !n.results.iter().any(|r| pinned[r.index()]);
         for v in n.kind.operands() {
             if chainable {
                 chain_use[v.index()] = true

@@ -20,6 +20,19 @@ pub fn fold(v: &View, g: &Graph, out: &TensorType) -> Option<Folded> {
     }
 }
 
+/// The concat operand that `v` is exactly, when `v` is a slice of a concat selecting one whole
+/// operand (`slice (concat %a, %b axis 0) [2:4, ..]` with `%a` two rows: `%b`). `fuse` reads
+/// through such slices with this same fold, so a consumer shard meets its producer shard.
+pub fn whole_part(g: &Graph, v: ValueId) -> Option<ValueId> {
+    let NodeKind::View(View::Slice { arg, dims }) = def(g, v) else {
+        return None;
+    };
+    match slice_of_concat(*arg, dims, g)? {
+        Folded::Value(part) => Some(part),
+        Folded::View(_) => None,
+    }
+}
+
 fn def(g: &Graph, v: ValueId) -> &NodeKind {
     &g.nodes[g.value(v).node].kind
 }

@@ -459,7 +459,7 @@ impl Problem {
                         elem: elem_of(*value),
                     });
                 }
-                NodeKind::Sequence { .. } => {}
+                NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
                 NodeKind::Apply(a) => {
                     let inst = facts
                         .instances

@@ -17,16 +17,19 @@
 //!   one expression). The rules that decide which, and the diamond rule (a reduction with
 //!   several consumers stays materialized), are in `plan.rs`.
 //!
-//! **Pinned values** are never fused away nor recomputed: a value is pinned when a sink or a
-//! sequence point names it. (The language has no attribute syntax yet; the intended spelling
-//! of an explicit marker is a graph statement `pin %v`. Until the front end has it, sink a
-//! value to pin it.)
+//! **Pinned values** are never fused away nor recomputed: a value is pinned when a `pin`
+//! statement, a sink or a sequence point names it. A `pin` also keeps a view materialized: a
+//! pinned view is not folded into its consumers, and no slice or concat is read through.
 //!
 //! **Shards** (`apply ... @[lo:hi] on N`) fuse like whole applies: the fused apply keeps the
 //! consumer's range and placement, producer and consumer must be on the same node, and the
 //! verifier must derive the same input windows (origins) as the composition assumes — the
-//! shard pass's propagated chains (`relu.k` reading `linear.k`) qualify. Views are not folded
-//! into shards: a shard's operands are its windows, the data its node receives.
+//! shard pass's propagated chains (`relu.k` reading `linear.k`) qualify. The shard pass leaves
+//! a consumer shard reading its producer shard through `slice (concat ..)`; before fusing, an
+//! apply that reads a whole concat operand that way reads the operand itself when it is an
+//! apply's result (canonicalize's fold, `peephole::whole_part`), so `shard,fuse` needs no
+//! `canonicalize` in between. Views are not folded into shards: a shard's operands are its
+//! windows, the data its node receives.
 //!
 //! **What is never touched:** extern ops (their signature is a contract), producers with
 //! several outputs, producers and consumers placed on different nodes, views of `concat` or
@@ -51,6 +54,7 @@ use crate::ir::graph::*;
 use crate::ir::instance::Instance;
 use crate::ir::kernel::OpDef;
 use crate::ir::{Module, TensorType};
+use crate::passes::canonicalize::peephole::whole_part;
 use crate::passes::manager::{Pass, PassContext, PassOptions};
 use crate::syntax::printer::print_op;
 use crate::verify::GraphFacts;
@@ -212,8 +216,10 @@ struct State<'a> {
     dead: Vec<bool>,
     /// Per value: the nodes reading it (once per operand occurrence).
     users: Vec<Vec<usize>>,
-    /// Per value: named by a sink or a sequence point.
+    /// Per value: named by a pin, a sink or a sequence point.
     pinned: Vec<bool>,
+    /// Per value: named by a pin (then views are not folded through it either).
+    held: Vec<bool>,
     origin: usize,
     /// Rewrites already tried and rejected, by a key of everything they depend on.
     failed: HashSet<String>,
@@ -239,7 +245,7 @@ fn fuse_graph(
             users[v.index()].push(i);
         }
         match &node.kind {
-            NodeKind::Sink { value, .. } => pinned[value.index()] = true,
+            NodeKind::Sink { value, .. } | NodeKind::Pin { value } => pinned[value.index()] = true,
             NodeKind::Sequence { before, after } => {
                 for r in before.iter().chain(after) {
                     if let SeqRef::Value(v) = r {
@@ -250,19 +256,22 @@ fn fuse_graph(
             _ => {}
         }
     }
+    let held = g.pinned();
     let mut st = State {
         insts: (0..n).map(|i| facts.instances.get(&i).cloned()).collect(),
         g,
         dead: vec![false; n],
         users,
         pinned,
+        held,
         origin: 0,
         failed: HashSet::new(),
     };
     let mut budget = 4 * n + 64;
     let mut changed = false;
     loop {
-        let mut any = false;
+        // Folding a view can make a slice of a concat an apply's operand: read through it again.
+        let mut any = cfg.producers && st.read_parts();
         for i in 0..n {
             while !st.dead[i] && budget > 0 && st.rewrite(i, ops, cfg) {
                 budget -= 1;
@@ -291,6 +300,56 @@ impl State<'_> {
     fn next_origin(&mut self) -> usize {
         self.origin += 1;
         self.origin
+    }
+
+    /// Makes applies that read a whole part of a concat through a slice read the part itself
+    /// when the part is an apply's result (a producer to fuse with). The shard pass leaves each
+    /// consumer shard reading its producer shard this way (`relu.k(slice (concat h.0, ..))`);
+    /// the fold is canonicalize's (`peephole::whole_part`). Slices and concats left unused go.
+    fn read_parts(&mut self) -> bool {
+        let mut changed = false;
+        for i in 0..self.g.nodes.len() {
+            let NodeKind::Apply(a) = &self.g.nodes[i].kind else {
+                continue;
+            };
+            if self.dead[i] {
+                continue;
+            }
+            let mut args = a.args.clone();
+            let mut slices = Vec::new();
+            for arg in &mut args {
+                let Some(part) = whole_part(self.g, *arg) else {
+                    continue;
+                };
+                let slice_node = &self.g.nodes[self.g.values[arg.index()].node].kind;
+                let concat = slice_node.operands()[0];
+                if self.held[arg.index()] || self.held[concat.index()] {
+                    continue;
+                }
+                let part_node = self.g.values[part.index()].node;
+                if !matches!(self.g.nodes[part_node].kind, NodeKind::Apply(_)) {
+                    continue;
+                }
+                let users = &mut self.users[arg.index()];
+                if let Some(k) = users.iter().position(|&u| u == i) {
+                    users.remove(k);
+                }
+                self.users[part.index()].push(i);
+                slices.push(self.g.values[arg.index()].node);
+                *arg = part;
+            }
+            if slices.is_empty() {
+                continue;
+            }
+            if let NodeKind::Apply(a) = &mut self.g.nodes[i].kind {
+                a.args = args;
+            }
+            for s in slices {
+                self.kill_if_unused(s);
+            }
+            changed = true;
+        }
+        changed
     }
 
     /// The kernel of the apply at node `i`, if it is an unsharded kernel-op apply.
@@ -325,6 +384,9 @@ impl State<'_> {
                 let NodeKind::View(view) = &self.g.nodes[vn].kind else {
                     continue;
                 };
+                if self.held[u.index()] {
+                    continue; // a pinned view is read as materialized
+                }
                 let [src] = view.args()[..] else {
                     continue;
                 };
@@ -524,7 +586,7 @@ fn compact(g: &mut Graph, dead: &[bool]) {
                 | View::Repeat { arg, .. }
                 | View::Pad { arg, .. } => *arg = m(*arg),
             },
-            NodeKind::Sink { value, .. } => *value = m(*value),
+            NodeKind::Sink { value, .. } | NodeKind::Pin { value } => *value = m(*value),
             NodeKind::Sequence { before, after } => {
                 for r in before.iter_mut().chain(after.iter_mut()) {
                     if let SeqRef::Value(v) = r {

@@ -521,7 +521,7 @@ impl Builder<'_> {
                     deps: l.producers.clone(),
                 });
             }
-            NodeKind::Sequence { .. } => {}
+            NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
         }
         Ok(())
     }

@@ -50,6 +50,7 @@ codes! {
     BAD_SINK = "E0050": "two sinks with the same name";
     BAD_SEQUENCE = "E0051": "a sequence point naming something that is not a sink or apply";
     CYCLE = "E0052": "a cycle through sequence points";
+    BAD_PIN = "E0053": "a pin naming something that is not a value defined above";
     BAD_SIGNATURE = "E0070": "an invalid explicit signature in an extern op";
     NO_KERNEL = "E0071": "evaluation of an extern op that has no reference kernel";
     BAD_RANGE = "E0080": "an invalid sharded index range or placement";

@@ -20,6 +20,7 @@ pub fn dot(m: &Module) -> String {
                 NodeKind::View(_) => ("parallelogram", "#a0d0d0"),
                 NodeKind::Generator(_) => ("ellipse", "#d0d0ff"),
                 NodeKind::Sequence { .. } => ("octagon", "#B4F8C8"),
+                NodeKind::Pin { .. } => ("note", "#F8E8B4"),
             };
             let label = node_text(g, n).replace('\\', "\\\\").replace('"', "\\\"");
             let _ = writeln!(

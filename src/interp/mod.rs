@@ -66,7 +66,7 @@ pub fn run(
                 sinks.push((name.clone(), to_tensor(get(*value))));
                 vec![]
             }
-            NodeKind::Sequence { .. } => vec![],
+            NodeKind::Sequence { .. } | NodeKind::Pin { .. } => vec![],
         };
         let _ = m;
         for (v, val) in n.results.iter().zip(out) {

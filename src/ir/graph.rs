@@ -56,6 +56,11 @@ pub enum NodeKind {
         before: Vec<SeqRef>,
         after: Vec<SeqRef>,
     },
+    /// `pin %v`: `%v` stays materialized. It changes no value (the interpreter ignores it);
+    /// passes keep the value's own node and make its consumers read it (docs/teg.md §8).
+    Pin {
+        value: ValueId,
+    },
 }
 
 /// `apply @op<params>(args) @[lo:hi, ...] on N`
@@ -234,7 +239,7 @@ impl NodeKind {
         match self {
             NodeKind::Apply(a) => a.args.clone(),
             NodeKind::View(v) => v.args(),
-            NodeKind::Sink { value, .. } => vec![*value],
+            NodeKind::Sink { value, .. } | NodeKind::Pin { value } => vec![*value],
             NodeKind::Source { .. } | NodeKind::Generator(_) | NodeKind::Sequence { .. } => vec![],
         }
     }
@@ -258,6 +263,16 @@ impl Graph {
             NodeKind::Sink { name, value } => Some((name.as_str(), *value)),
             _ => None,
         })
+    }
+    /// Per value: named by a `pin` statement.
+    pub fn pinned(&self) -> Vec<bool> {
+        let mut p = vec![false; self.values.len()];
+        for n in &self.nodes {
+            if let NodeKind::Pin { value } = n.kind {
+                p[value.index()] = true;
+            }
+        }
+        p
     }
     pub fn sources(&self) -> impl Iterator<Item = (&str, &TensorType, ValueId)> {
         self.nodes.iter().filter_map(|n| match &n.kind {

@@ -178,6 +178,14 @@ pub enum GraphStmt {
         after: Vec<(bool, Name)>,
         span: Span,
     },
+    /// `WORD REF`: a statement led by a bare word. `pin %v` is the only one; `pin` is not
+    /// reserved, the word is checked in lowering (E0014 for any other).
+    Word {
+        word: Name,
+        /// `(is_sink, name)`, as in sequence points: `@sink` or `%value`.
+        target: (bool, Name),
+        span: Span,
+    },
     /// `%a = ...` whose right-hand side has a syntax error (already reported).
     Broken {
         results: Vec<Name>,
@@ -232,6 +240,7 @@ impl GraphStmt {
             | GraphStmt::Instr { span, .. }
             | GraphStmt::Sink { span, .. }
             | GraphStmt::Sequence { span, .. }
+            | GraphStmt::Word { span, .. }
             | GraphStmt::Broken { span, .. }
             | GraphStmt::Error(span) => *span,
         }

@@ -623,6 +623,24 @@ impl Cx<'_> {
                 };
                 NodeKind::Sequence { before, after }
             }
+            GraphStmt::Word { word, target, .. } => {
+                if word.text != "pin" {
+                    self.report(
+                        err(
+                            codes::UNKNOWN_INSTR,
+                            format!("unknown graph statement `{}`", word.text),
+                            word.span,
+                            "not a statement",
+                        )
+                        .note("graph statements are `%v = ...`, `sink @name %v`, `sequence ... -> ...` and `pin %v`"),
+                    );
+                    return;
+                }
+                let Some(value) = self.pin_target(gb, target) else {
+                    return;
+                };
+                NodeKind::Pin { value }
+            }
             GraphStmt::Apply {
                 results,
                 op,
@@ -759,6 +777,38 @@ impl Cx<'_> {
                 None
             }
         }
+    }
+
+    /// The value `pin` names: a `%value` defined above (E0053 otherwise).
+    fn pin_target(
+        &mut self,
+        gb: &GraphBuilder,
+        (is_sink, r): &(bool, ast::Name),
+    ) -> Option<ValueId> {
+        if !is_sink {
+            if let Some(&v) = gb.names.get(r.text.as_str()) {
+                return Some(v);
+            }
+        }
+        let d = if *is_sink {
+            err(
+                codes::BAD_PIN,
+                format!("`@{}` is a sink, not a value", r.text),
+                r.span,
+                "cannot be pinned",
+            )
+            .note("pin the value the sink reads (`pin %v`); a sunk value is kept anyway")
+        } else {
+            err(
+                codes::BAD_PIN,
+                format!("`%{}` is not a value defined above", r.text),
+                r.span,
+                "cannot be pinned",
+            )
+            .note("`pin %v` must follow the statement that defines `%v`")
+        };
+        self.report(d);
+        None
     }
 
     fn seq_ref(&mut self, gb: &GraphBuilder, (is_sink, r): &(bool, ast::Name)) -> Option<SeqRef> {

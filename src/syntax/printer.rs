@@ -242,6 +242,7 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
     let body = match &n.kind {
         NodeKind::Source { name, ty } => return format!("{results} = source @{name} : {ty}"),
         NodeKind::Sink { name, value } => return format!("sink @{name} {}", val(g, *value)),
+        NodeKind::Pin { value } => return format!("pin {}", val(g, *value)),
         NodeKind::Sequence { before, after } => {
             let r = |x: &SeqRef| match x {
                 SeqRef::Sink(s) => format!("@{s}"),

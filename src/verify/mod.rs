@@ -68,7 +68,7 @@ fn verify_graph(m: &Module, g: &mut Graph, diags: &mut Diagnostics) -> GraphFact
                         t
                     }),
             },
-            NodeKind::Sink { .. } | NodeKind::Sequence { .. } => Ok(vec![]),
+            NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => Ok(vec![]),
         };
         match tys {
             Err(ds) => ds.into_iter().for_each(|d| diags.push(d)),

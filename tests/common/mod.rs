@@ -44,6 +44,19 @@ pub fn f64s(t: &Tensor) -> Vec<f64> {
     }
 }
 
+/// The MLP example's sources (`tests/data/mlp/*.npy`), by source name.
+pub fn mlp_inputs() -> HashMap<String, Tensor> {
+    let dir = format!("{}/tests/data/mlp", env!("CARGO_MANIFEST_DIR"));
+    ["x", "w1", "b1", "w2", "b2"]
+        .iter()
+        .map(|n| {
+            let path = format!("{dir}/{n}.npy");
+            let t = tapc_runtime::npy::read(std::path::Path::new(&path)).expect("fixture");
+            (n.to_string(), t)
+        })
+        .collect()
+}
+
 pub fn example(name: &str) -> String {
     std::fs::read_to_string(format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR")))
         .expect("example exists")
