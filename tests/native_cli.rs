@@ -280,6 +280,8 @@ fn a_kernel_fault_is_reported_with_its_task_and_writes_nothing() {
         ("segv", "segmentation fault (SIGSEGV)"),
         ("bus", "bus error (SIGBUS)"),
         ("fpe", "arithmetic fault (SIGFPE)"),
+        // A real fault: the task overflows its stack; reported from the alternate stack.
+        ("stack", "segmentation fault (SIGSEGV)"),
     ] {
         let stderr = run_mlp_with_fault(&format!("fault-{kind}"), &format!("{kind}:@relu"));
         let want = format!("mlp: error: {what} in task `apply @relu");

@@ -10,7 +10,7 @@
 //! ([`crate::fault`], which also reports kernel faults in compiled programs); workers stop
 //! taking jobs, and no sink is returned.
 
-use crate::fault::{describe, panic_message, Running, TestFault};
+use crate::fault::{describe, panic_message, AltStack, Running, TestFault};
 use crate::plan::{Init, Plan};
 use crate::tensor::{checked_numel, DType, Data, Tensor};
 use std::alloc::{alloc, dealloc, Layout};
@@ -388,6 +388,8 @@ impl Shared<'_> {
     /// this bookkeeping: a runtime bug) still stops the run with a message instead of leaving
     /// the other workers waiting.
     fn work(&self, worker: usize, record: bool, test_fault: Option<&TestFault>) -> Vec<Event> {
+        // Where the fault handler is installed: lets it report a task that overflows its stack.
+        let _alt_stack = AltStack::new();
         let mut events = Vec::new();
         let r = catch_unwind(AssertUnwindSafe(|| {
             self.work_loop(worker, record, test_fault, &mut events)

@@ -11,17 +11,20 @@
 //!   `NAME` (index range [...]); no outputs were written`` with `write(2)` and leaves with
 //!   `_exit(1)`: both async-signal-safe, and nothing else is called. Sinks are only written
 //!   after the whole schedule has run, so a fault can never leave a partial output. A fault
-//!   outside any task restores the default action and re-raises the signal.
+//!   outside any task restores the default action and re-raises the signal. Each worker gets
+//!   an alternate signal stack ([`AltStack`]), so a task that overflows its stack is reported
+//!   too.
 //! - **Test-only hook.** [`TestFault::from_env`] reads `TAPC_RT_TEST_FAULT=KIND:TEXT`, with
-//!   `KIND` one of `panic`, `segv`, `bus`, `fpe`: every task whose name contains `TEXT` then
-//!   panics, or raises that signal on its worker thread, just before its kernel is called
-//!   (while it is the running task). It exists so that tests can check the reports above on
+//!   `KIND` one of `panic`, `segv`, `bus`, `fpe`, `stack`: every task whose name contains
+//!   `TEXT` then panics, raises that signal on its worker thread, or (`stack`) recurses until
+//!   it overflows its stack (a real SIGSEGV), just before its kernel is called (while it is
+//!   the running task). It exists so that tests can check the reports above on
 //!   real compiled programs (`tests/native_cli.rs`); it is not a user feature and is unset in
 //!   normal runs. The signal kinds need the handler, so they are meant for compiled programs.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// The task a worker thread is running: raw parts, so that a signal handler can read them.
 #[derive(Clone, Copy)]
@@ -102,6 +105,7 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
 enum Inject {
     Panic,
     Signal(i32),
+    Overflow,
 }
 
 /// The test-only fault injection of `TAPC_RT_TEST_FAULT` (see the module documentation).
@@ -126,7 +130,7 @@ impl TestFault {
     fn parse(v: &str) -> Result<TestFault, String> {
         let bad = || {
             format!(
-                "{TEST_FAULT_VAR}={v}: expected KIND:TASK with KIND one of panic, segv, bus, fpe (a test-only hook)"
+                "{TEST_FAULT_VAR}={v}: expected KIND:TASK with KIND one of panic, segv, bus, fpe, stack (a test-only hook)"
             )
         };
         let (kind, task) = v.split_once(':').ok_or_else(bad)?;
@@ -135,6 +139,7 @@ impl TestFault {
             "segv" => Inject::Signal(libc::SIGSEGV),
             "bus" => Inject::Signal(libc::SIGBUS),
             "fpe" => Inject::Signal(libc::SIGFPE),
+            "stack" => Inject::Overflow,
             _ => return Err(bad()),
         };
         if task.is_empty() {
@@ -158,6 +163,81 @@ impl TestFault {
                 // this thread (the handler, if installed, reports this task and exits).
                 unsafe { libc::raise(sig) };
             }
+            Inject::Overflow => {
+                std::hint::black_box(overflow(0));
+            }
+        }
+    }
+}
+
+/// Recurses with 1 KiB frames until the stack overflows (the guard page faults).
+fn overflow(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth as u8; 1024]);
+    if depth == u64::MAX {
+        return 0;
+    }
+    overflow(depth + 1).wrapping_add(u64::from(frame[(depth % 1024) as usize]))
+}
+
+/// Whether [`install_fault_handler`] ran (in this process).
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// An alternate signal stack for the current thread while alive, so that the fault handler can
+/// run even when a task has overflowed its stack. Only where the handler is installed.
+pub struct AltStack {
+    mem: *mut libc::c_void,
+    size: usize,
+    old: libc::stack_t,
+}
+
+impl AltStack {
+    /// Sets up the stack, or `None` when there is no handler (or no memory for it).
+    pub fn new() -> Option<AltStack> {
+        if !INSTALLED.load(Ordering::Relaxed) {
+            return None;
+        }
+        let size = libc::SIGSTKSZ.max(64 << 10);
+        // SAFETY: a fresh private anonymous mapping; checked for failure.
+        let mem = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: zeroed stack_t values are valid; `mem` holds `size` bytes until `drop`
+        // restores the previous stack and unmaps it.
+        unsafe {
+            let mut ss: libc::stack_t = std::mem::zeroed();
+            ss.ss_sp = mem;
+            ss.ss_size = size;
+            let mut old: libc::stack_t = std::mem::zeroed();
+            if libc::sigaltstack(&ss, &mut old) != 0 {
+                libc::munmap(mem, size);
+                return None;
+            }
+            Some(AltStack { mem, size, old })
+        }
+    }
+}
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        // SAFETY: restores the stack this thread had before (or none) and unmaps ours, which
+        // is no longer in use (we are not in a signal handler).
+        unsafe {
+            let mut old = self.old;
+            if old.ss_sp.is_null() {
+                old.ss_flags = libc::SS_DISABLE;
+            }
+            libc::sigaltstack(&old, std::ptr::null_mut());
+            libc::munmap(self.mem, self.size);
         }
     }
 }
@@ -259,6 +339,7 @@ pub fn install_fault_handler(prog: &str) {
     let name: &'static str = Box::leak(prog.to_string().into_boxed_str());
     PROG_LEN.store(name.len(), Ordering::Relaxed);
     PROG.store(name.as_ptr().cast_mut(), Ordering::Relaxed);
+    INSTALLED.store(true, Ordering::Relaxed);
     for (sig, _) in FATAL {
         // SAFETY: a zeroed sigaction is a valid starting value; the handler only calls
         // async-signal-safe functions (write, signal, raise, _exit) and reads a const
@@ -308,6 +389,10 @@ mod tests {
         assert_eq!(
             TestFault::parse("panic:x").map(|f| f.inject),
             Ok(Inject::Panic)
+        );
+        assert_eq!(
+            TestFault::parse("stack:x").map(|f| f.inject),
+            Ok(Inject::Overflow)
         );
         for bad in ["segv", "kill:x", "panic:"] {
             let e = TestFault::parse(bad).unwrap_err();
