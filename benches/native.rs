@@ -1,15 +1,36 @@
-//! Benchmarks of the native backend (not part of `cargo test`): each workload of issue 5 is
-//! compiled once with the JIT and run with 1 and 2 worker threads; the median wall time of the
-//! schedule (kernels and buffer allocation, not input/output copies) is reported, with the
-//! process CPU time of the 1-thread runs (less sensitive to a busy machine).
+//! Benchmarks of the native backend against numpy (not part of `cargo test`).
 //!
-//! `cargo bench --bench native -- [--runs N] [--only NAME] [--data DIR] [--json] [--fast-math]`:
-//! `--data DIR` also writes every workload's inputs as `DIR/NAME/SOURCE.npy` so that
-//! `benches/numpy_ref.py` can time numpy on exactly the same inputs; `--json` prints one JSON
-//! object with the medians (seconds) as the last line.
+//! `cargo bench --bench native -- [--runs N] [--only NAME,...] [--passes LIST] [--fast-math]
+//! [--data DIR] [--json] [--no-numpy]`
+//!
+//! Every workload of issue 5 is compiled once with the JIT, after the pass pipeline `--passes`
+//! (default: the standard one, as `tapc FILE -o OUT` uses), and run with 1 and then 2 worker
+//! threads; the median wall time of the schedule (kernels and buffer allocation, not input or
+//! output copies) is reported per thread count, with the 2-thread speedup. `1T run cpu ms` is
+//! the process CPU time of a whole 1-thread run, *including* copying the inputs in and the
+//! sinks out: not comparable with the wall times, but when it is below the 1-thread wall time
+//! the machine was busy (the thread waited for a core).
+//!
+//! How 2 threads help an unsharded graph: an apply is one task (a one-shard schedule), but the
+//! runtime splits a big task into chunks along a dimension its kernel allows (matmul: the rows;
+//! the elementwise chain: the elements) and the workers share the chunks. The `2T jobs` column
+//! shows that split (jobs run / tasks, measured in one extra recorded 2-thread run). A sharded
+//! pipeline (`--passes='canonicalize,shard{parts=2},fuse'`) gives the same parallelism through
+//! the schedule instead.
+//!
+//! numpy runs side by side on exactly the same inputs, written as `.npy` files (into `--data
+//! DIR`, or a temporary directory removed afterwards) and timed by `benches/numpy_ref.py` with
+//! its BLAS/OpenMP pools limited to 1 and then 2 threads, so each tapc column has a numpy
+//! column with the same number of threads. The ratios are numpy time / tapc time (above 1: tapc
+//! is faster). numpy is not on a fresh machine: if `python3` or numpy is missing, the bench
+//! says so plainly and reports tapc alone. The load average is printed before and after, since
+//! a busy machine (other builds) distorts the 2-thread column most.
+//!
+//! `--json` prints one JSON object with the medians (seconds) as the last line.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use tapc_runtime::exec::Options;
 use tapc_runtime::{DType, Data, Tensor};
 
@@ -84,6 +105,9 @@ graph @bench {
     ),
 ];
 
+/// Workloads held to the scaling bar of issue 5: 2 threads at least this much faster than 1.
+const SCALING_BAR: (f64, &[&str]) = (1.7, &["elementwise", "matmul"]);
+
 fn inputs(m: &tapc::ir::Module) -> HashMap<String, Tensor> {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut out = HashMap::new();
@@ -126,46 +150,188 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// How many cores two spinning threads actually get right now: process CPU time over wall
+/// time while both spin for `ms` milliseconds (2.0 on an idle machine with 2 free cores).
+fn cores_free_for_two(ms: u64) -> f64 {
+    let (c0, t0) = (cpu_seconds(), std::time::Instant::now());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut x = 0u64;
+                while t0.elapsed().as_millis() < ms as u128 {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            });
+        }
+    });
+    (cpu_seconds() - c0) / t0.elapsed().as_secs_f64()
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Whether numpy can be timed: `Ok(version)`, or why not.
+fn numpy_version() -> Result<String, String> {
+    match Command::new("python3")
+        .args(["-c", "import numpy; print(numpy.__version__)"])
+        .output()
+    {
+        Err(e) => Err(format!("python3 cannot be run ({e})")),
+        Ok(o) if !o.status.success() => Err(format!(
+            "numpy is not installed for python3 ({}); `pip install numpy` to compare",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("import failed")
+                .trim()
+        )),
+        Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
+    }
+}
+
+/// numpy's median seconds per workload on the inputs under `data`, with its thread pools
+/// limited to `threads`.
+fn time_numpy(
+    data: &Path,
+    names: &[&str],
+    runs: usize,
+    threads: usize,
+) -> Result<HashMap<String, f64>, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/numpy_ref.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(&script).arg("--data").arg(data).args([
+        "--runs",
+        &runs.to_string(),
+        "--only",
+        &names.join(","),
+    ]);
+    for var in [
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "BLIS_NUM_THREADS",
+    ] {
+        cmd.env(var, threads.to_string());
+    }
+    let o = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    if !o.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ));
+    }
+    let line = text.lines().last().unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("numpy_ref.py printed {line:?}: {e}"))?;
+    let obj = v
+        .as_object()
+        .ok_or("numpy_ref.py: expected a JSON object")?;
+    Ok(obj
+        .iter()
+        .filter_map(|(k, v)| v.as_f64().map(|t| (k.clone(), t)))
+        .collect())
+}
+
+struct Row {
+    name: &'static str,
+    t1: f64,
+    t2: f64,
+    cpu1: f64,
+    jobs: usize,
+    tasks: usize,
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut runs = 7;
+    let mut runs = 5;
     let mut only: Option<String> = None;
     let mut data: Option<PathBuf> = None;
     let mut json = false;
     let mut fast_math = false;
+    let mut numpy = true;
+    let mut passes = tapc::passes::manager::DEFAULT_PIPELINE.to_string();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--runs" => runs = it.next().and_then(|v| v.parse().ok()).unwrap_or(runs),
             "--only" => only = it.next().cloned(),
             "--data" => data = it.next().map(PathBuf::from),
+            "--passes" => passes = it.next().cloned().unwrap_or(passes),
             "--json" => json = true,
             "--fast-math" => fast_math = true,
+            "--no-numpy" => numpy = false,
             _ => {} // `cargo bench` passes `--bench`
         }
     }
-    let mut results = Vec::new();
+    let runs = runs.max(1);
+    let numpy = if numpy {
+        numpy_version()
+    } else {
+        Err("skipped (--no-numpy)".into())
+    };
+    let load_before = load_average();
     println!(
-        "{:<12} {:>12} {:>12} {:>8} {:>12}",
-        "workload", "1 thread ms", "2 threads ms", "speedup", "1T cpu ms"
+        "tapc native backend, passes `{passes}`{}, medians of {runs} runs; {} cores available; load average {load_before}; two spinning threads get {:.2} cores",
+        if fast_math { ", --fast-math" } else { "" },
+        tapc_runtime::exec::default_threads(),
+        cores_free_for_two(300)
     );
-    for (name, src) in WORKLOADS {
-        if only.as_deref().is_some_and(|o| o != *name) {
+    match &numpy {
+        Ok(v) => println!("numpy {v}: timed on the same inputs with 1 and 2 BLAS/OpenMP threads"),
+        Err(why) => println!("numpy: NOT MEASURED: {why}"),
+    }
+    let tmp_data;
+    let data_dir: Option<&Path> = match (&data, &numpy) {
+        (Some(d), _) => Some(d),
+        (None, Ok(_)) => {
+            tmp_data = std::env::temp_dir().join(format!("tapc-bench-{}", std::process::id()));
+            Some(&tmp_data)
+        }
+        (None, Err(_)) => None,
+    };
+    println!();
+    println!(
+        "{:<12} {:>11} {:>11} {:>8} {:>13} {:>14}",
+        "workload", "tapc 1T ms", "tapc 2T ms", "2T/1T", "2T jobs", "1T run cpu ms"
+    );
+    let mut rows: Vec<Row> = Vec::new();
+    for &(name, src) in WORKLOADS {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|x| x == name))
+        {
             continue;
         }
-        let (m, facts, diags) = tapc::compile_source(src);
+        let (mut m, facts, diags) = tapc::compile_source(src);
         assert!(!diags.has_errors(), "{name}: {:?}", diags.0);
         let ins = inputs(&m);
-        if let Some(dir) = &data {
+        if let Some(dir) = data_dir {
             let d = dir.join(name);
             std::fs::create_dir_all(&d).unwrap();
             for (n, t) in &ins {
                 tapc_runtime::npy::write(&d.join(format!("{n}.npy")), t).unwrap();
             }
         }
+        let facts = tapc::passes::manager::run_pipeline(
+            &mut m,
+            facts,
+            &passes,
+            &Default::default(),
+            &mut String::new(),
+        )
+        .unwrap_or_else(|d| panic!("{name}: --passes {passes}: {}", d.message))
+        .facts;
         let copts = tapc::codegen::Options { fast_math };
-        let times = tapc::codegen::with_jit(&m, 0, &facts[0], &copts, |p| {
-            let mut t = Vec::new();
+        let row = tapc::codegen::with_jit(&m, 0, &facts[0], &copts, |p| {
+            let mut medians = Vec::new();
+            let mut cpu1 = 0.0;
             for threads in [1usize, 2] {
                 let opts = Options {
                     threads,
@@ -179,29 +345,126 @@ fn main() {
                     cpu.push(cpu_seconds() - c0);
                     wall.push(rep.wall.as_secs_f64());
                 }
-                t.push(median(wall));
-                t.push(median(cpu));
+                medians.push(median(wall));
+                if threads == 1 {
+                    cpu1 = median(cpu);
+                }
             }
-            t
+            let opts = Options {
+                threads: 2,
+                record: true,
+            };
+            let (_, rep) = p.run(&ins, &opts).unwrap();
+            Row {
+                name,
+                t1: medians[0],
+                t2: medians[1],
+                cpu1,
+                jobs: rep.events.len(),
+                tasks: rep.task_names.len(),
+            }
         })
         .unwrap_or_else(|d| panic!("{name}: {}", d.message));
         println!(
-            "{:<12} {:>12.2} {:>12.2} {:>7.2}x {:>12.2}",
+            "{:<12} {:>11.2} {:>11.2} {:>7.2}x {:>13} {:>14.2}",
             name,
-            times[0] * 1e3,
-            times[2] * 1e3,
-            times[0] / times[2],
-            times[1] * 1e3
+            row.t1 * 1e3,
+            row.t2 * 1e3,
+            row.t1 / row.t2,
+            format!("{} / {} task(s)", row.jobs, row.tasks),
+            row.cpu1 * 1e3
         );
-        results.push((name, times));
+        rows.push(row);
     }
+
+    let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
+    let np: Result<[HashMap<String, f64>; 2], String> = match (&numpy, data_dir) {
+        (Ok(_), Some(dir)) if !names.is_empty() => time_numpy(dir, &names, runs, 1)
+            .and_then(|a| time_numpy(dir, &names, runs, 2).map(|b| [a, b])),
+        (Err(e), _) => Err(e.clone()),
+        _ => Err("no workload selected".into()),
+    };
+    if data.is_none() {
+        if let Some(dir) = data_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    println!();
+    match &np {
+        Ok(np) => {
+            println!("side by side (ratio = numpy ms / tapc ms; above 1: tapc is faster)");
+            println!(
+                "{:<12} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9}",
+                "workload",
+                "numpy 1T",
+                "tapc 1T",
+                "numpy 2T",
+                "tapc 2T",
+                "2T/1T",
+                "ratio 1T",
+                "ratio 2T"
+            );
+            for r in &rows {
+                let (n1, n2) = (np[0].get(r.name), np[1].get(r.name));
+                let (Some(&n1), Some(&n2)) = (n1, n2) else {
+                    println!("{:<12} numpy printed no time", r.name);
+                    continue;
+                };
+                println!(
+                    "{:<12} {:>11.2} {:>11.2} {:>11.2} {:>11.2} {:>7.2}x {:>8.2}x {:>8.2}x",
+                    r.name,
+                    n1 * 1e3,
+                    r.t1 * 1e3,
+                    n2 * 1e3,
+                    r.t2 * 1e3,
+                    r.t1 / r.t2,
+                    n1 / r.t1,
+                    n2 / r.t2
+                );
+            }
+        }
+        Err(why) => println!("numpy: NOT MEASURED ({why}); no ratios against numpy"),
+    }
+    let (bar, held) = SCALING_BAR;
+    let checks: Vec<String> = rows
+        .iter()
+        .filter(|r| held.contains(&r.name))
+        .map(|r| {
+            let s = r.t1 / r.t2;
+            format!(
+                "{} {s:.2}x ({})",
+                r.name,
+                if s >= bar { "meets" } else { "BELOW" }
+            )
+        })
+        .collect();
+    if !checks.is_empty() {
+        println!(
+            "scaling bar (2 threads >= {bar}x 1 thread): {}",
+            checks.join(", ")
+        );
+    }
+    println!(
+        "load average: {load_before} before, {} after; two spinning threads get {:.2} cores (below 2: a busy machine, which mostly shrinks the 2T speedup)",
+        load_average(),
+        cores_free_for_two(300)
+    );
     if json {
-        let body: Vec<String> = results
+        let body: Vec<String> = rows
             .iter()
-            .map(|(n, t)| {
+            .map(|r| {
+                let numpy = match &np {
+                    Ok(np) => format!(
+                        ", \"numpy1\": {}, \"numpy2\": {}",
+                        np[0].get(r.name).copied().unwrap_or(f64::NAN),
+                        np[1].get(r.name).copied().unwrap_or(f64::NAN)
+                    )
+                    .replace("NaN", "null"),
+                    Err(_) => String::new(),
+                };
                 format!(
-                    "\"{n}\": {{\"t1\": {}, \"t2\": {}, \"cpu1\": {}}}",
-                    t[0], t[2], t[1]
+                    "\"{}\": {{\"t1\": {}, \"t2\": {}, \"cpu1\": {}, \"jobs2\": {}{numpy}}}",
+                    r.name, r.t1, r.t2, r.cpu1, r.jobs
                 )
             })
             .collect();

@@ -597,6 +597,52 @@ fn the_mlp_on_committed_inputs_matches_the_expected_outputs() {
     assert!(err / norm < 1e-5, "normwise relative error {}", err / norm);
 }
 
+/// An unsharded graph is a one-shard schedule (one task per apply), yet 2 threads still share
+/// the work of a big apply: the executor splits it into chunks along a dimension its kernel
+/// allows (matmul: rows; an elementwise chain: elements), which is what makes the benchmark's
+/// 2-thread column meaningful without a sharding pass. The results still match.
+#[test]
+fn unsharded_matmul_and_elementwise_applies_are_split_across_two_threads() {
+    let src = "op @matmul(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
+  c[i, j] = sum[k](a[i, k] * b[k, j])
+}
+op @chain(x: f32[..S]) -> (y: f32[..S]) {
+  y[..i] = max(x[..i] * 1.5 + 0.25, 0.0) * 2.0
+}
+graph @mm {
+  %a = source @a : f32[128, 96]
+  %b = source @b : f32[96, 160]
+  %c = apply @matmul(%a, %b)
+  sink @c %c
+}
+graph @ew {
+  %x = source @x : f32[262144]
+  %y = apply @chain(%x)
+  sink @y %y
+}";
+    let (m, facts) = common::compile_ok("split", src);
+    for (gi, (g, f)) in m.graphs.iter().zip(&facts).enumerate() {
+        let name = &g.name;
+        let ins = inputs(&m, gi);
+        let want = tapc::interp::run(&m, g, f, &ins).unwrap();
+        let opts = Options {
+            threads: 2,
+            record: true,
+        };
+        let (got, rep) =
+            tapc::codegen::with_jit(&m, gi, f, &Default::default(), |p| p.run(&ins, &opts))
+                .unwrap()
+                .unwrap();
+        compare(&want, &got).unwrap_or_else(|e| panic!("@{name}: {e}"));
+        let applies: Vec<usize> = (0..rep.task_names.len())
+            .filter(|&t| rep.task_names[t].starts_with("apply"))
+            .collect();
+        assert_eq!(applies.len(), 1, "@{name}: {:?}", rep.task_names);
+        let jobs = rep.events.iter().filter(|e| e.task == applies[0]).count();
+        assert!(jobs >= 2, "@{name}: the apply ran as {jobs} job(s)");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]

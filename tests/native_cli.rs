@@ -1,8 +1,9 @@
 //! The native backend end to end: `tapc examples/mlp.teg -o mlp && ./mlp --input x=...`
 //! with the system `cc`, the compiled program's options (`--input-dir`, positional inputs,
-//! `--threads`, `--time`, `--trace`), `--emit llvm|asm|obj`, `tapc run --native`, and every
-//! bad-input case of the issue: each prints a message naming the problem, exits non-zero
-//! and leaves no output file behind.
+//! `--threads`, `--time`, `--trace`), `--emit llvm|asm|obj`, `tapc run --native`, every
+//! bad-input case of the issue, and a task that faults or panics inside the compiled program
+//! (made to, by the runtime's test-only hook `TAPC_RT_TEST_FAULT`): each prints a message
+//! naming the problem, exits non-zero and leaves no output file behind.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -243,6 +244,73 @@ fn unwritable_output_directory_is_reported_and_writes_nothing() {
         "{stderr}"
     );
     assert_eq!(files_in(&dir), vec!["a_file".to_string()]);
+}
+
+/// Runs the MLP on good inputs with the runtime's test-only hook `TAPC_RT_TEST_FAULT=HOOK`
+/// (runtime/src/fault.rs: tasks whose name contains the text after `:` panic or raise the
+/// signal); checks exit code 1, that nothing was written, and returns stderr.
+fn run_mlp_with_fault(name: &str, hook: &str) -> String {
+    let out = scratch(name);
+    let mut args = input_args();
+    args.extend([
+        "--out-dir".to_string(),
+        out.display().to_string(),
+        "--threads".to_string(),
+        "2".to_string(),
+    ]);
+    let o = Command::new(mlp())
+        .args(&args)
+        .env("TAPC_RT_TEST_FAULT", hook)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{hook}: {stderr}");
+    assert!(stdout.is_empty(), "{hook}: {stdout}");
+    assert!(
+        files_in(&out).is_empty(),
+        "{hook} left behind: {:?}",
+        files_in(&out)
+    );
+    stderr
+}
+
+#[test]
+fn a_kernel_fault_is_reported_with_its_task_and_writes_nothing() {
+    for (kind, what) in [
+        ("segv", "segmentation fault (SIGSEGV)"),
+        ("bus", "bus error (SIGBUS)"),
+        ("fpe", "arithmetic fault (SIGFPE)"),
+        // A real fault: the task overflows its stack; reported from the alternate stack.
+        ("stack", "segmentation fault (SIGSEGV)"),
+    ] {
+        let stderr = run_mlp_with_fault(&format!("fault-{kind}"), &format!("{kind}:@relu"));
+        let want = format!("mlp: error: {what} in task `apply @relu");
+        assert!(stderr.starts_with(&want), "expected {want:?} in: {stderr}");
+        assert!(
+            stderr.contains("(index range [") && stderr.ends_with("; no outputs were written\n"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_panicking_task_is_reported_with_its_task_and_writes_nothing() {
+    let stderr = run_mlp_with_fault("panic", "panic:@linear");
+    assert!(
+        stderr.contains("mlp: error: task `apply @linear")
+            && stderr.contains("(index range [")
+            && stderr.contains("panicked: injected by TAPC_RT_TEST_FAULT"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_malformed_test_hook_is_an_error_not_a_run() {
+    let stderr = run_mlp_with_fault("hook", "kill:@relu");
+    assert!(
+        stderr.contains("TAPC_RT_TEST_FAULT=kill:@relu: expected KIND:TASK"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -238,24 +238,7 @@ fn fuse_graph(
         )));
     }
     let n = g.nodes.len();
-    let mut users = vec![Vec::new(); g.values.len()];
-    let mut pinned = vec![false; g.values.len()];
-    for (i, node) in g.nodes.iter().enumerate() {
-        for v in node.kind.operands() {
-            users[v.index()].push(i);
-        }
-        match &node.kind {
-            NodeKind::Sink { value, .. } | NodeKind::Pin { value } => pinned[value.index()] = true,
-            NodeKind::Sequence { before, after } => {
-                for r in before.iter().chain(after) {
-                    if let SeqRef::Value(v) = r {
-                        pinned[v.index()] = true;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
+    let (users, pinned) = select::users_and_pinned(g);
     let held = g.pinned();
     let mut st = State {
         insts: (0..n).map(|i| facts.instances.get(&i).cloned()).collect(),

@@ -30,6 +30,7 @@ pub fn fuse_pairs(
     }
     let n = g.nodes.len();
     let (users, pinned) = users_and_pinned(g);
+    let held = g.pinned();
     let mut ops = OpTable::new(std::mem::take(&mut m.ops));
     let g = &mut m.graphs[gi];
     let mut st = State {
@@ -38,6 +39,7 @@ pub fn fuse_pairs(
         dead: vec![false; n],
         users,
         pinned,
+        held,
         origin: 0,
         failed: HashSet::new(),
     };
@@ -57,9 +59,8 @@ pub fn fuse_pairs(
     Ok(pairs.iter().copied().filter(|p| left.contains(p)).collect())
 }
 
-/// Per value: the nodes reading it (once per operand occurrence), and whether a sink or a
-/// sequence point names it (pinned: never fused away). The same facts `fuse` computes for
-/// its own rewrites.
+/// Per value: the nodes reading it (once per operand occurrence), and whether a pin, a sink or
+/// a sequence point names it (pinned: never fused away). `fuse` uses the same facts.
 pub fn users_and_pinned(g: &Graph) -> (Vec<Vec<usize>>, Vec<bool>) {
     let mut users = vec![Vec::new(); g.values.len()];
     let mut pinned = vec![false; g.values.len()];
@@ -68,7 +69,7 @@ pub fn users_and_pinned(g: &Graph) -> (Vec<Vec<usize>>, Vec<bool>) {
             users[v.index()].push(i);
         }
         match &node.kind {
-            NodeKind::Sink { value, .. } => pinned[value.index()] = true,
+            NodeKind::Sink { value, .. } | NodeKind::Pin { value } => pinned[value.index()] = true,
             NodeKind::Sequence { before, after } => {
                 for r in before.iter().chain(after) {
                     if let SeqRef::Value(v) = r {

@@ -292,7 +292,7 @@ pub unsafe extern "C" fn tapc_rt_main(
                 .map_or(p.clone(), |f| f.to_string_lossy().into_owned())
         })
         .unwrap_or_else(|| "program".into());
-    crate::exec::install_fault_handler();
+    crate::fault::install_fault_handler(&prog);
     let bytes = std::slice::from_raw_parts(plan, plan_len as usize);
     let kernels = std::slice::from_raw_parts(kernels, nkernels as usize);
     let outcome = match Plan::decode(bytes) {

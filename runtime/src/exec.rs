@@ -5,9 +5,12 @@
 //! shared queue that `threads` workers drain. Buffers are allocated 64-byte aligned when the
 //! first task that touches them becomes ready and freed after the last task (or sink) that
 //! uses them; the bytes live at once are tracked, and their peak reported. Each job can be
-//! timed and recorded for a Chrome/Perfetto trace. A kernel that reports failure or a worker
-//! that panics stops the run with a message naming the task.
+//! timed and recorded for a Chrome/Perfetto trace. A kernel that reports failure or panics
+//! stops the run with a message naming the task and the index range it was running
+//! ([`crate::fault`], which also reports kernel faults in compiled programs); workers stop
+//! taking jobs, and no sink is returned.
 
+use crate::fault::{describe, panic_message, AltStack, Running, TestFault};
 use crate::plan::{Init, Plan};
 use crate::tensor::{checked_numel, DType, Data, Tensor};
 use std::alloc::{alloc, dealloc, Layout};
@@ -19,61 +22,9 @@ use std::time::{Duration, Instant};
 
 /// A compiled kernel: `bases[k]` points at element 0 of the task's `k`-th view, `range`
 /// holds `lo, hi` per index dimension. Returns 0 on success, 1 if it could not allocate its
-/// temporaries.
-pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64) -> i32;
-
-thread_local! {
-    /// The name of the task this worker is running (for the fault handler); const-initialised
-    /// so that reading it from a signal handler allocates nothing.
-    static CURRENT_TASK: std::cell::Cell<(*const u8, usize)> =
-        const { std::cell::Cell::new((std::ptr::null(), 0)) };
-}
-
-/// Reports a fatal signal (a kernel fault) naming the task that was running on this thread,
-/// and exits with status 1. Installed by compiled programs ([`crate::entry`]), not by `tapc`.
-#[cfg(target_os = "linux")]
-pub fn install_fault_handler() {
-    extern "C" {
-        fn signal(sig: i32, handler: usize) -> usize;
-    }
-    extern "C" fn on_fault(sig: i32) {
-        extern "C" {
-            fn write(fd: i32, buf: *const u8, n: usize) -> isize;
-            fn _exit(code: i32) -> !;
-        }
-        let say = |b: &[u8]| {
-            // SAFETY: write(2) is async-signal-safe; the buffer is valid.
-            unsafe { write(2, b.as_ptr(), b.len()) };
-        };
-        let what: &[u8] = match sig {
-            4 => b"illegal instruction",
-            7 => b"bus error",
-            8 => b"arithmetic fault",
-            _ => b"segmentation fault",
-        };
-        say(b"error: ");
-        say(what);
-        let (p, n) = CURRENT_TASK
-            .try_with(|c| c.get())
-            .unwrap_or((std::ptr::null(), 0));
-        if !p.is_null() {
-            say(b" in task `");
-            // SAFETY: the name outlives the run; it was set just before the kernel call.
-            say(unsafe { std::slice::from_raw_parts(p, n) });
-            say(b"`");
-        }
-        say(b"; no outputs were written\n");
-        // SAFETY: _exit is async-signal-safe.
-        unsafe { _exit(1) }
-    }
-    for sig in [4, 7, 8, 11] {
-        // SAFETY: installs a handler that only calls async-signal-safe functions.
-        unsafe { signal(sig, on_fault as extern "C" fn(i32) as usize) };
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn install_fault_handler() {}
+/// temporaries. The C calling convention; `C-unwind` only so that a kernel written in Rust
+/// (the tests') that panics unwinds into the worker's `catch_unwind` instead of aborting.
+pub type KernelFn = unsafe extern "C-unwind" fn(*const *mut u8, *const i64) -> i32;
 
 /// Work (estimated operations) below which a task is never split.
 const MIN_SPLIT_WORK: f64 = 32768.0;
@@ -232,6 +183,7 @@ pub fn execute(
         ));
     }
     let threads = opts.threads.max(1);
+    let test_fault = TestFault::from_env()?;
     let nt = plan.tasks.len();
     let mut refs = vec![0usize; plan.buffers.len()];
     for t in &plan.tasks {
@@ -316,10 +268,10 @@ pub fn execute(
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|w| {
-                let sh = &shared;
+                let (sh, test_fault) = (&shared, test_fault.as_ref());
                 std::thread::Builder::new()
                     .name(format!("tapc-worker-{w}"))
-                    .spawn_scoped(s, move || sh.work(w, opts.record))
+                    .spawn_scoped(s, move || sh.work(w, opts.record, test_fault))
             })
             .collect();
         for h in handles {
@@ -432,14 +384,38 @@ impl Shared<'_> {
             .collect()
     }
 
-    fn work(&self, worker: usize, record: bool) -> Vec<Event> {
+    /// Runs jobs until the schedule finishes or fails. A panic outside any kernel call (in
+    /// this bookkeeping: a runtime bug) still stops the run with a message instead of leaving
+    /// the other workers waiting.
+    fn work(&self, worker: usize, record: bool, test_fault: Option<&TestFault>) -> Vec<Event> {
+        // Where the fault handler is installed: lets it report a task that overflows its stack.
+        let _alt_stack = AltStack::new();
         let mut events = Vec::new();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            self.work_loop(worker, record, test_fault, &mut events)
+        }));
+        if let Err(p) = r {
+            self.fail(format!(
+                "worker {worker} panicked outside any task (a tapc runtime bug): {}",
+                panic_message(&*p)
+            ));
+        }
+        events
+    }
+
+    fn work_loop(
+        &self,
+        worker: usize,
+        record: bool,
+        test_fault: Option<&TestFault>,
+        events: &mut Vec<Event>,
+    ) {
         loop {
             let (job, bases) = {
                 let mut st = lock(&self.state);
                 loop {
                     if st.error.is_some() || st.finished == self.plan.tasks.len() {
-                        return events;
+                        return;
                     }
                     if let Some(j) = st.queue.pop_front() {
                         let bases: Vec<P> = self.plan.tasks[j.task]
@@ -468,14 +444,19 @@ impl Shared<'_> {
             let ptrs: Vec<*mut u8> = bases.iter().map(|p| p.0).collect();
             let kernel = self.kernels[t.kernel as usize];
             let start = self.t0.elapsed();
-            // SAFETY: the plan was validated and the kernel was compiled for exactly these
-            // views; the dependencies guarantee its inputs are complete and nobody else
-            // writes its outputs' regions.
-            CURRENT_TASK.with(|c| c.set((t.name.as_ptr(), t.name.len())));
-            let result = catch_unwind(AssertUnwindSafe(|| unsafe {
-                kernel(ptrs.as_ptr(), range.as_ptr())
-            }));
-            CURRENT_TASK.with(|c| c.set((std::ptr::null(), 0)));
+            let result = {
+                // The running task, for the fault handler (cleared on return and on unwind).
+                let _running = Running::enter(&t.name, &range);
+                catch_unwind(AssertUnwindSafe(|| {
+                    if let Some(f) = test_fault {
+                        f.trigger(&t.name);
+                    }
+                    // SAFETY: the plan was validated and the kernel was compiled for exactly
+                    // these views; the dependencies guarantee its inputs are complete and
+                    // nobody else writes its outputs' regions.
+                    unsafe { kernel(ptrs.as_ptr(), range.as_ptr()) }
+                }))
+            };
             let duration = self.t0.elapsed() - start;
             if record {
                 events.push(Event {
@@ -489,18 +470,22 @@ impl Shared<'_> {
                 Ok(0) => {}
                 Ok(code) => {
                     self.fail(format!(
-                        "task `{}` failed: {}",
-                        t.name,
+                        "{} failed: {}",
+                        describe(&t.name, &range),
                         match code {
                             1 => "could not allocate its temporaries".to_string(),
                             c => format!("kernel returned status {c}"),
                         }
                     ));
-                    return events;
+                    return;
                 }
-                Err(_) => {
-                    self.fail(format!("task `{}` panicked", t.name));
-                    return events;
+                Err(p) => {
+                    self.fail(format!(
+                        "{} panicked: {}",
+                        describe(&t.name, &range),
+                        panic_message(&*p)
+                    ));
+                    return;
                 }
             }
             let mut st = lock(&self.state);
@@ -742,124 +727,4 @@ fn json_string(s: &str) -> String {
     }
     o.push('"');
     o
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plan::{Arg, Buffer, Sink, Source, Task, View};
-
-    /// y[i] = 2 * x[i] over the given range of one dimension.
-    unsafe extern "C" fn double(bases: *const *mut u8, range: *const i64) -> i32 {
-        let x = *bases as *const f32;
-        let y = *bases.add(1) as *mut f32;
-        for i in *range..*range.add(1) {
-            *y.offset(i as isize) = 2.0 * *x.offset(i as isize);
-        }
-        0
-    }
-
-    unsafe extern "C" fn fails(_: *const *mut u8, _: *const i64) -> i32 {
-        1
-    }
-
-    fn plan(n: usize) -> Plan {
-        let bytes = 4 * n as u64;
-        Plan {
-            graph: "g".into(),
-            buffers: vec![
-                Buffer {
-                    bytes,
-                    init: Init::Source(0),
-                },
-                Buffer {
-                    bytes,
-                    init: Init::Scratch,
-                },
-                Buffer {
-                    bytes,
-                    init: Init::Scratch,
-                },
-            ],
-            sources: vec![Source {
-                name: "x".into(),
-                dtype: DType::F32,
-                shape: vec![n],
-                buffer: 0,
-            }],
-            tasks: (0..2)
-                .map(|k| Task {
-                    name: format!("double {k}"),
-                    kernel: 0,
-                    args: vec![
-                        Arg {
-                            buffer: k,
-                            offset: 0,
-                        },
-                        Arg {
-                            buffer: k + 1,
-                            offset: 0,
-                        },
-                    ],
-                    range: vec![(0, n as i64)],
-                    split: Some(0),
-                    align: 4,
-                    work: 1e6,
-                    deps: if k == 0 { vec![] } else { vec![0] },
-                })
-                .collect(),
-            sinks: vec![Sink {
-                name: "y".into(),
-                dtype: DType::F32,
-                shape: vec![n / 2],
-                view: View {
-                    buffer: 2,
-                    offset: (n - 1) as i64,
-                    strides: vec![-2],
-                },
-                deps: vec![1],
-            }],
-        }
-    }
-
-    #[test]
-    fn runs_a_chain_split_over_threads() {
-        let n = 1000;
-        let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
-        for threads in [1, 2, 3] {
-            let input = Tensor::new(vec![n], Data::F32(x.clone())).unwrap();
-            let opts = Options {
-                threads,
-                record: true,
-            };
-            let (sinks, rep) = execute(&plan(n), &[double], &[&input], &opts).unwrap();
-            let Data::F32(y) = &sinks[0].1.data else {
-                panic!()
-            };
-            assert_eq!(y.len(), n / 2);
-            assert_eq!(y[0], 4.0 * 999.0);
-            assert_eq!(y[1], 4.0 * 997.0);
-            assert!(rep.peak_bytes >= 8 * n as u64 && rep.peak_bytes <= 12 * n as u64);
-            if threads > 1 {
-                assert!(rep.events.len() > 2);
-            }
-            assert!(rep.time_summary().contains("double 1"));
-            assert!(rep.trace_json().contains("\"ph\":\"X\""));
-        }
-    }
-
-    #[test]
-    fn kernel_failure_names_the_task() {
-        let n = 8;
-        let input = Tensor::new(vec![n], Data::F32(vec![0.0; n])).unwrap();
-        let e = execute(&plan(n), &[fails], &[&input], &Options::default()).unwrap_err();
-        assert!(e.contains("task `double 0` failed"), "{e}");
-    }
-
-    #[test]
-    fn wrong_inputs_are_errors() {
-        let input = Tensor::new(vec![3], Data::F32(vec![0.0; 3])).unwrap();
-        let e = execute(&plan(8), &[double], &[&input], &Options::default()).unwrap_err();
-        assert!(e.contains("expected f32[8], found f32[3]"), "{e}");
-    }
 }

@@ -161,6 +161,7 @@ struct Group<'ctx> {
 }
 
 /// A panel of a reused operand copied to a contiguous buffer (see [`K::panels`]).
+#[derive(Clone)]
 struct Packed<'ctx> {
     src: Src,
     index: Vec<Affine>,
@@ -183,6 +184,11 @@ struct Cx<'ctx> {
 type ReduceBody<'s, K, T> = dyn FnMut(&mut K, Vec<T>) -> R<Vec<T>> + 's;
 
 type Body<'s, 'ctx, K> = dyn FnMut(&mut K, IntValue<'ctx>, Vec<V<'ctx>>) -> R<Vec<V<'ctx>>> + 's;
+
+/// The body of a block of lanes: its first lane, and how many lanes are left in a partial
+/// last block (`None`: a full block).
+type BlockBody<'s, 'ctx, K> =
+    dyn FnMut(&mut K, IntValue<'ctx>, Option<IntValue<'ctx>>) -> R<()> + 's;
 
 /// Emits counted loops; shared by every kernel kind.
 pub struct Loops<'g, 'a, 'ctx> {
@@ -411,12 +417,13 @@ pub fn emit<'ctx>(
         packed: vec![],
     };
     k.alloc_temps()?;
-    k.fused_loops(&kp.fused, stmts)?;
+    // The fused variables loop once around all statements.
+    k.point_loops(&kp.fused, &mut |k| {
+        stmts.iter().try_for_each(|st| k.stmt(st))
+    })?;
     for t in &k.temps {
         if t.heap {
-            let (_, free) = ptr::libc_alloc(g.cx, g.m);
-            let p = ptr::cast(g.b, t.ptr, g.cx.i8_type().into());
-            g.call_void(free, &[p.into()]);
+            k.free(t.ptr);
         }
     }
     g.b.build_return(Some(&g.cx.i32_type().const_zero()))
@@ -592,6 +599,31 @@ impl<'ctx> K<'_, '_, 'ctx> {
         self.inst.vars[v].range.0
     }
 
+    /// `malloc(bytes)`, leaving the kernel with status 1 (see [`K::fail`]) when it returns
+    /// null.
+    fn malloc_or_fail(&mut self, bytes: i64) -> PointerValue<'ctx> {
+        let g = self.g;
+        let (malloc, _) = ptr::libc_alloc(g.cx, g.m);
+        let p = g.call(malloc, &[g.i64c(bytes).into()]).into_pointer_value();
+        let null = g.b.build_is_null(p, "").expect("positioned");
+        let fail = *self
+            .fail
+            .get_or_insert_with(|| g.cx.append_basic_block(self.loops.f, "oom"));
+        let ok = g.cx.append_basic_block(self.loops.f, "allocated");
+        g.b.build_conditional_branch(null, fail, ok)
+            .expect("positioned");
+        g.b.position_at_end(ok);
+        p
+    }
+
+    /// `free(p)` for a pointer from [`K::malloc_or_fail`].
+    fn free(&self, p: PointerValue<'ctx>) {
+        let g = self.g;
+        let (_, free) = ptr::libc_alloc(g.cx, g.m);
+        let p = ptr::cast(g.b, p, g.cx.i8_type().into());
+        g.call_void(free, &[p.into()]);
+    }
+
     fn alloc_temps(&mut self) -> R<()> {
         let g = self.g;
         for t in &self.inst.temps {
@@ -623,17 +655,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 }
                 (a, false)
             } else {
-                let (malloc, _) = ptr::libc_alloc(g.cx, g.m);
-                let p = g.call(malloc, &[g.i64c(bytes).into()]).into_pointer_value();
-                let null = g.b.build_is_null(p, "").expect("positioned");
-                let fail = *self
-                    .fail
-                    .get_or_insert_with(|| g.cx.append_basic_block(self.loops.f, "oom"));
-                let ok = g.cx.append_basic_block(self.loops.f, "allocated");
-                g.b.build_conditional_branch(null, fail, ok)
-                    .expect("positioned");
-                g.b.position_at_end(ok);
-                (p, true)
+                (self.malloc_or_fail(bytes), true)
             };
             self.temps.push(TempBuf {
                 ptr: ptr::cast(g.b, p, ety),
@@ -641,26 +663,6 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 heap,
             });
         }
-        Ok(())
-    }
-
-    fn fused_loops(&mut self, fused: &[usize], stmts: &[CStmt]) -> R<()> {
-        let Some((&v, rest)) = fused.split_first() else {
-            for st in stmts {
-                self.stmt(st)?;
-            }
-            return Ok(());
-        };
-        let (lo, hi) = (self.lo[v], self.hi[v]);
-        let loops = Loops {
-            g: self.g,
-            f: self.loops.f,
-        };
-        loops.counted(self, lo, hi, 1, vec![], &mut |k, iv, _| {
-            k.env[v] = Some(iv);
-            k.fused_loops(rest, stmts)?;
-            Ok(vec![])
-        })?;
         Ok(())
     }
 
@@ -773,19 +775,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .find(|p| p.src == *src && p.index == index)
         {
             let ety = g.mty(d);
-            let mut flat = g.i64c(0);
-            for &v in &p.rvars {
-                let (lo, hi) = self.inst.vars[v].range;
-                let x = self.env[v].expect("reduction variables are bound");
-                let x = g.b.build_int_sub(x, g.i64c(lo), "").expect("positioned");
-                let f =
-                    g.b.build_int_mul(flat, g.i64c(hi - lo), "")
-                        .expect("positioned");
-                flat = g.b.build_int_add(f, x, "").expect("positioned");
-            }
-            let row =
-                g.b.build_int_mul(flat, g.i64c(p.width), "")
-                    .expect("positioned");
+            let row = self.packed_row(p);
             return cx
                 .groups
                 .iter()
@@ -1158,8 +1148,6 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let g = self.g;
         let (lo, hi) = (self.lo_of(j), self.hi_of(j));
         let jb = u * g.w as i64;
-        let full = self.round_down(lo, hi, jb);
-        let loops = Loops { g, f: self.loops.f };
         let packs = if rows > 1 {
             self.pack_candidates(&st.value, j, i)
         } else {
@@ -1169,16 +1157,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
         for (_, _, rvars, d) in &packs {
             let points: i64 = rvars.iter().map(|&v| ext(self.inst, v)).product();
             let bytes = points * jb * d.size_bytes() as i64;
-            let (malloc, _) = ptr::libc_alloc(g.cx, g.m);
-            let p = g.call(malloc, &[g.i64c(bytes).into()]).into_pointer_value();
-            let null = g.b.build_is_null(p, "").expect("positioned");
-            let fail = *self
-                .fail
-                .get_or_insert_with(|| g.cx.append_basic_block(self.loops.f, "oom"));
-            let ok = g.cx.append_basic_block(self.loops.f, "allocated");
-            g.b.build_conditional_branch(null, fail, ok)
-                .expect("positioned");
-            g.b.position_at_end(ok);
+            let p = self.malloc_or_fail(bytes);
             bufs.push(ptr::cast(g.b, p, g.mty(*d)));
         }
         let packs: Vec<Packed> = packs
@@ -1193,10 +1172,32 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 dtype,
             })
             .collect();
-        loops.counted(self, lo, full, jb, vec![], &mut |k, j0, _| {
-            k.pack(&packs, j, u, j0, None)?;
-            k.rows_at(st, j, u, i, rows, j0, None)?;
+        self.lane_blocks(lo, hi, jb, &mut |k, j0, rem| {
+            k.pack(&packs, j, u, j0, rem)?;
+            k.rows_at(st, j, u, i, rows, j0, rem)?;
             k.packed.clear();
+            Ok(())
+        })?;
+        for p in bufs {
+            self.free(p);
+        }
+        Ok(())
+    }
+
+    /// The lane variable from `lo` to `hi` in blocks of `jb` lanes: `f(block start, None)`
+    /// for every full block, then `f(start, Some(lanes left))` for a partial last block.
+    fn lane_blocks(
+        &mut self,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        jb: i64,
+        f: &mut BlockBody<'_, 'ctx, Self>,
+    ) -> R<()> {
+        let g = self.g;
+        let full = self.round_down(lo, hi, jb);
+        let loops = Loops { g, f: self.loops.f };
+        loops.counted(self, lo, full, jb, vec![], &mut |k, j0, _| {
+            f(k, j0, None)?;
             Ok(vec![])
         })?;
         let tail =
@@ -1204,17 +1205,54 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 .expect("positioned");
         loops.when(self, tail, &mut |k| {
             let rem = k.g.b.build_int_sub(hi, full, "").expect("positioned");
-            k.pack(&packs, j, u, full, Some(rem))?;
-            k.rows_at(st, j, u, i, rows, full, Some(rem))?;
-            k.packed.clear();
-            Ok(())
-        })?;
-        let (_, free) = ptr::libc_alloc(g.cx, g.m);
-        for p in bufs {
-            let p = ptr::cast(g.b, p, g.cx.i8_type().into());
-            g.call_void(free, &[p.into()]);
+            f(k, full, Some(rem))
+        })
+    }
+
+    /// `u` groups of vector lanes starting at `j0`, `j0 + w`, ... (`slot` 0 to `u - 1`),
+    /// masked to the first `rem` lanes when given; `over` binds the other varying variables.
+    fn lane_groups(
+        &self,
+        over: &[(usize, IntValue<'ctx>)],
+        u: i64,
+        j0: IntValue<'ctx>,
+        rem: Option<IntValue<'ctx>>,
+    ) -> Vec<Group<'ctx>> {
+        let g = self.g;
+        let w = g.w as i64;
+        (0..u)
+            .map(|s| Group {
+                over: over.to_vec(),
+                lane_base: Some(
+                    g.b.build_int_add(j0, g.i64c(s * w), "")
+                        .expect("positioned"),
+                ),
+                mask: rem.map(|rem| {
+                    let idx = g.bin(Op::Add, g.iota().into(), g.splat(g.i64c(s * w).into()));
+                    g.icmp(IntPredicate::SLT, idx, g.splat(rem.into()))
+                        .into_vector_value()
+                }),
+                slot: s,
+            })
+            .collect()
+    }
+
+    /// The element offset, in packed panel `p`, of the row for the current reduction point
+    /// (its variables are bound by the enclosing loops).
+    fn packed_row(&self, p: &Packed<'ctx>) -> IntValue<'ctx> {
+        let g = self.g;
+        let mut flat = g.i64c(0);
+        for &v in &p.rvars {
+            let (lo, hi) = self.inst.vars[v].range;
+            let x = self.env[v].expect("reduction variables are bound");
+            let x = g.b.build_int_sub(x, g.i64c(lo), "").expect("positioned");
+            let f =
+                g.b.build_int_mul(flat, g.i64c(hi - lo), "")
+                    .expect("positioned");
+            flat = g.b.build_int_add(f, x, "").expect("positioned");
         }
-        Ok(())
+        g.b.build_int_mul(flat, g.i64c(p.width), "")
+            .expect("positioned")
     }
 
     /// Loads worth packing: in a top-level reduction, contiguous along `j`, independent of
@@ -1287,22 +1325,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             let rvars = p.rvars.clone();
             self.reduce_loops(&rvars, vec![], &mut |k, _| {
                 let g = k.g;
-                let groups = (0..u)
-                    .map(|s| Group {
-                        over: vec![],
-                        lane_base: Some(
-                            g.b.build_int_add(j0, g.i64c(s * w), "")
-                                .expect("positioned"),
-                        ),
-                        mask: rem.map(|rem| {
-                            let idx =
-                                g.bin(Op::Add, g.iota().into(), g.splat(g.i64c(s * w).into()));
-                            g.icmp(IntPredicate::SLT, idx, g.splat(rem.into()))
-                                .into_vector_value()
-                        }),
-                        slot: s,
-                    })
-                    .collect();
+                let groups = k.lane_groups(&[], u, j0, rem);
                 let dt = p.dtype;
                 let vals = k.load(
                     &p.src,
@@ -1313,19 +1336,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                         groups,
                     },
                 );
-                let mut flat = g.i64c(0);
-                for &v in &p.rvars {
-                    let (lo, hi) = k.inst.vars[v].range;
-                    let x = k.env[v].expect("bound by the packing loop");
-                    let x = g.b.build_int_sub(x, g.i64c(lo), "").expect("positioned");
-                    let f =
-                        g.b.build_int_mul(flat, g.i64c(hi - lo), "")
-                            .expect("positioned");
-                    flat = g.b.build_int_add(f, x, "").expect("positioned");
-                }
-                let row =
-                    g.b.build_int_mul(flat, g.i64c(p.width), "")
-                        .expect("positioned");
+                let row = k.packed_row(p);
                 let ety = g.mty(dt);
                 for (s, v) in vals.into_iter().enumerate() {
                     let off =
@@ -1336,17 +1347,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 Ok(vec![])
             })?;
         }
-        self.packed = packs
-            .iter()
-            .map(|p| Packed {
-                src: p.src.clone(),
-                index: p.index.clone(),
-                rvars: p.rvars.clone(),
-                ptr: p.ptr,
-                width: p.width,
-                dtype: p.dtype,
-            })
-            .collect();
+        self.packed = packs.to_vec();
         Ok(())
     }
 
@@ -1484,28 +1485,11 @@ impl<'ctx> K<'_, '_, 'ctx> {
         rows: &[IntValue<'ctx>],
         i: Option<usize>,
     ) -> R<()> {
-        let g = self.g;
-        let w = g.w as i64;
         let (lo, hi) = (self.lo_of(j), self.hi_of(j));
-        let jb = u * w;
-        let n = g.b.build_int_sub(hi, lo, "").expect("positioned");
-        let nb =
-            g.b.build_int_signed_div(n, g.i64c(jb), "")
-                .expect("positioned");
-        let span = g.b.build_int_mul(nb, g.i64c(jb), "").expect("positioned");
-        let full = g.b.build_int_add(lo, span, "").expect("positioned");
-        let loops = Loops { g, f: self.loops.f };
+        let jb = u * self.g.w as i64;
         let rows = rows.to_vec();
-        loops.counted(self, lo, full, jb, vec![], &mut |k, j0, _| {
-            k.lane_group(st, j, u, &rows, i, j0, None)?;
-            Ok(vec![])
-        })?;
-        let tail =
-            g.b.build_int_compare(IntPredicate::SLT, full, hi, "")
-                .expect("positioned");
-        loops.when(self, tail, &mut |k| {
-            let rem = k.g.b.build_int_sub(hi, full, "").expect("positioned");
-            k.lane_group(st, j, u, &rows, i, full, Some(rem))
+        self.lane_blocks(lo, hi, jb, &mut |k, j0, rem| {
+            k.lane_group(st, j, u, &rows, i, j0, rem)
         })
     }
 
@@ -1520,31 +1504,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
         j0: IntValue<'ctx>,
         rem: Option<IntValue<'ctx>>,
     ) -> R<()> {
-        let g = self.g;
-        let w = g.w as i64;
         let row_over: Vec<Vec<(usize, IntValue)>> = match i {
             Some(i) => rows.iter().map(|&r| vec![(i, r)]).collect(),
             None => vec![vec![]],
         };
-        let mut groups = Vec::new();
-        for over in &row_over {
-            for k in 0..u {
-                let base =
-                    g.b.build_int_add(j0, g.i64c(k * w), "")
-                        .expect("positioned");
-                let mask = rem.map(|rem| {
-                    let idx = g.bin(Op::Add, g.iota().into(), g.splat(g.i64c(k * w).into()));
-                    g.icmp(IntPredicate::SLT, idx, g.splat(rem.into()))
-                        .into_vector_value()
-                });
-                groups.push(Group {
-                    over: over.clone(),
-                    lane_base: Some(base),
-                    mask,
-                    slot: k,
-                });
-            }
-        }
+        let groups = row_over
+            .iter()
+            .flat_map(|over| self.lane_groups(over, u, j0, rem))
+            .collect();
         let cx = Cx {
             lane: Some(j),
             groups,

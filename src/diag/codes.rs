@@ -55,7 +55,7 @@ codes! {
     NO_KERNEL = "E0071": "evaluation of an extern op that has no reference kernel";
     BAD_RANGE = "E0080": "an invalid sharded index range or placement";
     IO = "E0100": "a file that cannot be read or written";
-    NOT_AVAILABLE = "E0101": "a feature that is not available yet";
+    NOT_AVAILABLE = "E0101": "the native backend cannot compile or link the graph";
     RUNTIME = "E0102": "an error while running a graph (bad input tensor, missing source binding)";
     BAD_PASS = "E0103": "an unknown pass or a malformed pass list";
     BAD_GRAPH_CHOICE = "E0104": "no graph, or several graphs and no `--graph NAME`";

@@ -1,0 +1,410 @@
+//! Naming the task that failed: a worker records which task (and which index range of it) it
+//! is running, so that a panic or a kernel fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL inside
+//! generated code) is reported with that task.
+//!
+//! - [`Running`] marks a task as running on the current thread (a thread-local, readable from
+//!   a signal handler without allocating or locking) until it is dropped, also when the task
+//!   unwinds.
+//! - [`describe`] is the text every task error uses: ``task `NAME` (index range [0:16, 0:512])``.
+//! - [`install_fault_handler`] (compiled programs only, never `tapc` itself) installs a handler
+//!   for the fatal signals that prints ``PROG: error: segmentation fault (SIGSEGV) in task
+//!   `NAME` (index range [...]); no outputs were written`` with `write(2)` and leaves with
+//!   `_exit(1)`: both async-signal-safe, and nothing else is called. Sinks are only written
+//!   after the whole schedule has run, so a fault can never leave a partial output. A fault
+//!   outside any task restores the default action and re-raises the signal. Each worker gets
+//!   an alternate signal stack ([`AltStack`]), so a task that overflows its stack is reported
+//!   too.
+//! - **Test-only hook.** [`TestFault::from_env`] reads `TAPC_RT_TEST_FAULT=KIND:TEXT`, with
+//!   `KIND` one of `panic`, `segv`, `bus`, `fpe`, `stack`: every task whose name contains
+//!   `TEXT` then panics, raises that signal on its worker thread, or (`stack`) recurses until
+//!   it overflows its stack (a real SIGSEGV), just before its kernel is called (while it is
+//!   the running task). It exists so that tests can check the reports above on
+//!   real compiled programs (`tests/native_cli.rs`); it is not a user feature and is unset in
+//!   normal runs. The signal kinds need the handler, so they are meant for compiled programs.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+/// The task a worker thread is running: raw parts, so that a signal handler can read them.
+#[derive(Clone, Copy)]
+struct Current {
+    name: *const u8,
+    name_len: usize,
+    /// `lo, hi` per index dimension.
+    range: *const i64,
+    range_len: usize,
+}
+
+impl Current {
+    const NONE: Current = Current {
+        name: std::ptr::null(),
+        name_len: 0,
+        range: std::ptr::null(),
+        range_len: 0,
+    };
+}
+
+thread_local! {
+    /// Const-initialised and without a destructor, so reading it from a signal handler
+    /// allocates nothing and cannot fail.
+    static CURRENT: Cell<Current> = const { Cell::new(Current::NONE) };
+}
+
+/// While alive, `name` over `range` is this thread's running task (see [`install_fault_handler`]).
+pub struct Running<'a> {
+    _borrow: PhantomData<&'a [i64]>,
+}
+
+impl<'a> Running<'a> {
+    /// Marks the task as running; `range` holds `lo, hi` per index dimension.
+    pub fn enter(name: &'a str, range: &'a [i64]) -> Running<'a> {
+        CURRENT.with(|c| {
+            c.set(Current {
+                name: name.as_ptr(),
+                name_len: name.len(),
+                range: range.as_ptr(),
+                range_len: range.len(),
+            })
+        });
+        Running {
+            _borrow: PhantomData,
+        }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(Current::NONE));
+    }
+}
+
+/// ``task `NAME` (index range [lo:hi, ...])`` (without the range for a task with no index
+/// dimensions); `range` holds `lo, hi` per dimension.
+pub fn describe(name: &str, range: &[i64]) -> String {
+    if range.len() < 2 {
+        return format!("task `{name}`");
+    }
+    let dims: Vec<String> = range
+        .chunks_exact(2)
+        .map(|p| format!("{}:{}", p[0], p[1]))
+        .collect();
+    format!("task `{name}` (index range [{}])", dims.join(", "))
+}
+
+/// The text of a panic payload.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// What the test-only hook does to a matching task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Inject {
+    Panic,
+    Signal(i32),
+    Overflow,
+}
+
+/// The test-only fault injection of `TAPC_RT_TEST_FAULT` (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestFault {
+    inject: Inject,
+    task: String,
+}
+
+/// The environment variable of the test-only hook.
+pub const TEST_FAULT_VAR: &str = "TAPC_RT_TEST_FAULT";
+
+impl TestFault {
+    /// Reads `TAPC_RT_TEST_FAULT`; unset or empty is `Ok(None)`, a malformed value an error.
+    pub fn from_env() -> Result<Option<TestFault>, String> {
+        match std::env::var(TEST_FAULT_VAR) {
+            Ok(v) if !v.is_empty() => TestFault::parse(&v).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    fn parse(v: &str) -> Result<TestFault, String> {
+        let bad = || {
+            format!(
+                "{TEST_FAULT_VAR}={v}: expected KIND:TASK with KIND one of panic, segv, bus, fpe, stack (a test-only hook)"
+            )
+        };
+        let (kind, task) = v.split_once(':').ok_or_else(bad)?;
+        let inject = match kind {
+            "panic" => Inject::Panic,
+            "segv" => Inject::Signal(libc::SIGSEGV),
+            "bus" => Inject::Signal(libc::SIGBUS),
+            "fpe" => Inject::Signal(libc::SIGFPE),
+            "stack" => Inject::Overflow,
+            _ => return Err(bad()),
+        };
+        if task.is_empty() {
+            return Err(bad());
+        }
+        Ok(TestFault {
+            inject,
+            task: task.to_string(),
+        })
+    }
+
+    /// Panics or raises the signal if `task` matches; call it where the kernel would run.
+    pub fn trigger(&self, task: &str) {
+        if !task.contains(&self.task) {
+            return;
+        }
+        match self.inject {
+            Inject::Panic => panic!("injected by {TEST_FAULT_VAR} (test-only hook)"),
+            Inject::Signal(sig) => {
+                // SAFETY: raise(3) has no memory-safety preconditions; it delivers `sig` to
+                // this thread (the handler, if installed, reports this task and exits).
+                unsafe { libc::raise(sig) };
+            }
+            Inject::Overflow => {
+                std::hint::black_box(overflow(0));
+            }
+        }
+    }
+}
+
+/// Recurses with 1 KiB frames until the stack overflows (the guard page faults).
+fn overflow(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth as u8; 1024]);
+    if depth == u64::MAX {
+        return 0;
+    }
+    overflow(depth + 1).wrapping_add(u64::from(frame[(depth % 1024) as usize]))
+}
+
+/// Whether [`install_fault_handler`] ran (in this process).
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// An alternate signal stack for the current thread while alive, so that the fault handler can
+/// run even when a task has overflowed its stack. Only where the handler is installed.
+pub struct AltStack {
+    mem: *mut libc::c_void,
+    size: usize,
+    old: libc::stack_t,
+}
+
+impl AltStack {
+    /// Sets up the stack, or `None` when there is no handler (or no memory for it).
+    pub fn new() -> Option<AltStack> {
+        if !INSTALLED.load(Ordering::Relaxed) {
+            return None;
+        }
+        let size = libc::SIGSTKSZ.max(64 << 10);
+        // SAFETY: a fresh private anonymous mapping; checked for failure.
+        let mem = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: zeroed stack_t values are valid; `mem` holds `size` bytes until `drop`
+        // restores the previous stack and unmaps it.
+        unsafe {
+            let mut ss: libc::stack_t = std::mem::zeroed();
+            ss.ss_sp = mem;
+            ss.ss_size = size;
+            let mut old: libc::stack_t = std::mem::zeroed();
+            if libc::sigaltstack(&ss, &mut old) != 0 {
+                libc::munmap(mem, size);
+                return None;
+            }
+            Some(AltStack { mem, size, old })
+        }
+    }
+}
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        // SAFETY: restores the stack this thread had before (or none) and unmaps ours, which
+        // is no longer in use (we are not in a signal handler).
+        unsafe {
+            let mut old = self.old;
+            if old.ss_sp.is_null() {
+                old.ss_flags = libc::SS_DISABLE;
+            }
+            libc::sigaltstack(&old, std::ptr::null_mut());
+            libc::munmap(self.mem, self.size);
+        }
+    }
+}
+
+/// The program name the fault handler prints (leaked once at installation).
+static PROG: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+static PROG_LEN: AtomicUsize = AtomicUsize::new(0);
+
+const FATAL: [(i32, &[u8]); 4] = [
+    (libc::SIGSEGV, b"segmentation fault (SIGSEGV)"),
+    (libc::SIGBUS, b"bus error (SIGBUS)"),
+    (libc::SIGFPE, b"arithmetic fault (SIGFPE)"),
+    (libc::SIGILL, b"illegal instruction (SIGILL)"),
+];
+
+/// Writes all of `b` to stderr with write(2) (async-signal-safe).
+fn say(b: &[u8]) {
+    let mut rest = b;
+    while !rest.is_empty() {
+        // SAFETY: the buffer is valid for `rest.len()` bytes.
+        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        if n <= 0 {
+            return;
+        }
+        rest = &rest[n as usize..];
+    }
+}
+
+/// Writes `v` in decimal without allocating.
+fn say_i64(v: i64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut m = v.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        say(b"-");
+    }
+    say(&buf[i..]);
+}
+
+extern "C" fn on_fault(sig: libc::c_int) {
+    let cur = CURRENT.try_with(|c| c.get()).unwrap_or(Current::NONE);
+    if cur.name.is_null() {
+        // Not inside a task: the default action (terminate, core dump) as if never installed.
+        // SAFETY: signal(2) and raise(3) are async-signal-safe; the signal is blocked while
+        // this handler runs, so it is delivered with the default action once it returns (and
+        // a real fault re-executes the faulting instruction anyway).
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        return;
+    }
+    let prog = PROG.load(Ordering::Relaxed);
+    if !prog.is_null() {
+        // SAFETY: set once from a leaked string of this length.
+        say(unsafe { std::slice::from_raw_parts(prog, PROG_LEN.load(Ordering::Relaxed)) });
+        say(b": ");
+    }
+    say(b"error: ");
+    let what = FATAL
+        .iter()
+        .find(|f| f.0 == sig)
+        .map_or(&b"fatal signal"[..], |f| f.1);
+    say(what);
+    say(b" in task `");
+    // SAFETY: `Running` keeps the name and range alive while they are current.
+    say(unsafe { std::slice::from_raw_parts(cur.name, cur.name_len) });
+    say(b"`");
+    if cur.range_len >= 2 {
+        // SAFETY: as above.
+        let range = unsafe { std::slice::from_raw_parts(cur.range, cur.range_len) };
+        say(b" (index range [");
+        for (k, p) in range.chunks_exact(2).enumerate() {
+            if k > 0 {
+                say(b", ");
+            }
+            say_i64(p[0]);
+            say(b":");
+            say_i64(p[1]);
+        }
+        say(b"])");
+    }
+    say(b"; no outputs were written\n");
+    // SAFETY: _exit(2) is async-signal-safe and runs no destructors or atexit handlers.
+    unsafe { libc::_exit(1) }
+}
+
+/// Installs the fault handler of compiled programs for SIGSEGV, SIGBUS, SIGFPE and SIGILL;
+/// `prog` prefixes its message. Not installed by `tapc run` (the handler is process-wide).
+pub fn install_fault_handler(prog: &str) {
+    let name: &'static str = Box::leak(prog.to_string().into_boxed_str());
+    PROG_LEN.store(name.len(), Ordering::Relaxed);
+    PROG.store(name.as_ptr().cast_mut(), Ordering::Relaxed);
+    INSTALLED.store(true, Ordering::Relaxed);
+    for (sig, _) in FATAL {
+        // SAFETY: a zeroed sigaction is a valid starting value; the handler only calls
+        // async-signal-safe functions (write, signal, raise, _exit) and reads a const
+        // thread-local. SA_ONSTACK uses an alternate signal stack where one is set up.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_fault as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = libc::SA_ONSTACK;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_tasks_with_and_without_ranges() {
+        assert_eq!(
+            describe("apply @f -> %y", &[0, 16, 4, 8]),
+            "task `apply @f -> %y` (index range [0:16, 4:8])"
+        );
+        assert_eq!(describe("zeros -> %z", &[]), "task `zeros -> %z`");
+    }
+
+    #[test]
+    fn running_marks_the_thread_until_dropped() {
+        let range = [0i64, 4];
+        {
+            let _r = Running::enter("t", &range);
+            assert_eq!(CURRENT.with(|c| c.get()).name_len, 1);
+        }
+        assert!(CURRENT.with(|c| c.get()).name.is_null());
+    }
+
+    #[test]
+    fn test_hook_values_parse_or_are_rejected() {
+        assert_eq!(
+            TestFault::parse("segv:apply @linear"),
+            Ok(TestFault {
+                inject: Inject::Signal(libc::SIGSEGV),
+                task: "apply @linear".into()
+            })
+        );
+        assert_eq!(
+            TestFault::parse("panic:x").map(|f| f.inject),
+            Ok(Inject::Panic)
+        );
+        assert_eq!(
+            TestFault::parse("stack:x").map(|f| f.inject),
+            Ok(Inject::Overflow)
+        );
+        for bad in ["segv", "kill:x", "panic:"] {
+            let e = TestFault::parse(bad).unwrap_err();
+            assert!(e.contains(TEST_FAULT_VAR) && e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_test_panic_fires_only_for_matching_tasks() {
+        let f = TestFault::parse("panic:@linear").unwrap();
+        f.trigger("apply @relu -> %h");
+        let p = std::panic::catch_unwind(|| f.trigger("apply @linear -> %y")).unwrap_err();
+        assert!(panic_message(&*p).contains(TEST_FAULT_VAR));
+    }
+}
