@@ -2,10 +2,10 @@
 //! file, the `tapc-runtime` static library (executor, `.npy` I/O, command line) and the C
 //! libraries Rust's standard library needs.
 //!
-//! The runtime library is found, in order: `$TAPC_RUNTIME_LIB`; `libtapc_runtime.a` next to
-//! the running executable; the newest `libtapc_runtime-*.a` in the `deps/` directory of the
-//! cargo profile the executable was built in (cargo builds the runtime's staticlib whenever it
-//! builds `tapc`); the same directory as recorded when `tapc` was compiled.
+//! The runtime library is found, in order: `$TAPC_RUNTIME_LIB`; the newest of
+//! `libtapc_runtime.a` next to the running executable and `libtapc_runtime-*.a` in the `deps/`
+//! directory of the cargo profile the executable was built in (cargo builds the runtime's
+//! staticlib whenever it builds `tapc`); the same directory as recorded when `tapc` was compiled.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,17 +21,24 @@ const NATIVE_LIBS: &[&str] = &[
     "-lc",
 ];
 
-fn newest_in(dir: &Path) -> Option<PathBuf> {
-    let exact = dir.join("libtapc_runtime.a");
-    if exact.is_file() {
-        return Some(exact);
-    }
+/// The newest runtime library in `dirs`: an uplifted `libtapc_runtime.a` can be older than the
+/// runtime cargo last built into `deps/`, so neither name wins by itself.
+fn newest_in(dirs: &[PathBuf]) -> Option<PathBuf> {
     let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
+    for e in dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+    {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("libtapc_runtime-") && name.ends_with(".a") {
-            let t = e.metadata().and_then(|m| m.modified()).ok()?;
+        let lib = name == "libtapc_runtime.a"
+            || name.starts_with("libtapc_runtime-") && name.ends_with(".a");
+        if lib {
+            let Ok(t) = e.metadata().and_then(|m| m.modified()) else {
+                continue;
+            };
             if best.as_ref().is_none_or(|(bt, _)| t > *bt) {
                 best = Some((t, e.path()));
             }
@@ -61,15 +68,15 @@ pub fn runtime_lib() -> Result<PathBuf, String> {
             dirs.push(up.join("deps"));
         }
     }
+    if let Some(p) = newest_in(&dirs) {
+        return Ok(p);
+    }
     // OUT_DIR is <target>/<profile>/build/tapc-<hash>/out.
     if let Some(out) = option_env!("OUT_DIR") {
         if let Some(profile) = Path::new(out).ancestors().nth(3) {
-            dirs.push(profile.join("deps"));
-        }
-    }
-    for d in &dirs {
-        if let Some(p) = newest_in(d) {
-            return Ok(p);
+            if let Some(p) = newest_in(&[profile.join("deps")]) {
+                return Ok(p);
+            }
         }
     }
     Err("cannot find the tapc runtime library (libtapc_runtime.a); build tapc with cargo (which builds it) or set TAPC_RUNTIME_LIB to its path".into())
