@@ -106,6 +106,11 @@ impl AlignedBuf {
             .map_err(|_| "buffer too large".to_string())?;
         let layout = Layout::from_size_align(size, align as usize)
             .map_err(|_| format!("cannot allocate {bytes} bytes"))?;
+        if bytes >= HUGE {
+            if let Some(ptr) = spare::take(layout) {
+                return Ok(AlignedBuf { ptr, layout });
+            }
+        }
         // Not zeroed: every element a task or sink reads was written by an earlier task (and
         // zeroing would touch every page of big buffers up front, before any kernel runs).
         // SAFETY: the layout has a non-zero size.
@@ -122,8 +127,76 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.layout.size() as u64 >= HUGE && spare::keep(self.ptr, self.layout) {
+            return;
+        }
         // SAFETY: allocated in `new` with this layout.
         unsafe { dealloc(self.ptr, self.layout) }
+    }
+}
+
+/// Big buffers freed by one run, kept for the next run in the same process (a caching
+/// allocator, as in PyTorch): a fresh big buffer costs a page fault and a kernel-zeroed page
+/// per 2 MiB on first write, which serialises on the address space and caps the speedup of
+/// threads on memory-bound graphs. A compiled program runs once and gains nothing; the JIT
+/// (`tapc run`, benchmarks, embedders running a graph repeatedly) does.
+mod spare {
+    use std::alloc::Layout;
+    use std::sync::Mutex;
+
+    /// At most this many bytes are kept.
+    const CAP: usize = 1 << 30;
+
+    struct Spare {
+        bufs: Vec<(usize, Layout)>,
+        bytes: usize,
+    }
+
+    static SPARE: Mutex<Spare> = Mutex::new(Spare {
+        bufs: Vec::new(),
+        bytes: 0,
+    });
+
+    /// A kept buffer of exactly `layout`, if any.
+    pub(super) fn take(layout: Layout) -> Option<*mut u8> {
+        let mut s = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+        let i = s.bufs.iter().position(|&(_, l)| l == layout)?;
+        let (ptr, _) = s.bufs.swap_remove(i);
+        s.bytes -= layout.size();
+        Some(ptr as *mut u8)
+    }
+
+    /// Keeps `ptr` (allocated with `layout`) for a later [`take`]; false if over the cap.
+    pub(super) fn keep(ptr: *mut u8, layout: Layout) -> bool {
+        let mut s = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+        if s.bytes + layout.size() > CAP {
+            return false;
+        }
+        s.bytes += layout.size();
+        s.bufs.push((ptr as usize, layout));
+        true
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_kept_buffer_is_taken_once_by_its_exact_layout() {
+            // An odd alignment no executor buffer uses, so parallel tests cannot interfere.
+            let layout = Layout::from_size_align(3 << 20, 1 << 12).unwrap();
+            let other = Layout::from_size_align(3 << 20, 1 << 13).unwrap();
+            // SAFETY: non-zero size; freed below.
+            let ptr = unsafe { std::alloc::alloc(layout) };
+            assert!(keep(ptr, layout));
+            assert_eq!(take(other), None);
+            assert_eq!(take(layout), Some(ptr));
+            assert_eq!(take(layout), None);
+            let huge = Layout::from_size_align(CAP + 1, 1 << 12).unwrap();
+            assert!(!keep(ptr, huge), "over the cap");
+            // SAFETY: allocated above with `layout`.
+            unsafe { std::alloc::dealloc(ptr, layout) };
+        }
     }
 }
 
