@@ -339,7 +339,8 @@ pub fn execute(
     }
     let mut events = Vec::new();
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
+        // The calling thread is worker 0: it starts at once instead of after a thread spawn.
+        let handles: Vec<_> = (1..threads)
             .map(|w| {
                 let (sh, test_fault) = (&shared, test_fault.as_ref());
                 std::thread::Builder::new()
@@ -347,6 +348,7 @@ pub fn execute(
                     .spawn_scoped(s, move || sh.work(w, opts.record, test_fault))
             })
             .collect();
+        events.extend(shared.work(0, opts.record, test_fault.as_ref()));
         for h in handles {
             match h {
                 Ok(h) => match h.join() {
