@@ -225,6 +225,25 @@ struct State<'a> {
     failed: HashSet<String>,
 }
 
+impl<'a> State<'a> {
+    /// Fresh rewrite state for a verified graph `g` with its facts.
+    fn new(g: &'a mut Graph, facts: &GraphFacts) -> State<'a> {
+        let n = g.nodes.len();
+        let (users, pinned) = select::users_and_pinned(g);
+        let held = g.pinned();
+        State {
+            insts: (0..n).map(|i| facts.instances.get(&i).cloned()).collect(),
+            g,
+            dead: vec![false; n],
+            users,
+            pinned,
+            held,
+            origin: 0,
+            failed: HashSet::new(),
+        }
+    }
+}
+
 fn fuse_graph(
     g: &mut Graph,
     facts: &GraphFacts,
@@ -238,18 +257,7 @@ fn fuse_graph(
         )));
     }
     let n = g.nodes.len();
-    let (users, pinned) = select::users_and_pinned(g);
-    let held = g.pinned();
-    let mut st = State {
-        insts: (0..n).map(|i| facts.instances.get(&i).cloned()).collect(),
-        g,
-        dead: vec![false; n],
-        users,
-        pinned,
-        held,
-        origin: 0,
-        failed: HashSet::new(),
-    };
+    let mut st = State::new(g, facts);
     let mut budget = 4 * n + 64;
     let mut changed = false;
     loop {

@@ -29,20 +29,8 @@ pub fn fuse_pairs(
         return Err(fail("fuse_pairs needs a verified graph"));
     }
     let n = g.nodes.len();
-    let (users, pinned) = users_and_pinned(g);
-    let held = g.pinned();
     let mut ops = OpTable::new(std::mem::take(&mut m.ops));
-    let g = &mut m.graphs[gi];
-    let mut st = State {
-        insts: (0..n).map(|i| facts.instances.get(&i).cloned()).collect(),
-        g,
-        dead: vec![false; n],
-        users,
-        pinned,
-        held,
-        origin: 0,
-        failed: HashSet::new(),
-    };
+    let mut st = State::new(&mut m.graphs[gi], facts);
     let mut order: Vec<(usize, usize)> = pairs.to_vec();
     order.sort_by_key(|&(p, c)| (c, p));
     let mut left = Vec::new();
