@@ -343,7 +343,8 @@ impl State<'_> {
         changed
     }
 
-    /// The kernel of the apply at node `i`, if it is an unsharded kernel-op apply.
+    /// The kernel of the live kernel-op apply at node `i` (whole or a shard: a shard's kernel is
+    /// its op's instance over its range), with a fresh origin for its variables.
     fn kernel_of(&mut self, i: usize, ops: &OpTable) -> Option<(FKernel, Apply)> {
         let NodeKind::Apply(a) = &self.g.nodes[i].kind else {
             return None;
