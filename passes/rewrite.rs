@@ -177,20 +177,7 @@ impl<'a> Builder<'a> {
 pub fn for_each_operand(kind: &mut NodeKind, f: &mut dyn FnMut(&mut ValueId)) {
     match kind {
         NodeKind::Apply(a) => a.args.iter_mut().for_each(f),
-        NodeKind::View(v) => match v {
-            View::Concat { args, .. } | View::Interleave { args, .. } => {
-                args.iter_mut().for_each(f)
-            }
-            View::Transpose { arg, .. }
-            | View::Reverse { arg, .. }
-            | View::Slice { arg, .. }
-            | View::Squeeze { arg, .. }
-            | View::Unsqueeze { arg, .. }
-            | View::Broadcast { arg, .. }
-            | View::Reshape { arg, .. }
-            | View::Repeat { arg, .. }
-            | View::Pad { arg, .. } => f(arg),
-        },
+        NodeKind::View(v) => v.for_each_arg_mut(f),
         NodeKind::Sink { value, .. } | NodeKind::Pin { value } => f(value),
         NodeKind::Sequence { before, after } => {
             before.iter_mut().chain(after.iter_mut()).for_each(|r| {

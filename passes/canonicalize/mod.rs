@@ -308,19 +308,6 @@ fn chain_interior(g: &Graph, pinned: &[bool]) -> Vec<bool> {
 
 fn remap_view(view: &View, b: &Builder) -> View {
     let mut nv = view.clone();
-    match &mut nv {
-        View::Concat { args, .. } | View::Interleave { args, .. } => {
-            args.iter_mut().for_each(|a| *a = b.mapped(*a))
-        }
-        View::Transpose { arg, .. }
-        | View::Reverse { arg, .. }
-        | View::Slice { arg, .. }
-        | View::Squeeze { arg, .. }
-        | View::Unsqueeze { arg, .. }
-        | View::Broadcast { arg, .. }
-        | View::Reshape { arg, .. }
-        | View::Repeat { arg, .. }
-        | View::Pad { arg, .. } => *arg = b.mapped(*arg),
-    }
+    nv.for_each_arg_mut(|a| *a = b.mapped(*a));
     nv
 }

@@ -562,32 +562,7 @@ fn compact(g: &mut Graph, dead: &[bool]) {
             continue;
         }
         let mut kind = n.kind;
-        match &mut kind {
-            NodeKind::Apply(a) => a.args.iter_mut().for_each(|x| *x = m(*x)),
-            NodeKind::View(v) => match v {
-                View::Concat { args, .. } | View::Interleave { args, .. } => {
-                    args.iter_mut().for_each(|x| *x = m(*x))
-                }
-                View::Transpose { arg, .. }
-                | View::Reverse { arg, .. }
-                | View::Slice { arg, .. }
-                | View::Squeeze { arg, .. }
-                | View::Unsqueeze { arg, .. }
-                | View::Broadcast { arg, .. }
-                | View::Reshape { arg, .. }
-                | View::Repeat { arg, .. }
-                | View::Pad { arg, .. } => *arg = m(*arg),
-            },
-            NodeKind::Sink { value, .. } | NodeKind::Pin { value } => *value = m(*value),
-            NodeKind::Sequence { before, after } => {
-                for r in before.iter_mut().chain(after.iter_mut()) {
-                    if let SeqRef::Value(v) = r {
-                        *v = m(*v);
-                    }
-                }
-            }
-            NodeKind::Source { .. } | NodeKind::Generator(_) => {}
-        }
+        crate::passes::rewrite::for_each_operand(&mut kind, &mut |x| *x = m(*x));
         let results = n.results.iter().map(|&v| m(v)).collect();
         nodes.push(Node {
             kind,

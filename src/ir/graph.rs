@@ -143,6 +143,23 @@ impl View {
             View::Pad { .. } => "pad",
         }
     }
+    /// Calls `f` on every operand, in order, so it can be rewritten.
+    pub fn for_each_arg_mut(&mut self, mut f: impl FnMut(&mut ValueId)) {
+        match self {
+            View::Concat { args, .. } | View::Interleave { args, .. } => {
+                args.iter_mut().for_each(f)
+            }
+            View::Transpose { arg, .. }
+            | View::Reverse { arg, .. }
+            | View::Slice { arg, .. }
+            | View::Squeeze { arg, .. }
+            | View::Unsqueeze { arg, .. }
+            | View::Broadcast { arg, .. }
+            | View::Reshape { arg, .. }
+            | View::Repeat { arg, .. }
+            | View::Pad { arg, .. } => f(arg),
+        }
+    }
     pub fn args(&self) -> Vec<ValueId> {
         match self {
             View::Concat { args, .. } | View::Interleave { args, .. } => args.clone(),
