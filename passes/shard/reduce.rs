@@ -217,15 +217,7 @@ pub(super) fn shard_reduction(
     if parts.len() < 2 {
         return Ok(None);
     }
-    let in_index: Vec<usize> = partial_inputs
-        .iter()
-        .map(|p| {
-            op.inputs
-                .iter()
-                .position(|q| q.name == p.name)
-                .expect("port")
-        })
-        .collect();
+    let in_index = port_positions(&op, &partial_inputs);
     let base = b.old.value(node.results[0]).name.clone();
     let mut partials = Vec::new();
     let mut reference: Option<Instance> = None;
@@ -300,15 +292,7 @@ pub(super) fn shard_reduction(
         let mut used = Vec::new();
         reads(&value, &mut used);
         let mut inputs: Vec<PortDef> = used.iter().filter_map(|n| port_of(n)).collect();
-        let outer: Vec<usize> = inputs
-            .iter()
-            .map(|p| {
-                op.inputs
-                    .iter()
-                    .position(|q| q.name == p.name)
-                    .expect("port")
-            })
-            .collect();
+        let outer = port_positions(&op, &inputs);
         inputs.push(pin);
         let ename = format!("{}.epilogue.{var}", op.name);
         let estmt = Stmt {
@@ -369,4 +353,10 @@ fn load_box(inst: &Instance, k: usize, ranges: &[(i64, i64)]) -> Vec<(i64, i64)>
             }
         })
         .collect()
+}
+
+/// Positions in `op`'s inputs of `ports` (each one of `op`'s own inputs, kept by name).
+fn port_positions(op: &OpDef, ports: &[PortDef]) -> Vec<usize> {
+    let at = |p: &PortDef| op.inputs.iter().position(|q| q.name == p.name);
+    ports.iter().map(|p| at(p).expect("port")).collect()
 }
