@@ -157,6 +157,9 @@ struct Builder<'a> {
     locs: Vec<Option<Loc>>,
     /// Values placed into a region of a concat/interleave result: (consumer node, operand).
     placed: HashMap<ValueId, (usize, usize)>,
+    /// Each distinct kernel spec (by its full `Debug` form) and its index: structurally
+    /// identical kernels (a chain of the same op at the same shapes) compile once.
+    kernel_ids: HashMap<String, u32>,
 }
 
 /// Builds the schedule of graph `g` of `m`; `lanes` is the kernels' vector width.
@@ -181,6 +184,7 @@ pub fn build(
         names: vec![],
         locs: vec![None; g.values.len()],
         placed: HashMap::new(),
+        kernel_ids: HashMap::new(),
     };
     b.place_regions();
     for (i, n) in g.nodes.iter().enumerate() {
@@ -250,6 +254,8 @@ impl Builder<'_> {
             let whole = self.loc(r);
             let args = v.args();
             let mut start = 0;
+            // Operands already seen (a value used twice is placed once); a set keeps this linear.
+            let mut seen = std::collections::HashSet::new();
             for (k, &a) in args.iter().enumerate() {
                 let Some(at) = self.g.ty(a).cloned() else {
                     return;
@@ -277,7 +283,7 @@ impl Builder<'_> {
                     NodeKind::Apply(_)
                         | NodeKind::View(View::Concat { .. } | View::Interleave { .. })
                 );
-                if placeable && self.locs[a.index()].is_none() && !args[..k].contains(&a) {
+                if placeable && self.locs[a.index()].is_none() && seen.insert(a) {
                     let region = if region.elements() == 0 {
                         Loc {
                             offset: 0,
@@ -293,10 +299,18 @@ impl Builder<'_> {
         }
     }
 
+    /// The index of `spec`'s kernel, added unless an identical one exists (the key is the
+    /// whole spec: a kernel's code depends on nothing else, its buffers are task arguments).
     fn add_kernel(&mut self, spec: KernelSpec, name: String) -> u32 {
+        let key = format!("{spec:?}");
+        if let Some(&k) = self.kernel_ids.get(&key) {
+            return k;
+        }
+        let k = self.kernels.len() as u32;
         self.kernels.push(spec);
         self.names.push(name);
-        (self.kernels.len() - 1) as u32
+        self.kernel_ids.insert(key, k);
+        k
     }
 
     #[allow(clippy::too_many_arguments)]
