@@ -51,49 +51,68 @@ impl Op {
 }
 
 /// A chain applied to an input of shape `input`.
+///
+/// The result is built like an insertion sort: the ops kept so far are canonical (no rule applies
+/// to them), and each new op is settled against the last kept one only, since a rewrite at the
+/// end never changes what comes before it. A canonical chain is short (sorted runs, one op per
+/// kind between reshapes that cannot swap), so this is linear in the chain's length.
 pub fn canonicalize(input: &[i64], ops: &[Op]) -> Vec<Op> {
-    let mut ops = ops.to_vec();
-    // Every step removes an op or strictly sorts a pair, so this terminates; the cap is a guard.
-    for _ in 0..(4 * ops.len() * ops.len() + 16) {
-        if !step(input, &mut ops) {
-            break;
-        }
-    }
-    ops
+    canonicalize_counting(input, ops).0
 }
 
-fn shapes(input: &[i64], ops: &[Op]) -> Vec<Vec<i64>> {
-    let mut out = vec![input.to_vec()];
+/// [`canonicalize`], also returning how many ops were settled (the work done, for tests).
+fn canonicalize_counting(input: &[i64], ops: &[Op]) -> (Vec<Op>, usize) {
+    let mut settled = 0;
+    let mut kept = Kept {
+        ops: Vec::new(),
+        shapes: vec![input.to_vec()],
+    };
+    let mut pending = Vec::new();
     for op in ops {
-        let next = op.out_shape(out.last().expect("non-empty"));
-        out.push(next);
-    }
-    out
-}
-
-/// One rewrite; false when the chain is canonical.
-fn step(input: &[i64], ops: &mut Vec<Op>) -> bool {
-    let sh = shapes(input, ops);
-    if let Some(i) = (0..ops.len()).find(|&i| ops[i].is_identity(&sh[i])) {
-        ops.remove(i);
-        return true;
-    }
-    for i in 0..ops.len().saturating_sub(1) {
-        if let Some(m) = merge(&ops[i], &ops[i + 1], &sh[i]) {
-            ops.splice(i..i + 2, [m]);
-            return true;
+        pending.push(op.clone());
+        while let Some(op) = pending.pop() {
+            kept.settle(op, &mut pending);
+            settled += 1;
         }
     }
-    for i in 0..ops.len().saturating_sub(1) {
-        if ops[i].rank() > ops[i + 1].rank() {
-            if let Some((a, b)) = swap(&ops[i], &ops[i + 1], &sh[i]) {
-                ops[i] = a;
-                ops[i + 1] = b;
-                return true;
+    (kept.ops, settled)
+}
+
+/// A canonical chain and the shape each op reads (`shapes[i]` is `ops[i]`'s input; one more
+/// shape than ops: the last is the chain's output).
+struct Kept {
+    ops: Vec<Op>,
+    shapes: Vec<Vec<i64>>,
+}
+
+impl Kept {
+    /// Appends `op`, or rewrites it with the last op into `pending` (pushed in reverse order)
+    /// when a rule applies: an identity disappears, neighbours of one kind merge, and an op
+    /// sorting before the last one swaps under it.
+    fn settle(&mut self, op: Op, pending: &mut Vec<Op>) {
+        let n = self.ops.len();
+        if op.is_identity(&self.shapes[n]) {
+            return;
+        }
+        if let Some(last) = self.ops.last() {
+            let rewrite = merge(last, &op, &self.shapes[n - 1])
+                .map(|m| vec![m])
+                .or_else(|| {
+                    (last.rank() > op.rank())
+                        .then(|| swap(last, &op, &self.shapes[n - 1]))
+                        .flatten()
+                        .map(|(a, b)| vec![b, a])
+                });
+            if let Some(rewrite) = rewrite {
+                self.ops.pop();
+                self.shapes.pop();
+                pending.extend(rewrite);
+                return;
             }
         }
+        self.shapes.push(op.out_shape(&self.shapes[n]));
+        self.ops.push(op);
     }
-    false
 }
 
 fn merge(a: &Op, b: &Op, _input: &[i64]) -> Option<Op> {
@@ -312,6 +331,32 @@ mod tests {
         // (3,2) reshape(2,3) -> permute(1 0) cannot be swapped.
         let ops = vec![Op::Reshape(vec![2, 3]), Op::Perm(vec![1, 0])];
         assert_eq!(canonicalize(&[3, 2], &ops), ops);
+    }
+
+    #[test]
+    fn long_chains_take_linear_work() {
+        // transpose, then drop the first row, 20,000 times: the work per op stays constant.
+        let n: i64 = 20_000;
+        let ops: Vec<Op> = (0..n)
+            .flat_map(|k| {
+                let rows = n + 8 - k;
+                [
+                    Op::Perm(vec![1, 0]),
+                    Op::Slice(if k % 2 == 0 {
+                        vec![(1, 1, rows - 1), (0, 1, 8)]
+                    } else {
+                        vec![(0, 1, 8), (1, 1, rows - 1)]
+                    }),
+                ]
+            })
+            .collect();
+        let (c, settled) = canonicalize_counting(&[8, n + 8], &ops);
+        assert_eq!(c, vec![Op::Slice(vec![(0, 1, 8), (n, 1, 8)])]);
+        assert!(
+            settled <= 4 * ops.len(),
+            "{settled} settles for {} ops",
+            ops.len()
+        );
     }
 
     #[test]
