@@ -1,0 +1,180 @@
+//! Benchmark: compile time and peak memory against graph size (issue 11's compile-time rows).
+//!
+//! Generates four graph shapes at 1k, 10k and 100k nodes and times the built `tapc` binary on
+//! each, one process per measurement (so peak RSS is that compile's alone):
+//! - `chain`: a chain of elementwise applies of one op;
+//! - `views`: a chain of alternating `transpose` and `slice` views;
+//! - `fanout`: one source read by that many slices, each applied and sunk;
+//! - `concat`: that many applies of slices concatenated into one sink.
+//!
+//! `opt` is `tapc opt FILE --passes=canonicalize,fuse`, `-o` is `tapc FILE -o OUT` (the default
+//! pipeline, LLVM, linking). Run with `cargo bench --bench compile [-- --only chain,views
+//! --sizes 1k,10k --runs 3 --modes opt,exe]`; by default every shape and size, one run each
+//! (the 100k rows take minutes). The issue's bars: a 10k chain with `-o` in under 5 s, time
+//! linear in size, and under 1 GB at 100k.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const SHAPES: [&str; 4] = ["chain", "views", "fanout", "concat"];
+
+/// The TEG text of `shape` with `n` applies, views or operands.
+fn generate(shape: &str, n: usize) -> String {
+    let mut s = String::from(
+        "op @f(x: f32[N]) -> (y: f32[N]) {\n  y[i] = x[i] * 1.5 + 0.25\n}\n\ngraph @g {\n",
+    );
+    let mut line = |l: String| {
+        s.push_str("  ");
+        s.push_str(&l);
+        s.push('\n');
+    };
+    match shape {
+        "chain" => {
+            line("%x0 = source @x : f32[1024]".into());
+            for i in 0..n {
+                line(format!("%x{} = apply @f(%x{i})", i + 1));
+            }
+            line(format!("sink @y %x{n}"));
+        }
+        "views" => {
+            line("%x0 = source @x : f32[64, 64]".into());
+            for i in 0..n {
+                line(if i % 2 == 0 {
+                    format!("%x{} = transpose %x{i} [1, 0]", i + 1)
+                } else {
+                    format!("%x{} = slice %x{i} [0:64, 0:64]", i + 1)
+                });
+            }
+            line(format!("sink @y %x{n}"));
+        }
+        "fanout" => {
+            line(format!("%x = source @x : f32[{}]", n + 64));
+            for i in 0..n {
+                line(format!("%s{i} = slice %x [{i}:{}]", i + 64));
+                line(format!("%y{i} = apply @f(%s{i})"));
+                line(format!("sink @y{i} %y{i}"));
+            }
+        }
+        "concat" => {
+            line(format!("%x = source @x : f32[{}]", n + 16));
+            for i in 0..n {
+                line(format!("%s{i} = slice %x [{i}:{}]", i + 16));
+                line(format!("%y{i} = apply @f(%s{i})"));
+            }
+            let parts: Vec<String> = (0..n).map(|i| format!("%y{i}")).collect();
+            line(format!("%c = concat {} axis 0", parts.join(", ")));
+            line("sink @c %c".into());
+        }
+        _ => unreachable!("shapes are checked in main"),
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// Runs `tapc args`, returning wall seconds and the child's peak RSS in bytes.
+fn measure(args: &[&str]) -> (f64, u64) {
+    let t0 = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_tapc"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tapc starts");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter; wait4 reaps exactly our child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(r, pid, "wait4 reaps tapc");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "tapc {} failed (status {status})",
+        args.join(" ")
+    );
+    (secs, usage.ru_maxrss as u64 * 1024)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn size_arg(s: &str) -> usize {
+    let (num, mult) = match s.strip_suffix('k') {
+        Some(n) => (n, 1000),
+        None => (s, 1),
+    };
+    num.parse::<usize>()
+        .expect("sizes are numbers, optionally with k")
+        * mult
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
+    let list = |name: &str, default: &str| -> Vec<String> {
+        flag(name)
+            .map_or(default, |s| s.as_str())
+            .split(',')
+            .map(str::to_string)
+            .collect()
+    };
+    let shapes = list("--only", &SHAPES.join(","));
+    if let Some(bad) = shapes.iter().find(|s| !SHAPES.contains(&s.as_str())) {
+        panic!("unknown shape `{bad}` (shapes: {})", SHAPES.join(", "));
+    }
+    let sizes: Vec<usize> = list("--sizes", "1k,10k,100k")
+        .iter()
+        .map(|s| size_arg(s))
+        .collect();
+    let modes = list("--modes", "opt,exe");
+    let runs: usize = flag("--runs").map_or(1, |r| r.parse().expect("--runs N"));
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "compile time, medians of {runs} (load average {})",
+        load.split_whitespace().next().unwrap_or("?")
+    );
+    println!(
+        "{:<8} {:>8} {:>12} {:>10} {:>12} {:>10}",
+        "shape", "size", "opt", "opt RSS", "-o", "-o RSS"
+    );
+    let dir = std::env::temp_dir().join(format!("tapc-bench-compile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for shape in &shapes {
+        for &n in &sizes {
+            let file = dir.join(format!("{shape}-{n}.teg"));
+            std::fs::write(&file, generate(shape, n)).expect("write the graph");
+            let f = file.to_str().expect("utf-8 temp path");
+            let out = dir.join("out");
+            let out = out.to_str().expect("utf-8 temp path");
+            let run = |argv: &[&str]| -> (f64, u64) {
+                let mut times = Vec::new();
+                let mut rss = 0;
+                for _ in 0..runs {
+                    let (t, m) = measure(argv);
+                    times.push(t);
+                    rss = rss.max(m);
+                }
+                (median(times), rss)
+            };
+            let cell = |mode: &str, argv: &[&str]| -> (String, String) {
+                if !modes.iter().any(|m| m == mode) {
+                    return ("-".into(), "-".into());
+                }
+                let (t, m) = run(argv);
+                (format!("{t:.3} s"), format!("{} MB", m >> 20))
+            };
+            let (ot, om) = cell("opt", &["opt", f, "--passes=canonicalize,fuse"]);
+            let (et, em) = cell("exe", &[f, "-o", out]);
+            println!("{shape:<8} {n:>8} {ot:>12} {om:>10} {et:>12} {em:>10}");
+            let _ = std::fs::remove_file(&file);
+        }
+    }
+    let _ = std::fs::remove_dir_all(Path::new(&dir));
+}
