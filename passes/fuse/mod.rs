@@ -131,6 +131,8 @@ struct OpTable {
     by_body: HashMap<String, String>,
     /// Created op → the base its name was derived from (without the `.N` that made it unique).
     created: HashMap<String, String>,
+    /// Per base: the next `.N` suffix to try (so naming the k-th op of one base is not O(k)).
+    next_suffix: HashMap<String, usize>,
 }
 
 impl OpTable {
@@ -139,6 +141,7 @@ impl OpTable {
             index: HashMap::new(),
             by_body: HashMap::new(),
             created: HashMap::new(),
+            next_suffix: HashMap::new(),
             ops: vec![],
         };
         for op in ops {
@@ -182,10 +185,18 @@ impl OpTable {
         } else {
             base.to_string()
         };
-        let name = std::iter::once(base.clone())
-            .chain((1..).map(|k| format!("{base}.{k}")))
-            .find(|n| !self.index.contains_key(n))
-            .expect("a free name exists");
+        // Names are never freed during a pass, so every suffix below `next` is still taken.
+        let next = self.next_suffix.entry(base.clone()).or_insert(0);
+        let name = loop {
+            let n = match *next {
+                0 => base.clone(),
+                k => format!("{base}.{k}"),
+            };
+            *next += 1;
+            if !self.index.contains_key(&n) {
+                break n;
+            }
+        };
         op.name = name.clone();
         self.created.insert(name.clone(), base);
         self.insert(op);
