@@ -73,12 +73,13 @@ fn generate(shape: &str, n: usize) -> String {
 }
 
 /// Runs `tapc args`, returning wall seconds and the child's peak RSS in bytes.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which std's wait cannot replace (rusage)
 fn measure(args: &[&str]) -> (f64, u64) {
     let t0 = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_tapc"))
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::inherit())
         .spawn()
         .expect("tapc starts");
     let pid = child.id() as libc::pid_t;
