@@ -48,23 +48,22 @@ fn generate(shape: &str, n: usize) -> String {
             }
             line(format!("sink @y %x{n}"));
         }
-        "fanout" => {
-            line(format!("%x = source @x : f32[{}]", n + 64));
+        "fanout" | "concat" => {
+            // `n` applies of overlapping `width`-element slices of one source.
+            let width = if shape == "fanout" { 64 } else { 16 };
+            line(format!("%x = source @x : f32[{}]", n + width));
             for i in 0..n {
-                line(format!("%s{i} = slice %x [{i}:{}]", i + 64));
+                line(format!("%s{i} = slice %x [{i}:{}]", i + width));
                 line(format!("%y{i} = apply @f(%s{i})"));
-                line(format!("sink @y{i} %y{i}"));
+                if shape == "fanout" {
+                    line(format!("sink @y{i} %y{i}"));
+                }
             }
-        }
-        "concat" => {
-            line(format!("%x = source @x : f32[{}]", n + 16));
-            for i in 0..n {
-                line(format!("%s{i} = slice %x [{i}:{}]", i + 16));
-                line(format!("%y{i} = apply @f(%s{i})"));
+            if shape == "concat" {
+                let parts: Vec<String> = (0..n).map(|i| format!("%y{i}")).collect();
+                line(format!("%c = concat {} axis 0", parts.join(", ")));
+                line("sink @c %c".into());
             }
-            let parts: Vec<String> = (0..n).map(|i| format!("%y{i}")).collect();
-            line(format!("%c = concat {} axis 0", parts.join(", ")));
-            line("sink @c %c".into());
         }
         _ => unreachable!("shapes are checked in main"),
     }
