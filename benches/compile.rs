@@ -71,9 +71,10 @@ fn generate(shape: &str, n: usize) -> String {
     s
 }
 
-/// Runs `tapc args`, returning wall seconds and the child's peak RSS in bytes.
+/// Runs `tapc args`, returning wall seconds, CPU seconds (user + system: what a loaded machine
+/// distorts least) and the child's peak RSS in bytes.
 #[allow(clippy::zombie_processes)] // reaped by wait4, which std's wait cannot replace (rusage)
-fn measure(args: &[&str]) -> (f64, u64) {
+fn measure(args: &[&str]) -> (f64, f64, u64) {
     let t0 = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_tapc"))
         .args(args)
@@ -93,7 +94,9 @@ fn measure(args: &[&str]) -> (f64, u64) {
         "tapc {} failed (status {status})",
         args.join(" ")
     );
-    (secs, usage.ru_maxrss as u64 * 1024)
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    let cpu = tv(usage.ru_utime) + tv(usage.ru_stime);
+    (secs, cpu, usage.ru_maxrss as u64 * 1024)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -141,8 +144,8 @@ fn main() {
         load.split_whitespace().next().unwrap_or("?")
     );
     println!(
-        "{:<8} {:>8} {:>12} {:>10} {:>12} {:>10}",
-        "shape", "size", "opt", "opt RSS", "-o", "-o RSS"
+        "{:<8} {:>8} {:>16} {:>8} {:>16} {:>8}",
+        "shape", "size", "opt wall/CPU", "opt RSS", "-o wall/CPU", "-o RSS"
     );
     let dir = std::env::temp_dir().join(format!("tapc-bench-compile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -153,26 +156,27 @@ fn main() {
             let f = file.to_str().expect("utf-8 temp path");
             let out = dir.join("out");
             let out = out.to_str().expect("utf-8 temp path");
-            let run = |argv: &[&str]| -> (f64, u64) {
-                let mut times = Vec::new();
+            let run = |argv: &[&str]| -> (f64, f64, u64) {
+                let (mut times, mut cpus) = (Vec::new(), Vec::new());
                 let mut rss = 0;
                 for _ in 0..runs {
-                    let (t, m) = measure(argv);
+                    let (t, c, m) = measure(argv);
                     times.push(t);
+                    cpus.push(c);
                     rss = rss.max(m);
                 }
-                (median(times), rss)
+                (median(times), median(cpus), rss)
             };
             let cell = |mode: &str, argv: &[&str]| -> (String, String) {
                 if !modes.iter().any(|m| m == mode) {
                     return ("-".into(), "-".into());
                 }
-                let (t, m) = run(argv);
-                (format!("{t:.3} s"), format!("{} MB", m >> 20))
+                let (t, c, m) = run(argv);
+                (format!("{t:.2}/{c:.2} s"), format!("{} MB", m >> 20))
             };
             let (ot, om) = cell("opt", &["opt", f, "--passes=canonicalize,fuse"]);
             let (et, em) = cell("exe", &[f, "-o", out]);
-            println!("{shape:<8} {n:>8} {ot:>12} {om:>10} {et:>12} {em:>10}");
+            println!("{shape:<8} {n:>8} {ot:>16} {om:>8} {et:>16} {em:>8}");
             let _ = std::fs::remove_file(&file);
         }
     }
