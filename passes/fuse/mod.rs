@@ -101,8 +101,10 @@ impl Pass for Fuse {
         "fuse"
     }
     fn run(&mut self, m: &mut Module, cx: &mut PassContext) -> Result<bool, Diagnostic> {
+        // Taken, not cloned: the pass manager re-verifies after every pass and replaces them,
+        // and at 100k applies a second copy of every instance is most of the pass's memory.
         let facts = if cx.facts.len() == m.graphs.len() {
-            cx.facts.clone()
+            std::mem::take(&mut cx.facts)
         } else {
             let (diags, facts) = crate::verify::verify(&mut m.clone());
             if diags.has_errors() {
