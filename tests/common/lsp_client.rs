@@ -1,7 +1,8 @@
 //! A small JSON-RPC client that drives the real `tapc lsp` binary over stdio (tests, bench).
+#![allow(dead_code)] // each of tests/lsp.rs and benches/lsp.rs uses a part
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
