@@ -121,19 +121,20 @@ impl State {
     /// Recompiles every changed document and publishes its diagnostics.
     fn flush(&mut self, conn: &Connection) -> Result<(), Error> {
         while let Some(uri) = self.dirty.pop_first() {
-            let diagnostics = match self.texts.get(&uri) {
-                Some((text, version)) => {
-                    let doc = Document::new(text.clone(), *version);
-                    let d = doc.lsp_diagnostics(&uri);
-                    self.docs.insert(uri.clone(), doc);
-                    d
-                }
-                None => Vec::new(),
-            };
-            let version = self.docs.get(&uri).map(|d| d.version);
-            let params = PublishDiagnosticsParams::new(uri, diagnostics, version);
+            let doc = self
+                .texts
+                .get(&uri)
+                .map(|(text, version)| Document::new(text.clone(), *version));
+            let diagnostics = doc.as_ref().map_or(Vec::new(), |d| d.lsp_diagnostics(&uri));
+            let version = doc.as_ref().map(|d| d.version);
+            let params = PublishDiagnosticsParams::new(uri.clone(), diagnostics, version);
             let n = Notification::new(PublishDiagnostics::METHOD.into(), params);
             conn.sender.send(n.into())?;
+            // Replacing the old analysis frees a whole module: after publishing, not before.
+            match doc {
+                Some(doc) => self.docs.insert(uri, doc),
+                None => self.docs.remove(&uri),
+            };
         }
         Ok(())
     }
