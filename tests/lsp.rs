@@ -314,3 +314,44 @@ fn a_panicking_handler_is_an_error_response_and_the_server_carries_on() {
     assert_eq!(r["error"]["code"], -32601, "{r}");
     assert_eq!(c.shutdown(), Some(0));
 }
+
+#[test]
+fn the_textmate_grammar_scopes_every_example() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/editors/teg.tmLanguage.json");
+    let g: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(g["scopeName"], "source.teg");
+    let repo = g["repository"].as_object().unwrap();
+    let rule = |name: &str| regex::Regex::new(repo[name]["match"].as_str().unwrap()).unwrap();
+    // Every rule compiles (these patterns are in the subset Oniguruma and `regex` share).
+    for name in repo.keys() {
+        rule(name);
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let file = entry.unwrap().path();
+        if file.extension().and_then(|e| e.to_str()) != Some("teg") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&file).unwrap();
+        for line in src.lines() {
+            let code = line.split("//").next().unwrap();
+            if line.trim_start().starts_with("//") {
+                assert!(rule("comment").is_match(line), "{line}");
+            }
+            // Every `%value` and `@name` of the line is one token of its scope.
+            for word in code.split(|c: char| !(c.is_alphanumeric() || "%@_.".contains(c))) {
+                let scope = match word.chars().next() {
+                    Some('%') if word.len() > 1 => "local",
+                    Some('@') if word.len() > 1 => "global",
+                    _ => continue,
+                };
+                let m = rule(scope).find(word).map(|m| m.as_str());
+                assert_eq!(m, Some(word), "{scope} in {}: {line}", file.display());
+            }
+            if let Some(c) = rule("item").captures(code) {
+                let name = c.get(3).unwrap().as_str();
+                assert!(code.contains(&format!("{} {name}", c.get(2).unwrap().as_str())));
+            }
+        }
+    }
+}
