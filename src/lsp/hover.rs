@@ -45,8 +45,8 @@ pub fn hover(doc: &Document, offset: usize) -> Option<(String, std::ops::Range<u
         };
         return text.map(|t| (t, o.span.clone()));
     }
-    let (span, _) = apply_node(doc, offset)?;
-    Some((apply_at(doc, offset)?, span))
+    let (g, _, i) = apply_node(doc, offset)?;
+    Some((apply_at(doc, offset)?, g.nodes[i].span.range()))
 }
 
 fn code(text: &str) -> String {
@@ -98,11 +98,9 @@ fn op(doc: &Document, name: &str) -> Option<String> {
     Some(format!("{}(the op has errors)\n", code(header)))
 }
 
-/// The apply node of a compiled graph whose statement holds `offset`, with its graph's facts.
-fn apply_node(
-    doc: &Document,
-    offset: usize,
-) -> Option<(std::ops::Range<usize>, (&Graph, &GraphFacts, usize))> {
+/// The graph, facts and node index of the apply whose statement holds `offset`, when its
+/// graph compiled.
+fn apply_node(doc: &Document, offset: usize) -> Option<(&Graph, &GraphFacts, usize)> {
     let graph = doc
         .names
         .items
@@ -114,12 +112,12 @@ fn apply_node(
         .nodes
         .iter()
         .position(|n| matches!(n.kind, NodeKind::Apply(_)) && n.span.range().contains(&offset))?;
-    Some((g.nodes[i].span.range(), (g, facts, i)))
+    Some((g, facts, i))
 }
 
 /// The derived signature of the apply at `offset` and, for a shard, its footprint windows.
 fn apply_at(doc: &Document, offset: usize) -> Option<String> {
-    let (_, (g, facts, i)) = apply_node(doc, offset)?;
+    let (g, facts, i) = apply_node(doc, offset)?;
     let inst = facts.instances.get(&i)?;
     let mut s = format!(
         "derived signature\n{}",

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 pub struct Client {
@@ -85,10 +85,7 @@ impl Client {
 
     fn recv(&mut self, deadline: Instant) -> Option<Value> {
         let left = deadline.saturating_duration_since(Instant::now());
-        match self.incoming.recv_timeout(left) {
-            Ok(v) => Some(v),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.incoming.recv_timeout(left).ok()
     }
 
     /// Waits for the next `publishDiagnostics` for `uri` at `version`; returns its diagnostics.
