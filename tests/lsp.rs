@@ -355,3 +355,28 @@ fn the_textmate_grammar_scopes_every_example() {
         }
     }
 }
+
+#[test]
+fn hover_on_a_shard_shows_its_footprint_windows() {
+    let src = SRC.replace(
+        "  %h = apply @linear(%x, %w, %b)\n",
+        "  %x.1 = slice %x [4:8, 0:4]\n  %h = apply @linear(%x.1, %w, %b) @[4:8, 0:3]\n",
+    );
+    let mut c = started();
+    c.open(URI, &src);
+    assert!(c.diagnostics(URI, 1).is_empty());
+    let h = c.request("textDocument/hover", at(&src, "apply @linear", 0));
+    let text = h["contents"]["value"].as_str().unwrap();
+    // Rows 4..8 of the whole index space: the shard reads rows 4..8 of x, all of w and b.
+    let windows = "x: [4:8, 0:4]\nw: [0:4, 0:3]\nb: [0:3]\ny: [4:8, 0:3]";
+    assert!(text.contains("footprint windows"), "{text}");
+    assert!(text.contains(windows), "{text}");
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+#[test]
+fn exit_without_shutdown_is_exit_code_1() {
+    let mut c = started();
+    c.notify("exit", Value::Null);
+    assert_eq!(c.wait_exit(), Some(1));
+}

@@ -126,10 +126,15 @@ impl Client {
     }
 
     /// Shutdown and exit; returns the server's exit code.
-    pub fn shutdown(mut self) -> Option<i32> {
+    pub fn shutdown(&mut self) -> Option<i32> {
         let r = self.request("shutdown", Value::Null);
         assert!(r.is_null(), "shutdown result: {r}");
         self.notify("exit", Value::Null);
+        self.wait_exit()
+    }
+
+    /// Closes the server's stdin and waits for it to exit; returns its exit code.
+    pub fn wait_exit(&mut self) -> Option<i32> {
         self.stdin = None;
         let deadline = Instant::now() + TIMEOUT;
         loop {
