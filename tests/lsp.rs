@@ -380,3 +380,15 @@ fn exit_without_shutdown_is_exit_code_1() {
     c.notify("exit", Value::Null);
     assert_eq!(c.wait_exit(), Some(1));
 }
+
+#[test]
+fn in_process_driver_says_lsp_needs_the_binary() {
+    let out = tapc::driver::run(&["lsp".to_string()]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("run the binary"), "{}", out.stderr);
+    assert!(tapc::driver::is_lsp(&["lsp".to_string()]));
+    assert!(!tapc::driver::is_lsp(&[
+        "check".to_string(),
+        "lsp".to_string()
+    ]));
+}
