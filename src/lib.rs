@@ -3,7 +3,7 @@
 //! Pipeline: [`syntax`] (text → syntax tree → IR, and IR → text), [`verify`] (types, shapes,
 //! bounds; produces per-apply [`ir::instance::Instance`]s), [`passes`] (graph rewrites, run by
 //! the pass manager), [`interp`] (the reference interpreter: the oracle of what a graph means)
-//! and [`driver`] (the `tapc` command line). See docs/architecture.md for the invariants and
+//! [`driver`] (the `tapc` command line) and [`lsp`] (the language server). See docs/architecture.md for the invariants and
 //! the API boundaries between these parts.
 
 pub mod codegen;
@@ -11,6 +11,7 @@ pub mod diag;
 pub mod driver;
 pub mod interp;
 pub mod ir;
+pub mod lsp;
 pub mod syntax;
 pub mod verify;
 

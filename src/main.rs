@@ -1,8 +1,12 @@
-//! The `tapc` binary: a thin shell around [`tapc::driver::run_with`].
+//! The `tapc` binary: a thin shell around [`tapc::driver::run_with`], and [`tapc::lsp`] for
+//! `tapc lsp`, which owns stdin and stdout.
 use std::io::{IsTerminal, Write};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if tapc::driver::is_lsp(&args) {
+        std::process::exit(tapc::lsp::run_stdio());
+    }
     let out = tapc::driver::run_with(&args, std::io::stderr().is_terminal());
     let _ = std::io::stdout().write_all(out.stdout.as_bytes());
     let _ = std::io::stderr().write_all(out.stderr.as_bytes());

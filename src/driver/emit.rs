@@ -1,7 +1,7 @@
 //! Alternative outputs of `tapc opt`: Graphviz dot and per-apply signatures.
 
-use crate::ir::graph::{Graph, NodeKind, SeqRef};
-use crate::ir::instance::Projection;
+use crate::ir::graph::{Graph, Node, NodeKind, SeqRef};
+use crate::ir::instance::{Instance, Projection};
 use crate::ir::Module;
 use crate::syntax::printer::node_text;
 use crate::verify::GraphFacts;
@@ -95,42 +95,48 @@ pub fn signatures(m: &Module, facts: &[GraphFacts]) -> String {
     for (g, f) in m.graphs.iter().zip(facts) {
         let _ = writeln!(s, "graph @{}", g.name);
         for (i, n) in g.nodes.iter().enumerate() {
-            let Some(inst) = f.instances.get(&i) else {
-                continue;
-            };
-            let sig = &inst.signature;
-            let names: Vec<String> = sig.index.iter().map(|(n, _)| n.clone()).collect();
-            let _ = writeln!(s, "  {}", node_text(g, n));
-            let index: Vec<String> = sig.index.iter().map(|(n, e)| format!("{n}: {e}")).collect();
-            let _ = writeln!(s, "    index [{}]", index.join(", "));
-            for p in sig.inputs.iter().chain(&sig.outputs) {
-                let _ = writeln!(
-                    s,
-                    "    {}: {}",
-                    p.name,
-                    projection_text(&p.projection, &names)
-                );
+            if let Some(inst) = f.instances.get(&i) {
+                s.push_str(&apply_signature(g, n, inst));
             }
-            let marg: Vec<String> = sig
-                .marginal
-                .iter()
-                .map(|(d, r)| {
-                    format!(
-                        "{d}: {{ {} }}",
-                        r.iter()
-                            .map(|(k, v)| format!("{k}: {v}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                })
-                .collect();
-            let _ = writeln!(s, "    cost {{ {} }}", marg.join(", "));
-            let _ = writeln!(
-                s,
-                "    per index point: {} flops, {} bytes",
-                sig.flops_per_point, sig.bytes_per_point
-            );
         }
     }
+    s
+}
+
+/// One apply's block of [`signatures`]: the node, its index space, projections and costs.
+pub fn apply_signature(g: &Graph, n: &Node, inst: &Instance) -> String {
+    let mut s = String::new();
+    let sig = &inst.signature;
+    let names: Vec<String> = sig.index.iter().map(|(n, _)| n.clone()).collect();
+    let _ = writeln!(s, "  {}", node_text(g, n));
+    let index: Vec<String> = sig.index.iter().map(|(n, e)| format!("{n}: {e}")).collect();
+    let _ = writeln!(s, "    index [{}]", index.join(", "));
+    for p in sig.inputs.iter().chain(&sig.outputs) {
+        let _ = writeln!(
+            s,
+            "    {}: {}",
+            p.name,
+            projection_text(&p.projection, &names)
+        );
+    }
+    let marg: Vec<String> = sig
+        .marginal
+        .iter()
+        .map(|(d, r)| {
+            format!(
+                "{d}: {{ {} }}",
+                r.iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect();
+    let _ = writeln!(s, "    cost {{ {} }}", marg.join(", "));
+    let _ = writeln!(
+        s,
+        "    per index point: {} flops, {} bytes",
+        sig.flops_per_point, sig.bytes_per_point
+    );
     s
 }

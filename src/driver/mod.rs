@@ -3,6 +3,8 @@
 
 mod emit;
 
+pub use emit::apply_signature;
+
 use crate::passes::manager::{self, RunConfig};
 
 use crate::diag::{codes, render_human, render_json, Diagnostic, ErrorFormat};
@@ -125,6 +127,8 @@ enum Command {
         #[command(flatten)]
         native: NativeRun,
     },
+    /// Serve the Language Server Protocol on stdin/stdout (for editors; docs/editors.md).
+    Lsp,
 }
 
 /// `tapc opt` flags of the cost pass; each is the same as the pass option named in its help
@@ -192,6 +196,19 @@ pub enum Emit {
     Shard,
     /// The cost tables, totals and Pareto frontier (needs `--passes=...,cost`).
     Cost,
+}
+
+/// Whether `args` ask for `tapc lsp`, which needs the process's real stdin and stdout, so the
+/// binary dispatches it to [`crate::lsp::run_stdio`] instead of [`run`].
+pub fn is_lsp(args: &[String]) -> bool {
+    let argv = std::iter::once("tapc".to_string()).chain(args.iter().cloned());
+    matches!(
+        Cli::try_parse_from(argv),
+        Ok(Cli {
+            command: Some(Command::Lsp),
+            ..
+        })
+    )
 }
 
 /// Runs `tapc` with `args` (without the program name).
@@ -291,6 +308,12 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
                 &out_dir,
                 graph.as_deref(),
             )
+        }
+        Some(Command::Lsp) => {
+            cx.out.stderr = "`tapc lsp` serves the Language Server Protocol on the stdin and \
+                             stdout of the `tapc` process; run the binary\n"
+                .into();
+            false
         }
         None => cx.compile(
             cli.file.as_deref(),

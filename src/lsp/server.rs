@@ -1,0 +1,314 @@
+//! The server loop: initialize, then requests and notifications until shutdown. Edits only
+//! update the text; documents are recompiled (and their diagnostics published) when no message
+//! is waiting or before a request, so a burst of keystrokes costs one compilation.
+
+use super::analysis::Document;
+use super::{edits, hover, nav};
+use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
+use lsp_types::notification::{
+    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _,
+    PublishDiagnostics,
+};
+use lsp_types::request::{
+    CodeActionRequest, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
+    InlayHintRequest, References, Request as _,
+};
+use lsp_types::*;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::{BTreeSet, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// Test hook: a request whose method is named by this variable panics in its handler, so
+/// tests can check that a panic becomes an error response and the server carries on.
+const TEST_PANIC_VAR: &str = "TAPC_LSP_TEST_PANIC";
+
+pub fn capabilities() -> ServerCapabilities {
+    ServerCapabilities {
+        text_document_sync: Some(TextDocumentSyncCapability::Kind(
+            TextDocumentSyncKind::INCREMENTAL,
+        )),
+        hover_provider: Some(HoverProviderCapability::Simple(true)),
+        definition_provider: Some(OneOf::Left(true)),
+        references_provider: Some(OneOf::Left(true)),
+        document_symbol_provider: Some(OneOf::Left(true)),
+        document_formatting_provider: Some(OneOf::Left(true)),
+        code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
+        inlay_hint_provider: Some(OneOf::Left(true)),
+        ..Default::default()
+    }
+}
+
+/// Serves `conn` until shutdown and exit (`Ok(true)`), or an exit without shutdown (`Ok(false)`).
+pub fn serve(conn: &Connection) -> Result<bool, Error> {
+    let (id, _params) = conn.initialize_start()?;
+    let result = serde_json::json!({
+        "capabilities": capabilities(),
+        "serverInfo": { "name": "tapc", "version": env!("CARGO_PKG_VERSION") },
+    });
+    conn.initialize_finish(id, result)?;
+    let mut state = State {
+        texts: HashMap::new(),
+        docs: HashMap::new(),
+        dirty: BTreeSet::new(),
+        panic_on: std::env::var(TEST_PANIC_VAR).ok(),
+    };
+    loop {
+        if conn.receiver.is_empty() {
+            state.flush(conn)?;
+        }
+        let Ok(msg) = conn.receiver.recv() else {
+            return Ok(false);
+        };
+        match msg {
+            Message::Request(req) => {
+                if conn.handle_shutdown(&req)? {
+                    return Ok(true);
+                }
+                state.flush(conn)?;
+                let (id, method) = (req.id.clone(), req.method.clone());
+                let resp =
+                    catch_unwind(AssertUnwindSafe(|| state.request(req))).unwrap_or_else(|panic| {
+                        Response::new_err(
+                            id,
+                            ErrorCode::InternalError as i32,
+                            format!("tapc lsp: internal error in {method}: {}", message(&panic)),
+                        )
+                    });
+                conn.sender.send(resp.into())?;
+            }
+            Message::Notification(n) if n.method == "exit" => return Ok(false),
+            Message::Notification(n) => {
+                let method = n.method.clone();
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(|| state.notification(n))) {
+                    let params = LogMessageParams {
+                        typ: MessageType::ERROR,
+                        message: format!(
+                            "tapc lsp: internal error in {method}: {}",
+                            message(&panic)
+                        ),
+                    };
+                    let n = Notification::new("window/logMessage".into(), params);
+                    conn.sender.send(n.into())?;
+                }
+            }
+            Message::Response(_) => {}
+        }
+    }
+}
+
+fn message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+struct State {
+    /// The current text and version of every open document.
+    texts: HashMap<Url, (String, i32)>,
+    /// The analysis of each document's text as of the last flush.
+    docs: HashMap<Url, Document>,
+    /// Documents whose text changed since their analysis.
+    dirty: BTreeSet<Url>,
+    panic_on: Option<String>,
+}
+
+impl State {
+    /// Recompiles every changed document and publishes its diagnostics.
+    fn flush(&mut self, conn: &Connection) -> Result<(), Error> {
+        while let Some(uri) = self.dirty.pop_first() {
+            let doc = self
+                .texts
+                .get(&uri)
+                .map(|(text, version)| Document::new(text.clone(), *version));
+            let diagnostics = doc.as_ref().map_or(Vec::new(), |d| d.lsp_diagnostics(&uri));
+            let version = doc.as_ref().map(|d| d.version);
+            let params = PublishDiagnosticsParams::new(uri.clone(), diagnostics, version);
+            let n = Notification::new(PublishDiagnostics::METHOD.into(), params);
+            conn.sender.send(n.into())?;
+            // Replacing the old analysis frees a whole module: after publishing, not before.
+            match doc {
+                Some(doc) => self.docs.insert(uri, doc),
+                None => self.docs.remove(&uri),
+            };
+        }
+        Ok(())
+    }
+
+    fn notification(&mut self, n: Notification) {
+        match n.method.as_str() {
+            DidOpenTextDocument::METHOD => {
+                if let Ok(p) = serde_json::from_value::<DidOpenTextDocumentParams>(n.params) {
+                    let d = p.text_document;
+                    self.texts.insert(d.uri.clone(), (d.text, d.version));
+                    self.dirty.insert(d.uri);
+                }
+            }
+            DidChangeTextDocument::METHOD => {
+                if let Ok(p) = serde_json::from_value::<DidChangeTextDocumentParams>(n.params) {
+                    let uri = p.text_document.uri;
+                    if let Some((text, version)) = self.texts.get_mut(&uri) {
+                        for change in p.content_changes {
+                            apply_change(text, change);
+                        }
+                        *version = p.text_document.version;
+                        self.dirty.insert(uri);
+                    }
+                }
+            }
+            DidCloseTextDocument::METHOD => {
+                if let Ok(p) = serde_json::from_value::<DidCloseTextDocumentParams>(n.params) {
+                    let uri = p.text_document.uri;
+                    self.texts.remove(&uri);
+                    self.docs.remove(&uri);
+                    self.dirty.insert(uri); // publishes no diagnostics: clears them
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn request(&mut self, req: Request) -> Response {
+        if self.panic_on.as_deref() == Some(req.method.as_str()) {
+            panic!("{TEST_PANIC_VAR} asked {} to panic", req.method);
+        }
+        let docs = &self.docs;
+        match req.method.as_str() {
+            HoverRequest::METHOD => respond(req, |p: HoverParams| {
+                let (doc, offset) = at(docs, &p.text_document_position_params)?;
+                let (text, span) = hover::hover(doc, offset)?;
+                Some(Hover {
+                    contents: HoverContents::Markup(MarkupContent {
+                        kind: MarkupKind::Markdown,
+                        value: text,
+                    }),
+                    range: Some(doc.range(span)),
+                })
+            }),
+            GotoDefinition::METHOD => respond(req, |p: GotoDefinitionParams| {
+                let pos = &p.text_document_position_params;
+                let (doc, offset) = at(docs, pos)?;
+                let def = nav::definition(doc, offset)?;
+                let loc = Location::new(pos.text_document.uri.clone(), doc.range(def.span.clone()));
+                Some(GotoDefinitionResponse::Scalar(loc))
+            }),
+            References::METHOD => respond(req, |p: ReferenceParams| {
+                let (doc, offset) = at(docs, &p.text_document_position)?;
+                let uri = &p.text_document_position.text_document.uri;
+                let refs = nav::references(doc, offset, p.context.include_declaration);
+                Some(
+                    refs.iter()
+                        .map(|o| Location::new(uri.clone(), doc.range(o.span.clone())))
+                        .collect::<Vec<_>>(),
+                )
+            }),
+            DocumentSymbolRequest::METHOD => respond(req, |p: DocumentSymbolParams| {
+                let doc = docs.get(&p.text_document.uri)?;
+                Some(DocumentSymbolResponse::Nested(nav::symbols(doc)))
+            }),
+            Formatting::METHOD => {
+                let id = req.id.clone();
+                let Ok(p) = serde_json::from_value::<DocumentFormattingParams>(req.params.clone())
+                else {
+                    return respond(req, |_: DocumentFormattingParams| ());
+                };
+                let Some(doc) = docs.get(&p.text_document.uri) else {
+                    return Response::new_ok(id, ());
+                };
+                if doc.diags.iter().any(|d| d.is_error()) {
+                    return Response::new_err(
+                        id,
+                        ErrorCode::RequestFailed as i32,
+                        "tapc fmt: the file has errors; fix them to format it".into(),
+                    );
+                }
+                let edits: Vec<TextEdit> = edits::format(doc)
+                    .map(|text| TextEdit::new(doc.range(0..doc.text.len()), text))
+                    .into_iter()
+                    .collect();
+                Response::new_ok(id, edits)
+            }
+            CodeActionRequest::METHOD => respond(req, |p: CodeActionParams| {
+                let uri = &p.text_document.uri;
+                let doc = docs.get(uri)?;
+                let range = doc.offset(p.range.start)..doc.offset(p.range.end);
+                let actions: Vec<CodeActionOrCommand> = edits::quick_fixes(doc, range)
+                    .into_iter()
+                    .map(|fix| {
+                        let edit = TextEdit::new(doc.range(fix.span), fix.new_text);
+                        let diag = doc.lsp_diagnostic(uri, &doc.diags[fix.diagnostic]);
+                        CodeActionOrCommand::CodeAction(CodeAction {
+                            title: fix.title,
+                            kind: Some(CodeActionKind::QUICKFIX),
+                            diagnostics: Some(vec![diag]),
+                            edit: Some(WorkspaceEdit::new(HashMap::from([(
+                                uri.clone(),
+                                vec![edit],
+                            )]))),
+                            is_preferred: Some(true),
+                            ..Default::default()
+                        })
+                    })
+                    .collect();
+                Some(actions)
+            }),
+            InlayHintRequest::METHOD => respond(req, |p: InlayHintParams| {
+                let doc = docs.get(&p.text_document.uri)?;
+                let range = doc.offset(p.range.start)..doc.offset(p.range.end);
+                let hints: Vec<InlayHint> = edits::inlay_hints(doc, range)
+                    .into_iter()
+                    .map(|(offset, label)| InlayHint {
+                        position: doc.range(offset..offset).start,
+                        label: InlayHintLabel::String(label),
+                        kind: Some(InlayHintKind::TYPE),
+                        text_edits: None,
+                        tooltip: None,
+                        padding_left: Some(true),
+                        padding_right: None,
+                        data: None,
+                    })
+                    .collect();
+                Some(hints)
+            }),
+            _ => Response::new_err(
+                req.id,
+                ErrorCode::MethodNotFound as i32,
+                format!("tapc lsp does not handle {}", req.method),
+            ),
+        }
+    }
+}
+
+/// The document and byte offset a position names.
+fn at<'a>(
+    docs: &'a HashMap<Url, Document>,
+    p: &TextDocumentPositionParams,
+) -> Option<(&'a Document, usize)> {
+    let doc = docs.get(&p.text_document.uri)?;
+    Some((doc, doc.offset(p.position)))
+}
+
+/// Parses the request's params and answers with `f`'s result (`null` for `None`).
+fn respond<P: DeserializeOwned, T: Serialize>(req: Request, f: impl FnOnce(P) -> T) -> Response {
+    match serde_json::from_value::<P>(req.params) {
+        Ok(p) => Response::new_ok(req.id, f(p)),
+        Err(e) => Response::new_err(req.id, ErrorCode::InvalidParams as i32, e.to_string()),
+    }
+}
+
+/// Applies one content change: a range edit (incremental sync) or the whole text.
+fn apply_change(text: &mut String, change: TextDocumentContentChangeEvent) {
+    match change.range {
+        Some(range) => {
+            let lines = super::line_index::LineIndex::new(text);
+            let start = lines.offset(text, range.start);
+            let end = lines.offset(text, range.end).max(start);
+            text.replace_range(start..end, &change.text);
+        }
+        None => *text = change.text,
+    }
+}

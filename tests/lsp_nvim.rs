@@ -1,0 +1,92 @@
+//! A real editor client: headless Neovim (Debian's `neovim`, 0.7 has `vim.lsp`) opens a broken
+//! file with `tapc lsp` attached and writes the diagnostics it received as JSON. Neovim is
+//! installed by the test when missing (as root, as CI runs); otherwise the test fails with how
+//! to install it. It never skips.
+
+#[path = "common/syspkg.rs"]
+mod syspkg;
+
+use serde_json::Value;
+use std::process::Command;
+
+/// Two graphs, one mistake each: an error in one item does not hide the other's.
+const BROKEN: &str = "\
+op @relu(x: f32[..S]) -> (y: f32[..S]) {
+  y[..i] = max(x[..i], 0.0)
+}
+
+graph @a {
+  %x = source @x : f32[4]
+  %y = apply @rleu(%x)
+  sink @y %y
+}
+
+graph @b {
+  %x = source @x : f32[4]
+  sink @z %q
+}
+";
+
+#[test]
+fn neovim_shows_the_servers_diagnostics() {
+    syspkg::ensure("nvim", &["neovim"]);
+    let dir = std::env::temp_dir().join(format!("tapc-lsp-nvim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("broken.teg");
+    let out = dir.join("diagnostics.json");
+    std::fs::write(&file, BROKEN).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/lsp/nvim_diagnostics.lua"
+    );
+    let globals = format!(
+        "lua _G.TAPC = {:?}; _G.FILE = {:?}; _G.OUT = {:?}",
+        env!("CARGO_BIN_EXE_tapc"),
+        file.display().to_string(),
+        out.display().to_string()
+    );
+    let run = Command::new("nvim")
+        .args([
+            "--headless",
+            "--clean",
+            "-n",
+            "-i",
+            "NONE",
+            "--cmd",
+            &globals,
+        ])
+        .args(["-c", &format!("luafile {script}")])
+        .output()
+        .expect("run nvim");
+    let json = std::fs::read_to_string(&out).unwrap_or_else(|e| {
+        panic!(
+            "nvim wrote no diagnostics ({e}); status {}, stderr: {}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr)
+        )
+    });
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["arrived"], true, "{v}");
+    assert_eq!(v["stopped"], true, "the server did not shut down: {v}");
+    let mut got: Vec<(u64, &str, &str)> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            assert_eq!(d["source"], "tapc", "{d}");
+            (
+                d["line"].as_u64().unwrap(),
+                d["code"].as_str().unwrap(),
+                d["message"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got.len(), 2, "{v}");
+    assert_eq!((got[0].0, got[0].1), (7, "E0012"), "{v}");
+    assert!(got[0].2.contains("did you mean `@relu`"), "{v}");
+    assert_eq!((got[1].0, got[1].1), (13, "E0011"), "{v}");
+    assert!(run.status.success(), "nvim failed: {run:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
