@@ -2,6 +2,9 @@
 use std::io::{IsTerminal, Write};
 
 fn main() {
+    // First, before any thread exists: SIGINT/SIGTERM remove unfinished outputs, SIGXFSZ is a
+    // write error (tapc_runtime::signals).
+    tapc_runtime::signals::install();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let out = tapc::driver::run_with(&args, std::io::stderr().is_terminal());
     let _ = std::io::stdout().write_all(out.stdout.as_bytes());

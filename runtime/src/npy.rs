@@ -11,10 +11,9 @@
 mod header;
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::tensor::{checked_numel, type_string, DType, Data, Tensor};
 use header::{parse_header_dict, Descr};
@@ -67,7 +66,7 @@ pub struct NpyError {
 }
 
 impl NpyError {
-    fn new(path: &Path, kind: NpyErrorKind, message: String) -> NpyError {
+    pub(crate) fn new(path: &Path, kind: NpyErrorKind, message: String) -> NpyError {
         NpyError {
             path: path.to_path_buf(),
             kind,
@@ -77,7 +76,7 @@ impl NpyError {
     }
 
     /// `"{what} {path}: {io error}"`, e.g. `cannot read x.npy: No such file or directory`.
-    fn io(what: &str, path: &Path, err: io::Error) -> NpyError {
+    pub(crate) fn io(what: &str, path: &Path, err: io::Error) -> NpyError {
         NpyError {
             path: path.to_path_buf(),
             kind: NpyErrorKind::Io,
@@ -127,7 +126,7 @@ impl std::error::Error for NpyError {
 }
 
 /// An I/O error's text without the trailing ` (os error N)`.
-fn io_message(err: &io::Error) -> String {
+pub fn io_message(err: &io::Error) -> String {
     let text = err.to_string();
     match text.rfind(" (os error ") {
         Some(i) if text.ends_with(')') => text[..i].to_string(),
@@ -461,7 +460,7 @@ fn fortran_to_c<T: Copy>(src: Vec<T>, shape: &[usize]) -> Vec<T> {
 /// The header numpy's `np.save` writes for this type, byte for byte: the dict text
 /// (keys sorted, spare room for the shape to grow), padded with spaces and a newline
 /// so the data starts at a multiple of 64 bytes; version 1.0 unless it needs 2.0.
-fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
+pub(crate) fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
     let descr = SUPPORTED
         .iter()
         .find(|(_, d)| *d == dtype)
@@ -507,7 +506,7 @@ fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
 }
 
 /// Writes `t` as `.npy` (C order, little-endian) to `w`, exactly as `np.save` would.
-fn encode<W: Write>(mut w: W, t: &Tensor) -> io::Result<()> {
+fn encode<W: Write + ?Sized>(w: &mut W, t: &Tensor) -> io::Result<()> {
     w.write_all(&header_bytes(t.dtype(), &t.shape))?;
     match &t.data {
         Data::F32(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
@@ -518,22 +517,28 @@ fn encode<W: Write>(mut w: W, t: &Tensor) -> io::Result<()> {
     }
 }
 
-/// Checks the tensor's data length matches its shape (the fields are public).
+/// Why the tensor's data length does not match its shape (the fields are public), if it does not.
+fn inconsistency(t: &Tensor) -> Option<String> {
+    let n = checked_numel(&t.shape);
+    (n != Some(t.data.len())).then(|| {
+        format!(
+            "tensor of type {} should have {} elements, but its data has {}",
+            t.shape_string(),
+            n.map_or("too many".to_string(), |n| n.to_string()),
+            t.data.len()
+        )
+    })
+}
+
 fn check_consistent(path: &Path, t: &Tensor) -> Result<(), NpyError> {
-    if checked_numel(&t.shape) != Some(t.data.len()) {
-        return Err(NpyError::new(
+    match inconsistency(t) {
+        Some(why) => Err(NpyError::new(
             path,
             NpyErrorKind::InvalidArgument,
-            format!(
-                "cannot write {}: tensor of type {} should have {} elements, but its data has {}",
-                path.display(),
-                t.shape_string(),
-                checked_numel(&t.shape).map_or("too many".to_string(), |n| n.to_string()),
-                t.data.len()
-            ),
-        ));
+            format!("cannot write {}: {why}", path.display()),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Writes `t` to `path` as a standard `.npy` file: version 1.0, little-endian, C order,
@@ -547,130 +552,25 @@ pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
         .map_err(|e| NpyError::io("cannot write", path, e))
 }
 
-/// Distinguishes temporaries made by concurrent calls in one process.
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes every `(NAME, tensor)` to `dir/NAME.npy`, all or nothing.
-///
-/// Each tensor goes first to a temporary `dir/.NAME.npy.tmp-PID-N` (flushed to disk);
-/// only when all of them are written, and no target path is blocked by a directory,
-/// are they renamed into place. On failure every temporary is removed and no target
-/// is touched. `dir` is created if missing. Returns the final paths, in order.
+/// Writes every `(NAME, tensor)` to `dir/NAME.npy`, all or nothing: one
+/// [`crate::output::commit`] (staged in a directory inside `dir`, renamed into place under a
+/// lock on `dir`, rolled back on failure, removed on SIGINT/SIGTERM). `dir` is created if
+/// missing. Returns the final paths, in order.
 pub fn write_all_atomic(dir: &Path, outputs: &[(&str, &Tensor)]) -> Result<Vec<PathBuf>, NpyError> {
-    // Validate names before touching the file system.
-    let mut targets: Vec<PathBuf> = Vec::with_capacity(outputs.len());
-    for (name, _) in outputs {
-        let target = dir.join(format!("{name}.npy"));
-        let bad =
-            name.is_empty() || *name == "." || *name == ".." || name.contains(['/', '\\', '\0']);
-        if bad {
-            return Err(NpyError::new(
-                &target,
-                NpyErrorKind::InvalidArgument,
-                format!(
-                    "cannot write output {name:?} to {}: expected a plain file name (non-empty, no '/', '\\' or NUL)",
-                    dir.display()
-                ),
-            ));
-        }
-        if targets.contains(&target) {
-            return Err(NpyError::new(
-                &target,
-                NpyErrorKind::InvalidArgument,
-                format!(
-                    "cannot write {}: output {name:?} is given twice",
-                    target.display()
-                ),
-            ));
-        }
-        targets.push(target);
-    }
+    let items: Vec<(&str, &dyn crate::output::Npy)> = outputs
+        .iter()
+        .map(|(n, t)| (*n, *t as &dyn crate::output::Npy))
+        .collect();
+    crate::output::commit(dir, &items)
+}
 
-    match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Err(NpyError::new(
-                dir,
-                NpyErrorKind::Io,
-                format!(
-                    "cannot write outputs to {}: expected a directory, found a file",
-                    dir.display()
-                ),
-            ))
+impl crate::output::Npy for Tensor {
+    fn write_npy(&self, w: &mut dyn Write) -> io::Result<()> {
+        if let Some(why) = inconsistency(self) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
         }
-        Err(_) => fs::create_dir_all(dir)
-            .map_err(|e| NpyError::io("cannot create output directory", dir, e))?,
+        encode(w, self)
     }
-
-    let mut temps: Vec<PathBuf> = Vec::with_capacity(outputs.len());
-    let cleanup = |temps: &[PathBuf]| {
-        for t in temps {
-            let _ = fs::remove_file(t);
-        }
-    };
-    for ((name, t), target) in outputs.iter().zip(&targets) {
-        if let Err(e) = check_consistent(target, t) {
-            cleanup(&temps);
-            return Err(e);
-        }
-        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{name}.npy.tmp-{}-{n}", std::process::id()));
-        let result = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .and_then(|file| {
-                temps.push(tmp.clone());
-                let mut w = BufWriter::new(file);
-                encode(&mut w, t)?;
-                let file = w.into_inner().map_err(|e| e.into_error())?;
-                file.sync_all()
-            });
-        if let Err(e) = result {
-            cleanup(&temps);
-            let what = format!("cannot write (via temporary {})", tmp.display());
-            return Err(NpyError::io(&what, target, e));
-        }
-    }
-
-    for target in &targets {
-        if let Ok(m) = fs::symlink_metadata(target) {
-            if m.is_dir() {
-                cleanup(&temps);
-                return Err(NpyError::new(
-                    target,
-                    NpyErrorKind::Io,
-                    format!(
-                        "cannot write {}: expected a file or nothing there, found a directory",
-                        target.display()
-                    ),
-                ));
-            }
-        }
-    }
-
-    for (i, (tmp, target)) in temps.iter().zip(&targets).enumerate() {
-        if let Err(e) = fs::rename(tmp, target) {
-            cleanup(&temps[i..]);
-            let done: Vec<String> = targets[..i]
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            let what = if done.is_empty() {
-                "cannot rename the output into place:".to_string()
-            } else {
-                format!(
-                    "cannot rename the output into place (already renamed: {}):",
-                    done.join(", ")
-                )
-            };
-            return Err(NpyError::io(&what, target, e));
-        }
-    }
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(targets)
 }
 
 #[cfg(test)]

@@ -1,0 +1,351 @@
+//! Reliability of compiled programs and of `tapc` end to end (issue 13): outputs are all or
+//! nothing under SIGINT, SIGTERM, a file-size limit and concurrent runs; the exit status is 0
+//! only when every output (the trace too) was written; messages are one clean line; a corrupt
+//! embedded plan is an error, never a crash or a different output.
+//!
+//! Signals are delivered at a known phase with the runtime's test-only hook
+//! `TAPC_RT_TEST_PAUSE=PHASE:MS` (runtime/src/signals.rs), which prints `tapc-test-pause PHASE`
+//! and sleeps at each step of that phase.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use tapc_runtime::{npy, Data, Tensor};
+
+const MULTI: &str = r#"
+op @scale(x: f32[N]) -> (y: f32[N]) {
+  y[i] = x[i] * 2.0
+}
+op @shift(x: f32[N]) -> (y: f32[N]) {
+  y[i] = x[i] + 1.0
+}
+
+graph @multi {
+  %x = source @x : f32[4096]
+  %y = apply @scale(%x)
+  %z = apply @shift(%x)
+  sink @a %y
+  sink @b %z
+  sink @c %y
+}
+"#;
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tapc-reliability-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn tapc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tapc"))
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Compiles `src` to `DIR/NAME` once per test binary and name.
+fn compile(name: &str, src: &str) -> PathBuf {
+    let dir = scratch(&format!("exe-{name}"));
+    let file = dir.join(format!("{name}.teg"));
+    std::fs::write(&file, src).unwrap();
+    let exe = dir.join(name);
+    let o = tapc().arg(&file).arg("-o").arg(&exe).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    exe
+}
+
+fn multi() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| compile("multi", MULTI))
+}
+
+/// `x = [v; 4096]` as a `.npy` file in `dir`.
+fn input(dir: &Path, v: f32) -> PathBuf {
+    let p = dir.join(format!("x-{v}.npy"));
+    let t = Tensor::new(vec![4096], Data::F32(vec![v; 4096])).unwrap();
+    npy::write(&p, &t).unwrap();
+    p
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => vec![],
+    };
+    v.sort();
+    v
+}
+
+/// The first element of every sink of `@multi` in `out` (a, b, c).
+fn sink_values(out: &Path) -> Vec<f32> {
+    ["a", "b", "c"]
+        .iter()
+        .map(
+            |n| match npy::read(&out.join(format!("{n}.npy"))).unwrap().data {
+                Data::F32(v) => v[0],
+                d => panic!("{d:?}"),
+            },
+        )
+        .collect()
+}
+
+fn multi_cmd(x: &Path, out: &Path) -> Command {
+    let mut c = Command::new(multi());
+    c.arg(format!("--input=x={}", x.display()))
+        .arg("--out-dir")
+        .arg(out);
+    c
+}
+
+/// Spawns `cmd` with the pause hook on `phase` and returns once it paused there.
+fn spawn_paused(mut cmd: Command, phase: &str, ms: u64) -> (Child, String) {
+    let mut child = cmd
+        .env("TAPC_RT_TEST_PAUSE", format!("{phase}:{ms}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "the program never paused at {phase}: {seen}"
+        );
+        seen.push_str(&line);
+        if line.trim() == format!("tapc-test-pause {phase}") {
+            break;
+        }
+    }
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = err.read_to_string(&mut rest);
+    });
+    (child, seen)
+}
+
+fn kill(child: &Child, sig: &str) {
+    let s = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(s.success());
+}
+
+#[test]
+fn sigint_while_writing_leaves_the_old_outputs_and_no_temporaries() {
+    let dir = scratch("sigint-write");
+    let out = dir.join("out");
+    let o = multi_cmd(&input(&dir, 1.0), &out).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(sink_values(&out), vec![2.0, 2.0, 2.0]);
+    for sig in ["INT", "TERM"] {
+        let (mut child, _) = spawn_paused(multi_cmd(&input(&dir, 5.0), &out), "write", 10_000);
+        kill(&child, sig);
+        let status = child.wait().unwrap();
+        assert!(status.signal().is_some(), "{sig}: {status:?}");
+        assert_eq!(files_in(&out), vec!["a.npy", "b.npy", "c.npy"], "{sig}");
+        assert_eq!(sink_values(&out), vec![2.0, 2.0, 2.0], "{sig}");
+    }
+}
+
+#[test]
+fn sigterm_while_committing_finishes_the_whole_set_first() {
+    let dir = scratch("sigterm-commit");
+    let out = dir.join("out");
+    let o = multi_cmd(&input(&dir, 1.0), &out).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let (mut child, _) = spawn_paused(multi_cmd(&input(&dir, 5.0), &out), "commit", 300);
+    kill(&child, "TERM");
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+    assert_eq!(files_in(&out), vec!["a.npy", "b.npy", "c.npy"]);
+    assert_eq!(sink_values(&out), vec![10.0, 6.0, 10.0]);
+}
+
+#[test]
+fn concurrent_runs_into_one_directory_serialize_and_the_last_wins_whole() {
+    let dir = scratch("concurrent");
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (first, _) = spawn_paused(multi_cmd(&input(&dir, 1.0), &out), "commit", 300);
+    let second = multi_cmd(&input(&dir, 5.0), &out)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", text(&first));
+    assert!(second.status.success(), "{}", text(&second));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("waiting for another run to finish writing its outputs to"),
+        "{err}"
+    );
+    assert_eq!(files_in(&out), vec!["a.npy", "b.npy", "c.npy"]);
+    assert_eq!(sink_values(&out), vec![10.0, 6.0, 10.0]);
+}
+
+/// `sh -c 'ulimit -f BLOCKS; exec CMD...'`.
+fn under_file_limit(blocks: u32, cmd: &Command) -> Output {
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(format!("ulimit -f {blocks} && exec \"$0\" \"$@\""))
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    sh.output().unwrap()
+}
+
+#[test]
+fn a_file_size_limit_is_an_error_with_no_output_left() {
+    let dir = scratch("fsize");
+    let out = dir.join("out");
+    let x = input(&dir, 1.0);
+    let o = under_file_limit(8, &multi_cmd(&x, &out));
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("File too large") && !t.contains("os error"),
+        "{t}"
+    );
+    assert_eq!(files_in(&out), Vec::<String>::new(), "{t}");
+
+    let teg = dir.join("multi.teg");
+    std::fs::write(&teg, MULTI).unwrap();
+    for emit in ["llvm", "exe"] {
+        let mut c = tapc();
+        c.arg(&teg)
+            .args(["--emit", emit, "-o"])
+            .arg(dir.join("prog"));
+        let o = under_file_limit(2, &c);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{emit}: {t}");
+        assert!(
+            t.contains("cannot write") || t.contains("File too large"),
+            "{t}"
+        );
+        assert_eq!(files_in(&dir), vec!["multi.teg", "out", "x-1.npy"], "{t}");
+    }
+}
+
+#[test]
+fn an_interrupted_compile_leaves_no_temporary() {
+    let dir = scratch("sigint-compile");
+    let teg = dir.join("multi.teg");
+    std::fs::write(&teg, MULTI).unwrap();
+    for emit in ["llvm", "exe"] {
+        let mut c = tapc();
+        c.arg(&teg)
+            .args(["--emit", emit, "-o"])
+            .arg(dir.join("prog"));
+        let (mut child, _) = spawn_paused(c, "write", 10_000);
+        kill(&child, "INT");
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(2), "{status:?}");
+        assert_eq!(files_in(&dir), vec!["multi.teg"], "{emit}");
+    }
+}
+
+#[test]
+fn a_failed_trace_writes_no_output_and_says_so_once() {
+    let dir = scratch("trace");
+    let out = dir.join("out");
+    let o = multi_cmd(&input(&dir, 1.0), &out)
+        .arg("--trace")
+        .arg(dir.join("missing/t.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(err.matches("multi").count(), 1, "{err}");
+    assert!(
+        err.starts_with("multi: error: cannot write") && err.contains("t.json"),
+        "{err}"
+    );
+    assert!(!err.contains("os error"), "{err}");
+    assert_eq!(files_in(&out), Vec::<String>::new());
+}
+
+#[test]
+fn sink_names_up_to_the_file_name_limit_are_written() {
+    let name = "s".repeat(251);
+    let src = format!("graph @long {{\n  %x = source @x : f32[4096]\n  sink @{name} %x\n}}\n");
+    let exe = compile("long", &src);
+    let dir = scratch("long");
+    let out = dir.join("out");
+    let o = Command::new(exe)
+        .arg(input(&dir, 1.0))
+        .arg("--out-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(files_in(&out), vec![format!("{name}.npy")]);
+}
+
+#[test]
+fn a_closed_stdout_is_not_fatal() {
+    let dir = scratch("sigpipe");
+    let out = dir.join("out");
+    let mut child = multi_cmd(&input(&dir, 1.0), &out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(sink_values(&out), vec![2.0, 2.0, 2.0]);
+}
+
+#[test]
+fn a_task_panic_is_one_clean_line() {
+    let dir = scratch("panic");
+    let out = dir.join("out");
+    let o = multi_cmd(&input(&dir, 1.0), &out)
+        .env("TAPC_RT_TEST_FAULT", "panic:apply")
+        .args(["--threads", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("multi: error: task `apply @"), "{err}");
+    assert!(
+        !err.contains("panicked at") && !err.contains("thread '"),
+        "{err}"
+    );
+}
+
+#[test]
+fn simultaneous_faults_write_one_whole_message() {
+    let dir = scratch("faults");
+    let out = dir.join("out");
+    let x = input(&dir, 1.0);
+    for _ in 0..20 {
+        let o = multi_cmd(&x, &out)
+            .env("TAPC_RT_TEST_FAULT", "segv:apply")
+            .args(["--threads", "2"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert_eq!(err.matches("error:").count(), 1, "{err}");
+        assert!(err.starts_with("multi: error: segmentation fault (SIGSEGV) in task `apply @"));
+    }
+}
