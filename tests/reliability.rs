@@ -349,3 +349,61 @@ fn simultaneous_faults_write_one_whole_message() {
         assert!(err.starts_with("multi: error: segmentation fault (SIGSEGV) in task `apply @"));
     }
 }
+
+/// Flips every byte of a compiled program's plan (the MLP's, as `tapc -o` embeds it) in three
+/// ways; each must decode to a clean error, or validate and run to the same outputs.
+#[test]
+fn every_flipped_plan_byte_is_a_clean_error_or_the_same_outputs() {
+    use tapc_runtime::exec::{execute, Options};
+    use tapc_runtime::plan::Plan;
+    let src =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp.teg"))
+            .unwrap();
+    let (m, facts, diags) = tapc::compile_source(&src);
+    assert!(!diags.has_errors());
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mlp");
+    let opts = Options {
+        threads: 1,
+        record: false,
+    };
+    let (bytes, errors) = tapc::codegen::with_jit(&m, 0, &facts[0], &Default::default(), |p| {
+        let inputs: Vec<Tensor> = p
+            .plan
+            .sources
+            .iter()
+            .map(|s| npy::read(&data.join(format!("{}.npy", s.name))).unwrap())
+            .collect();
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let bytes = p.plan.encode();
+        let want = execute(&Plan::decode(&bytes).unwrap(), p.kernels(), &refs, &opts)
+            .unwrap()
+            .0;
+        let mut errors = 0;
+        for i in 0..bytes.len() {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut v = bytes.clone();
+                v[i] ^= flip;
+                match Plan::decode(&v) {
+                    Err(e) => {
+                        assert!(
+                            e.starts_with("corrupt plan")
+                                || e.contains("tapc plan")
+                                || e.contains("version"),
+                            "{e}"
+                        );
+                        errors += 1;
+                    }
+                    Ok(plan) => {
+                        if let Ok((got, _)) = execute(&plan, p.kernels(), &refs, &opts) {
+                            assert_eq!(got, want, "byte {i} ^ {flip:#x}");
+                        }
+                    }
+                }
+            }
+        }
+        (bytes, errors)
+    })
+    .unwrap();
+    assert!(bytes.len() > 500, "{}", bytes.len());
+    assert_eq!(errors, 3 * bytes.len());
+}

@@ -289,6 +289,11 @@ pub struct Program<'a> {
 }
 
 impl Program<'_> {
+    /// The compiled kernels, indexed by the plan's `Task::kernel`.
+    pub fn kernels(&self) -> &[KernelFn] {
+        &self.kernels
+    }
+
     /// Runs the plan with sources bound by name.
     pub fn run(
         &self,
