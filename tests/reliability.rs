@@ -407,3 +407,81 @@ fn every_flipped_plan_byte_is_a_clean_error_or_the_same_outputs() {
     assert!(bytes.len() > 500, "{}", bytes.len());
     assert_eq!(errors, 3 * bytes.len());
 }
+
+const BIG: &str = r#"
+graph @big {
+  %x = source @x : f32[4096]
+  %z = rand seed 1 : f32[67108864]
+  sink @x %x
+  sink @z %z
+}
+"#;
+
+fn big() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| compile("big", BIG))
+}
+
+/// `prlimit --as=BYTES CMD...`.
+fn under_address_limit(bytes: u64, cmd: &Command) -> Output {
+    Command::new("prlimit")
+        .arg(format!("--as={bytes}"))
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_plan_that_cannot_fit_is_one_message_naming_its_biggest_buffers() {
+    let dir = scratch("no-fit");
+    let out = dir.join("out");
+    let x = input(&dir, 1.0);
+    let o = multi_cmd(&x, &out)
+        .args(["--max-memory", "20KiB"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("multi: error: graph @multi needs ")
+            && err.contains("more than the 20.0 KiB that --max-memory allows")
+            && err.contains("source @x (16.0 KiB)"),
+        "{err}"
+    );
+    assert_eq!(files_in(&out), Vec::<String>::new());
+
+    let mut c = Command::new(big());
+    c.arg(&x).args(["--threads", "1", "--out-dir"]).arg(&out);
+    let o = under_address_limit(200 << 20, &c);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("graph @big needs")
+            && t.contains("RLIMIT_AS")
+            && t.contains("sink @z (256.0 MiB)"),
+        "{t}"
+    );
+    assert_eq!(files_in(&out), Vec::<String>::new());
+}
+
+/// The 256 MiB sink is written from its buffer: it fits in an address space that could not
+/// also hold a copy of it (the old copy-out aborted with "memory allocation failed"), and
+/// `--time` reports the true peak.
+#[test]
+fn a_big_sink_is_written_without_a_copy_and_time_reports_the_peak() {
+    let dir = scratch("big-sink");
+    let out = dir.join("out");
+    let mut c = Command::new(big());
+    c.arg(input(&dir, 1.0))
+        .args(["--threads", "1", "--time", "--out-dir"])
+        .arg(&out);
+    let o = under_address_limit(420 << 20, &c);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("peak memory 256.0 MiB"), "{t}");
+    assert_eq!(
+        std::fs::metadata(out.join("z.npy")).unwrap().len(),
+        128 + (256 << 20)
+    );
+}

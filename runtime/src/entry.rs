@@ -24,7 +24,7 @@ pub struct Outcome {
     pub code: i32,
 }
 
-const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--time] [--trace FILE.json]";
+const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time] [--trace FILE.json]";
 
 struct Args {
     named: Vec<(String, PathBuf)>,
@@ -32,6 +32,7 @@ struct Args {
     input_dir: Option<PathBuf>,
     out_dir: PathBuf,
     threads: usize,
+    max_memory: Option<u64>,
     time: bool,
     trace: Option<PathBuf>,
 }
@@ -43,6 +44,7 @@ fn parse_args(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
         input_dir: None,
         out_dir: PathBuf::from("."),
         threads: default_threads(),
+        max_memory: None,
         time: false,
         trace: None,
     };
@@ -80,6 +82,14 @@ fn parse_args(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
                         ))
                     }
                 };
+            }
+            "--max-memory" => {
+                let v = value("--max-memory")?;
+                a.max_memory = Some(crate::memory::parse_bytes(&v).ok_or_else(|| {
+                    format!(
+                        "{prog}: `--max-memory {v}` must be a size such as 512MiB or 8G\n{USAGE}"
+                    )
+                })?);
             }
             "--time" => a.time = true,
             "--trace" => a.trace = Some(PathBuf::from(value("--trace")?)),
@@ -204,6 +214,18 @@ fn run_parsed(
     out: &mut Outcome,
 ) -> Result<(), String> {
     let files = bind_inputs(a, plan)?;
+    // Planned before anything is read or allocated: a run that cannot fit is one message.
+    let input_bytes: u64 = plan
+        .sources
+        .iter()
+        .map(|s| {
+            crate::tensor::checked_numel(&s.shape).map_or(u64::MAX, |n| {
+                (n as u64).saturating_mul(s.dtype.size_bytes() as u64)
+            })
+        })
+        .fold(0u64, u64::saturating_add);
+    plan.validate(kernels.len())?;
+    crate::memory::check(plan, input_bytes, a.threads, a.max_memory)?;
     let mut inputs: Vec<Tensor> = Vec::new();
     for (s, f) in plan.sources.iter().zip(&files) {
         let t = npy::read_expecting(f, &s.name, s.dtype, &s.shape).map_err(|e| e.to_string())?;
@@ -217,7 +239,7 @@ fn run_parsed(
     let refs: Vec<&Tensor> = inputs.iter().collect();
     // Sinks are written straight from their buffers, with the trace, as one all-or-nothing
     // set of outputs; nothing is in place unless every one of them was written.
-    let ((mut outputs, paths), report) = execute_with(plan, kernels, &refs, &opts, |views| {
+    let ((mut outputs, paths), mut report) = execute_with(plan, kernels, &refs, &opts, |views| {
         let mut outputs = Outputs::new();
         let items: Vec<(&str, &dyn Npy)> = views.iter().map(|v| (v.name, v as &dyn Npy)).collect();
         let paths =
@@ -241,6 +263,8 @@ fn run_parsed(
         );
     }
     if a.time {
+        // The inputs as read are held for the whole run.
+        report.peak_bytes = report.peak_bytes.saturating_add(input_bytes);
         out.stderr.push_str(&report.time_summary());
     }
     Ok(())

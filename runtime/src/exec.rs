@@ -11,6 +11,7 @@
 //! taking jobs, and no sink is returned.
 
 use crate::fault::{describe, panic_message, AltStack, Running, TestFault};
+use crate::memory::human_bytes;
 use crate::plan::{Init, Plan};
 use crate::tensor::{checked_numel, DType, Data, Tensor};
 use std::alloc::{alloc, dealloc, Layout};
@@ -887,16 +888,6 @@ impl Report {
         }
         s.push_str("\n],\"displayTimeUnit\":\"ms\"}\n");
         s
-    }
-}
-
-fn human_bytes(b: u64) -> String {
-    if b >= 1 << 20 {
-        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
-    } else if b >= 1 << 10 {
-        format!("{:.1} KiB", b as f64 / 1024.0)
-    } else {
-        format!("{b} B")
     }
 }
 

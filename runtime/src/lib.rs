@@ -11,6 +11,7 @@
 pub mod entry;
 pub mod exec;
 pub mod fault;
+pub mod memory;
 pub mod npy;
 pub mod output;
 pub mod plan;
