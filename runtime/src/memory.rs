@@ -61,8 +61,8 @@ pub fn peak(plan: &Plan) -> (u64, Vec<u32>) {
         }
         q.push_back(i);
     };
-    for i in 0..plan.tasks.len() {
-        if pending[i] == 0 {
+    for (i, &p) in pending.iter().enumerate() {
+        if p == 0 {
             ready(i, &mut live, &mut bytes, &mut queue);
         }
     }
@@ -133,7 +133,7 @@ pub fn limits(max_memory: Option<u64>) -> Vec<(u64, String)> {
     {
         let used = vm_size().unwrap_or(0);
         v.push((
-            (rl.rlim_cur as u64).saturating_sub(used),
+            rl.rlim_cur.saturating_sub(used),
             "the address-space limit (RLIMIT_AS, ulimit -v), less what is mapped already"
                 .to_string(),
         ));
