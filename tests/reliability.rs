@@ -216,22 +216,11 @@ fn a_file_size_limit_is_an_error_with_no_output_left() {
     let out = dir.join("out");
     let x = input(&dir, 1.0);
     let o = under_file_limit(8, &multi_cmd(&x, &out));
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains("File too large") && !t.contains("os error"),
-        "{t}"
-    );
-    assert_eq!(files_in(&out), Vec::<String>::new(), "{t}");
+    fails_cleanly(&o, &out, &["File too large"]);
+    assert!(!text(&o).contains("os error"));
 
-    let teg = dir.join("multi.teg");
-    std::fs::write(&teg, MULTI).unwrap();
     for emit in ["llvm", "exe"] {
-        let mut c = tapc();
-        c.arg(&teg)
-            .args(["--emit", emit, "-o"])
-            .arg(dir.join("prog"));
-        let o = under_file_limit(2, &c);
+        let o = under_file_limit(2, &compile_multi(&dir, emit));
         let t = text(&o);
         assert_eq!(o.status.code(), Some(1), "{emit}: {t}");
         assert!(
@@ -242,17 +231,22 @@ fn a_file_size_limit_is_an_error_with_no_output_left() {
     }
 }
 
+/// `tapc DIR/multi.teg --emit EMIT -o DIR/prog` (writing `multi.teg` first).
+fn compile_multi(dir: &Path, emit: &str) -> Command {
+    let teg = dir.join("multi.teg");
+    std::fs::write(&teg, MULTI).unwrap();
+    let mut c = tapc();
+    c.arg(&teg)
+        .args(["--emit", emit, "-o"])
+        .arg(dir.join("prog"));
+    c
+}
+
 #[test]
 fn an_interrupted_compile_leaves_no_temporary() {
     let dir = scratch("sigint-compile");
-    let teg = dir.join("multi.teg");
-    std::fs::write(&teg, MULTI).unwrap();
     for emit in ["llvm", "exe"] {
-        let mut c = tapc();
-        c.arg(&teg)
-            .args(["--emit", emit, "-o"])
-            .arg(dir.join("prog"));
-        let (mut child, _) = spawn_paused(c, "write", 10_000);
+        let (mut child, _) = spawn_paused(compile_multi(&dir, emit), "write", 10_000);
         kill(&child, "INT");
         let status = child.wait().unwrap();
         assert_eq!(status.signal(), Some(2), "{status:?}");
@@ -312,18 +306,26 @@ fn a_closed_stdout_is_not_fatal() {
     assert_eq!(sink_values(&out), vec![2.0, 2.0, 2.0]);
 }
 
-#[test]
-fn a_task_panic_is_one_clean_line() {
-    let dir = scratch("panic");
-    let out = dir.join("out");
-    let o = multi_cmd(&input(&dir, 1.0), &out)
-        .env("TAPC_RT_TEST_FAULT", "panic:apply")
+/// Runs `@multi` on 2 threads with `TAPC_RT_TEST_FAULT=HOOK`; checks exit code 1, one line
+/// on stderr and no output; returns that line.
+fn one_fault_line(x: &Path, out: &Path, hook: &str) -> String {
+    let o = multi_cmd(x, out)
+        .env("TAPC_RT_TEST_FAULT", hook)
         .args(["--threads", "2"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(files_in(out), Vec::<String>::new(), "{err}");
+    err
+}
+
+#[test]
+fn a_task_panic_is_one_clean_line() {
+    let dir = scratch("panic");
+    let out = dir.join("out");
+    let err = one_fault_line(&input(&dir, 1.0), &out, "panic:apply");
     assert!(err.starts_with("multi: error: task `apply @"), "{err}");
     assert!(
         !err.contains("panicked at") && !err.contains("thread '"),
@@ -337,14 +339,7 @@ fn simultaneous_faults_write_one_whole_message() {
     let out = dir.join("out");
     let x = input(&dir, 1.0);
     for _ in 0..20 {
-        let o = multi_cmd(&x, &out)
-            .env("TAPC_RT_TEST_FAULT", "segv:apply")
-            .args(["--threads", "2"])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert_eq!(o.status.code(), Some(1), "{err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let err = one_fault_line(&x, &out, "segv:apply");
         assert_eq!(err.matches("error:").count(), 1, "{err}");
         assert!(err.starts_with("multi: error: segmentation fault (SIGSEGV) in task `apply @"));
     }
@@ -441,28 +436,33 @@ fn a_plan_that_cannot_fit_is_one_message_naming_its_biggest_buffers() {
         .args(["--max-memory", "20KiB"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.starts_with("multi: error: graph @multi needs ")
-            && err.contains("more than the 20.0 KiB that --max-memory allows")
-            && err.contains("source @x (16.0 KiB)"),
-        "{err}"
+    fails_cleanly(
+        &o,
+        &out,
+        &[
+            "multi: error: graph @multi needs ",
+            "more than the 20.0 KiB that --max-memory allows",
+            "source @x (16.0 KiB)",
+        ],
     );
-    assert_eq!(files_in(&out), Vec::<String>::new());
-
     let mut c = Command::new(big());
     c.arg(&x).args(["--threads", "1", "--out-dir"]).arg(&out);
     let o = under_address_limit(200 << 20, &c);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains("graph @big needs")
-            && t.contains("RLIMIT_AS")
-            && t.contains("sink @z (256.0 MiB)"),
-        "{t}"
+    fails_cleanly(
+        &o,
+        &out,
+        &["graph @big needs", "RLIMIT_AS", "sink @z (256.0 MiB)"],
     );
-    assert_eq!(files_in(&out), Vec::<String>::new());
+}
+
+/// Exit code 1, stderr containing every one of `wants`, and nothing in `out`.
+fn fails_cleanly(o: &Output, out: &Path, wants: &[&str]) {
+    let t = text(o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    for w in wants {
+        assert!(t.contains(w), "{w}: {t}");
+    }
+    assert_eq!(files_in(out), Vec::<String>::new(), "{t}");
 }
 
 /// The 256 MiB sink is written from its buffer: it fits in an address space that could not
