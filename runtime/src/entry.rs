@@ -8,7 +8,8 @@
 //! Every problem is a message on stderr and a non-zero exit (2 for usage errors), and a failed
 //! run leaves no output files.
 
-use crate::exec::{default_threads, execute, KernelFn, Options};
+use crate::exec::{default_threads, execute_with, KernelFn, Options};
+use crate::output::{self, Npy, Outputs};
 use crate::plan::Plan;
 use crate::{npy, Tensor};
 use std::ffi::{c_char, CStr};
@@ -23,7 +24,7 @@ pub struct Outcome {
     pub code: i32,
 }
 
-const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--time] [--trace FILE.json]";
+const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time] [--trace FILE.json]";
 
 struct Args {
     named: Vec<(String, PathBuf)>,
@@ -31,6 +32,7 @@ struct Args {
     input_dir: Option<PathBuf>,
     out_dir: PathBuf,
     threads: usize,
+    max_memory: Option<u64>,
     time: bool,
     trace: Option<PathBuf>,
 }
@@ -42,13 +44,14 @@ fn parse_args(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
         input_dir: None,
         out_dir: PathBuf::from("."),
         threads: default_threads(),
+        max_memory: None,
         time: false,
         trace: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") && f != "--input" => (f, Some(v.to_string())),
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
             _ => (arg.as_str(), None),
         };
         let mut value = |name: &str| -> Result<String, String> {
@@ -79,6 +82,14 @@ fn parse_args(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
                         ))
                     }
                 };
+            }
+            "--max-memory" => {
+                let v = value("--max-memory")?;
+                a.max_memory = Some(crate::memory::parse_bytes(&v).ok_or_else(|| {
+                    format!(
+                        "{prog}: `--max-memory {v}` must be a size such as 512MiB or 8G\n{USAGE}"
+                    )
+                })?);
             }
             "--time" => a.time = true,
             "--trace" => a.trace = Some(PathBuf::from(value("--trace")?)),
@@ -123,7 +134,7 @@ pub fn run_program(prog: &str, args: &[String], plan: &Plan, kernels: &[KernelFn
             return out;
         }
     };
-    match run_parsed(prog, &a, plan, kernels, &mut out) {
+    match run_parsed(&a, plan, kernels, &mut out) {
         Ok(()) => out,
         Err(e) => {
             let _ = writeln!(out.stderr, "{prog}: error: {e}");
@@ -197,13 +208,24 @@ fn bind_inputs(a: &Args, plan: &Plan) -> Result<Vec<PathBuf>, String> {
 }
 
 fn run_parsed(
-    prog: &str,
     a: &Args,
     plan: &Plan,
     kernels: &[KernelFn],
     out: &mut Outcome,
 ) -> Result<(), String> {
     let files = bind_inputs(a, plan)?;
+    // Planned before anything is read or allocated: a run that cannot fit is one message.
+    let input_bytes: u64 = plan
+        .sources
+        .iter()
+        .map(|s| {
+            crate::tensor::checked_numel(&s.shape).map_or(u64::MAX, |n| {
+                (n as u64).saturating_mul(s.dtype.size_bytes() as u64)
+            })
+        })
+        .fold(0u64, u64::saturating_add);
+    plan.validate(kernels.len())?;
+    crate::memory::check(plan, input_bytes, a.threads, a.max_memory)?;
     let mut inputs: Vec<Tensor> = Vec::new();
     for (s, f) in plan.sources.iter().zip(&files) {
         let t = npy::read_expecting(f, &s.name, s.dtype, &s.shape).map_err(|e| e.to_string())?;
@@ -215,18 +237,35 @@ fn run_parsed(
         record: a.time || a.trace.is_some(),
     };
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let (sinks, report) = execute(plan, kernels, &refs, &opts)?;
-    let outs: Vec<(&str, &Tensor)> = sinks.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let paths = npy::write_all_atomic(&a.out_dir, &outs).map_err(|e| e.to_string())?;
-    for (p, (n, t)) in paths.iter().zip(&sinks) {
-        let _ = writeln!(out.stdout, "@{n}: {} -> {}", t.shape_string(), p.display());
+    // Sinks are written straight from their buffers, with the trace, as one all-or-nothing
+    // set of outputs; nothing is in place unless every one of them was written.
+    let ((mut outputs, paths), mut report) = execute_with(plan, kernels, &refs, &opts, |views| {
+        let mut outputs = Outputs::new();
+        let items: Vec<(&str, &dyn Npy)> = views.iter().map(|v| (v.name, v as &dyn Npy)).collect();
+        let paths =
+            output::stage_sinks(&mut outputs, &a.out_dir, &items).map_err(|e| e.to_string())?;
+        Ok((outputs, paths))
+    })?;
+    if let Some(tp) = &a.trace {
+        let json = report.trace_json();
+        outputs
+            .write(tp, |w| w.write_all(json.as_bytes()))
+            .map_err(|e| format!("{e} (the --trace file; no output was written)"))?;
+    }
+    outputs.commit().map_err(|e| e.to_string())?;
+    for (p, s) in paths.iter().zip(&plan.sinks) {
+        let _ = writeln!(
+            out.stdout,
+            "@{}: {} -> {}",
+            s.name,
+            crate::type_string(s.dtype, &s.shape),
+            p.display()
+        );
     }
     if a.time {
+        // The inputs as read are held for the whole run.
+        report.peak_bytes = report.peak_bytes.saturating_add(input_bytes);
         out.stderr.push_str(&report.time_summary());
-    }
-    if let Some(tp) = &a.trace {
-        write_trace(tp, &report.trace_json())
-            .map_err(|e| format!("{prog}: cannot write trace {}: {e}", tp.display()))?;
     }
     Ok(())
 }
@@ -251,14 +290,6 @@ fn check_out_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn write_trace(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
 /// The C entry point of a compiled program: `main` calls this with its embedded plan bytes
 /// and kernel table; returns the process exit code.
 ///
@@ -274,6 +305,9 @@ pub unsafe extern "C" fn tapc_rt_main(
     kernels: *const KernelFn,
     nkernels: u64,
 ) -> i32 {
+    // First, before any thread exists (see `signals::install`).
+    crate::signals::install();
+    crate::fault::install_panic_hook();
     let args: Vec<String> = (0..argc.max(0) as usize)
         .map(|i| {
             let p = *argv.add(i);
@@ -295,14 +329,22 @@ pub unsafe extern "C" fn tapc_rt_main(
     crate::fault::install_fault_handler(&prog);
     let bytes = std::slice::from_raw_parts(plan, plan_len as usize);
     let kernels = std::slice::from_raw_parts(kernels, nkernels as usize);
-    let outcome = match Plan::decode(bytes) {
+    let run = std::panic::catch_unwind(|| match Plan::decode(bytes) {
         Ok(p) => run_program(&prog, args.get(1..).unwrap_or(&[]), &p, kernels),
         Err(e) => Outcome {
             stdout: String::new(),
             stderr: format!("{prog}: error: {e}\n"),
             code: 1,
         },
-    };
+    });
+    let outcome = run.unwrap_or_else(|p| Outcome {
+        stdout: String::new(),
+        stderr: format!(
+            "{prog}: error: internal error (a tapc runtime bug): {}; no outputs were written\n",
+            crate::fault::panic_message(&*p)
+        ),
+        code: 1,
+    });
     use std::io::Write;
     let _ = std::io::stdout().write_all(outcome.stdout.as_bytes());
     let _ = std::io::stderr().write_all(outcome.stderr.as_bytes());

@@ -11,6 +11,7 @@
 //! taking jobs, and no sink is returned.
 
 use crate::fault::{describe, panic_message, AltStack, Running, TestFault};
+use crate::memory::human_bytes;
 use crate::plan::{Init, Plan};
 use crate::tensor::{checked_numel, DType, Data, Tensor};
 use std::alloc::{alloc, dealloc, Layout};
@@ -246,6 +247,108 @@ pub fn execute(
     inputs: &[&Tensor],
     opts: &Options,
 ) -> Result<(Vec<(String, Tensor)>, Report), String> {
+    execute_with(plan, kernels, inputs, opts, |views| {
+        views
+            .iter()
+            .map(|v| Ok((v.name.to_string(), v.to_tensor()?)))
+            .collect()
+    })
+}
+
+/// A sink read in place from its buffer, valid while the callback of [`execute_with`] runs:
+/// written to a file straight from there, with no copy of the whole tensor.
+pub struct SinkView<'a> {
+    pub name: &'a str,
+    pub dtype: DType,
+    pub shape: &'a [usize],
+    base: *const u8,
+    offset: i64,
+    strides: &'a [i64],
+}
+
+impl SinkView<'_> {
+    /// The number of elements (validated against the buffer by [`Plan::validate`]).
+    fn numel(&self) -> usize {
+        checked_numel(self.shape).unwrap_or(0)
+    }
+
+    /// A C-order copy, allocated fallibly (an error names the sink).
+    pub fn to_tensor(&self) -> Result<Tensor, String> {
+        let n = self.numel();
+        let data = copy_out(
+            self.dtype,
+            n,
+            self.shape,
+            self.base,
+            self.offset,
+            self.strides,
+        )
+        .map_err(|bytes| {
+            format!(
+                "out of memory: cannot allocate {} for sink @{}",
+                human_bytes(bytes),
+                self.name
+            )
+        })?;
+        Tensor::new(self.shape.to_vec(), data)
+    }
+}
+
+impl crate::output::Npy for SinkView<'_> {
+    fn write_npy(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        w.write_all(&crate::npy::header_bytes(self.dtype, self.shape))?;
+        let size = self.dtype.size_bytes();
+        let mut chunk: Vec<u8> = Vec::with_capacity(1 << 16);
+        let mut result = Ok(());
+        runs(
+            self.numel(),
+            self.shape,
+            self.offset,
+            self.strides,
+            |off, len, step| {
+                if result.is_err() {
+                    return;
+                }
+                // SAFETY: the plan's validation checked that every element of the view is in
+                // its buffer, which is alive while the callback runs.
+                unsafe {
+                    let p = self.base.offset(off as isize * size as isize);
+                    if step == 1 && self.dtype != DType::Bool {
+                        result = w.write_all(std::slice::from_raw_parts(p, len * size));
+                        return;
+                    }
+                    for k in 0..len {
+                        let e = p.offset(k as isize * step as isize * size as isize);
+                        if self.dtype == DType::Bool {
+                            chunk.push(u8::from(*e != 0));
+                        } else {
+                            chunk.extend_from_slice(std::slice::from_raw_parts(e, size));
+                        }
+                        if chunk.len() >= 1 << 16 {
+                            result = w.write_all(&chunk);
+                            chunk.clear();
+                            if result.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            },
+        );
+        result?;
+        w.write_all(&chunk)
+    }
+}
+
+/// Runs `plan` like [`execute`], then hands the sinks, read in place from their buffers, to
+/// `sinks` (which typically writes them to files) before any buffer is freed.
+pub fn execute_with<T>(
+    plan: &Plan,
+    kernels: &[KernelFn],
+    inputs: &[&Tensor],
+    opts: &Options,
+    sinks: impl FnOnce(&[SinkView]) -> Result<T, String>,
+) -> Result<(T, Report), String> {
     plan.validate(kernels.len())?;
     if inputs.len() != plan.sources.len() {
         return Err(format!(
@@ -367,22 +470,21 @@ pub fn execute(
     if st.finished != nt {
         return Err("the schedule did not finish (a dependency cycle?)".into());
     }
-    let mut sinks = Vec::new();
+    let mut views = Vec::with_capacity(plan.sinks.len());
     for s in &plan.sinks {
         let Some(buf) = &st.bufs[s.view.buffer as usize] else {
             return Err(format!("sink @{} was never computed", s.name));
         };
-        let n = checked_numel(&s.shape).ok_or("sink too large")?;
-        let data = copy_out(
-            s.dtype,
-            n,
-            &s.shape,
-            buf.ptr,
-            s.view.offset,
-            &s.view.strides,
-        );
-        sinks.push((s.name.clone(), Tensor::new(s.shape.clone(), data)?));
+        views.push(SinkView {
+            name: &s.name,
+            dtype: s.dtype,
+            shape: &s.shape,
+            base: buf.ptr,
+            offset: s.view.offset,
+            strides: &s.view.strides,
+        });
     }
+    let sinks = sinks(&views)?;
     events.sort_by_key(|e: &Event| e.start);
     Ok((
         sinks,
@@ -611,7 +713,48 @@ fn copy_in(data: &Data, dst: *mut u8) {
     }
 }
 
-/// Gathers the strided view into a C-order buffer of `n` elements.
+/// Visits the element offsets of a view in C order, a contiguous innermost run at a time:
+/// `f(offset, run length, step)`, in elements.
+fn runs(
+    n: usize,
+    shape: &[usize],
+    offset: i64,
+    strides: &[i64],
+    mut f: impl FnMut(i64, usize, i64),
+) {
+    if n == 0 {
+        return;
+    }
+    let r = shape.len();
+    let (inner, step) = if r == 0 {
+        (1, 1)
+    } else {
+        (shape[r - 1], strides[r - 1])
+    };
+    let outer = &shape[..r.saturating_sub(1)];
+    let mut idx = vec![0usize; outer.len()];
+    let mut off = offset;
+    loop {
+        f(off, inner, step);
+        let mut d = outer.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            off += strides[d];
+            if idx[d] < outer[d] {
+                break;
+            }
+            off -= strides[d] * outer[d] as i64;
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Gathers the strided view into a C-order buffer of `n` elements; `Err(bytes)` when that
+/// buffer cannot be allocated.
 fn copy_out(
     dtype: DType,
     n: usize,
@@ -619,53 +762,17 @@ fn copy_out(
     base: *const u8,
     offset: i64,
     strides: &[i64],
-) -> Data {
-    /// Visits the element offsets of the view in C order, a contiguous innermost run at a time.
-    fn runs(
-        n: usize,
-        shape: &[usize],
-        offset: i64,
-        strides: &[i64],
-        mut f: impl FnMut(i64, usize, i64),
-    ) {
-        if n == 0 {
-            return;
-        }
-        let r = shape.len();
-        let (inner, step) = if r == 0 {
-            (1, 1)
-        } else {
-            (shape[r - 1], strides[r - 1])
-        };
-        let outer = &shape[..r.saturating_sub(1)];
-        let mut idx = vec![0usize; outer.len()];
-        let mut off = offset;
-        loop {
-            f(off, inner, step);
-            let mut d = outer.len();
-            loop {
-                if d == 0 {
-                    return;
-                }
-                d -= 1;
-                idx[d] += 1;
-                off += strides[d];
-                if idx[d] < outer[d] {
-                    break;
-                }
-                off -= strides[d] * outer[d] as i64;
-                idx[d] = 0;
-            }
-        }
-    }
+) -> Result<Data, u64> {
     fn gather<T: Copy>(
         n: usize,
         shape: &[usize],
         base: *const T,
         offset: i64,
         strides: &[i64],
-    ) -> Vec<T> {
-        let mut out = Vec::with_capacity(n);
+    ) -> Result<Vec<T>, u64> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(n)
+            .map_err(|_| (n as u64).saturating_mul(std::mem::size_of::<T>() as u64))?;
         runs(n, shape, offset, strides, |off, len, step| {
             // SAFETY: the plan's validation checked that every offset of the view is in
             // its buffer.
@@ -678,20 +785,26 @@ fn copy_out(
                 }
             }
         });
-        out
+        Ok(out)
     }
-    match dtype {
-        DType::F32 => Data::F32(gather(n, shape, base as *const f32, offset, strides)),
-        DType::F64 => Data::F64(gather(n, shape, base as *const f64, offset, strides)),
-        DType::I32 => Data::I32(gather(n, shape, base as *const i32, offset, strides)),
-        DType::I64 => Data::I64(gather(n, shape, base as *const i64, offset, strides)),
-        DType::Bool => Data::Bool(
-            gather(n, shape, base, offset, strides)
-                .into_iter()
-                .map(|b| b != 0)
-                .collect(),
-        ),
-    }
+    Ok(match dtype {
+        DType::F32 => Data::F32(gather(n, shape, base as *const f32, offset, strides)?),
+        DType::F64 => Data::F64(gather(n, shape, base as *const f64, offset, strides)?),
+        DType::I32 => Data::I32(gather(n, shape, base as *const i32, offset, strides)?),
+        DType::I64 => Data::I64(gather(n, shape, base as *const i64, offset, strides)?),
+        DType::Bool => {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| n as u64)?;
+            runs(n, shape, offset, strides, |off, len, step| {
+                // SAFETY: as above.
+                unsafe {
+                    let p = base.offset(off as isize);
+                    v.extend((0..len).map(|k| *p.offset(k as isize * step as isize) != 0));
+                }
+            });
+            Data::Bool(v)
+        }
+    })
 }
 
 impl Report {
@@ -775,16 +888,6 @@ impl Report {
         }
         s.push_str("\n],\"displayTimeUnit\":\"ms\"}\n");
         s
-    }
-}
-
-fn human_bytes(b: u64) -> String {
-    if b >= 1 << 20 {
-        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
-    } else if b >= 1 << 10 {
-        format!("{:.1} KiB", b as f64 / 1024.0)
-    } else {
-        format!("{b} B")
     }
 }
 

@@ -298,6 +298,14 @@ extern "C" fn on_fault(sig: libc::c_int) {
         }
         return;
     }
+    // The first fault wins: a second one (another worker, at the same time) waits for the
+    // first report to end the process, so the two messages never interleave.
+    if REPORTING.swap(true, Ordering::SeqCst) {
+        loop {
+            // SAFETY: pause(2) is async-signal-safe.
+            unsafe { libc::pause() };
+        }
+    }
     let prog = PROG.load(Ordering::Relaxed);
     if !prog.is_null() {
         // SAFETY: set once from a leaked string of this length.
@@ -331,6 +339,16 @@ extern "C" fn on_fault(sig: libc::c_int) {
     say(b"; no outputs were written\n");
     // SAFETY: _exit(2) is async-signal-safe and runs no destructors or atexit handlers.
     unsafe { libc::_exit(1) }
+}
+
+/// Set by the first fault report (see `on_fault`).
+static REPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Replaces Rust's panic report (`thread '...' panicked at ...`) with nothing: every panic in
+/// the runtime is caught (a task's by its worker, any other by `tapc_rt_main`) and reported as
+/// one clean message from its payload. Compiled programs only.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|_| {}));
 }
 
 /// Installs the fault handler of compiled programs for SIGSEGV, SIGBUS, SIGFPE and SIGILL;

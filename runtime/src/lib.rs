@@ -1,8 +1,9 @@
 //! Runtime support for `tapc`, the Tapestry Expression Graph compiler: the dense
 //! [`Tensor`] type programs compute on, `.npy` file I/O ([`npy`]) for their source inputs
 //! and sink outputs, the compiled schedule ([`plan`]), the multithreaded executor that runs
-//! it ([`exec`]), failure reports that name the task ([`fault`]) and the command line of
-//! compiled programs ([`entry`]).
+//! it ([`exec`]), failure reports that name the task ([`fault`]), outputs written all or
+//! nothing ([`output`], with [`signals`] cleaning up on SIGINT/SIGTERM) and the command line
+//! of compiled programs ([`entry`]).
 //!
 //! Built as an rlib (linked into `tapc` for `tapc run`) and as a staticlib (linked into the
 //! programs `tapc FILE -o OUT` produces).
@@ -10,8 +11,11 @@
 pub mod entry;
 pub mod exec;
 pub mod fault;
+pub mod memory;
 pub mod npy;
+pub mod output;
 pub mod plan;
+pub mod signals;
 pub mod tensor;
 
 pub use npy::{NpyError, NpyErrorKind};

@@ -5,16 +5,16 @@
 //! (bool), in C or Fortran order, including 0-d scalars. Every error names the file
 //! and says what was expected and what was found, and no input bytes can make
 //! [`read`] panic: the header is checked by a small strict parser
-//! (`npy/header.rs`) before `npyz` decodes the data. Files are written exactly as
+//! (`npy/header.rs`), and checked against the expected type, before any data is read; the
+//! data is read into a fallibly allocated buffer, from a file or a stream. Files are written exactly as
 //! numpy's `np.save` writes them (version 1.0, 64-byte aligned header).
 
 mod header;
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::tensor::{checked_numel, type_string, DType, Data, Tensor};
 use header::{parse_header_dict, Descr};
@@ -67,7 +67,7 @@ pub struct NpyError {
 }
 
 impl NpyError {
-    fn new(path: &Path, kind: NpyErrorKind, message: String) -> NpyError {
+    pub(crate) fn new(path: &Path, kind: NpyErrorKind, message: String) -> NpyError {
         NpyError {
             path: path.to_path_buf(),
             kind,
@@ -77,7 +77,7 @@ impl NpyError {
     }
 
     /// `"{what} {path}: {io error}"`, e.g. `cannot read x.npy: No such file or directory`.
-    fn io(what: &str, path: &Path, err: io::Error) -> NpyError {
+    pub(crate) fn io(what: &str, path: &Path, err: io::Error) -> NpyError {
         NpyError {
             path: path.to_path_buf(),
             kind: NpyErrorKind::Io,
@@ -127,7 +127,7 @@ impl std::error::Error for NpyError {
 }
 
 /// An I/O error's text without the trailing ` (os error N)`.
-fn io_message(err: &io::Error) -> String {
+pub fn io_message(err: &io::Error) -> String {
     let text = err.to_string();
     match text.rfind(" (os error ") {
         Some(i) if text.ends_with(')') => text[..i].to_string(),
@@ -136,18 +136,36 @@ fn io_message(err: &io::Error) -> String {
 }
 
 /// Reads a `.npy` file into a C-order tensor.
+///
+/// A regular file's size is checked against the header before any data is read; anything else
+/// (a pipe, a FIFO, `/dev/stdin`, a process substitution `<(...)`) is read as a stream, whose
+/// end is found by reading. Opening a FIFO blocks until some process opens it for writing
+/// (as with any reader of a FIFO).
 pub fn read(path: &Path) -> Result<Tensor, NpyError> {
+    read_checked(path, None)
+}
+
+/// [`read`], with the header checked against `expect` (dtype and shape) before any data.
+fn read_checked(path: &Path, expect: Option<Expect>) -> Result<Tensor, NpyError> {
     let file = File::open(path).map_err(|e| NpyError::io("cannot read", path, e))?;
-    let len = file
+    let meta = file
         .metadata()
-        .map_err(|e| NpyError::io("cannot read", path, e))?
-        .len();
-    decode(BufReader::new(file), len, path)
+        .map_err(|e| NpyError::io("cannot read", path, e))?;
+    let len = meta.is_file().then_some(meta.len());
+    decode(BufReader::with_capacity(1 << 20, file), len, path, expect)
 }
 
 /// Decodes the bytes of a `.npy` file held in memory; `path` is only used in messages.
 pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Tensor, NpyError> {
-    decode(bytes, bytes.len() as u64, path)
+    decode(bytes, Some(bytes.len() as u64), path, None)
+}
+
+/// The dtype and shape a source expects, with its name for messages.
+#[derive(Clone, Copy)]
+struct Expect<'a> {
+    source: &'a str,
+    dtype: DType,
+    shape: &'a [usize],
 }
 
 /// Reads a `.npy` file that is the input for `source` and checks its dtype and shape.
@@ -166,20 +184,18 @@ pub fn read_expecting(
     } else {
         format!("@{source}")
     };
-    let t = read(path).map_err(|e| e.with_prefix(&format!("input for source {source}")))?;
-    if t.dtype() != dtype || t.shape != shape {
-        return Err(NpyError::new(
-            path,
-            NpyErrorKind::Mismatch,
-            format!(
-                "input for source {source} ({}): expected {}, found {}",
-                path.display(),
-                type_string(dtype, shape),
-                t.shape_string()
-            ),
-        ));
-    }
-    Ok(t)
+    let expect = Expect {
+        source: &source,
+        dtype,
+        shape,
+    };
+    read_checked(path, Some(expect)).map_err(|e| {
+        if e.kind == NpyErrorKind::Mismatch {
+            e
+        } else {
+            e.with_prefix(&format!("input for source {source}"))
+        }
+    })
 }
 
 /// Reads until `buf` is full or the input ends; returns how many bytes were read.
@@ -196,8 +212,14 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Decodes a `.npy` stream of `total_len` bytes.
-fn decode<R: Read>(mut r: R, total_len: u64, path: &Path) -> Result<Tensor, NpyError> {
+/// Decodes a `.npy` stream of `total_len` bytes (unknown for a pipe: then its end is found by
+/// reading); a header that does not match `expect` is an error before any data is read.
+fn decode<R: Read>(
+    mut r: R,
+    total_len: Option<u64>,
+    path: &Path,
+    expect: Option<Expect>,
+) -> Result<Tensor, NpyError> {
     let file = path.display();
     let not_npy = |what: String| {
         NpyError::new(
@@ -257,7 +279,7 @@ fn decode<R: Read>(mut r: R, total_len: u64, path: &Path) -> Result<Tensor, NpyE
             "the header length field says {header_len} bytes, more than the {MAX_HEADER_LEN} accepted"
         )));
     }
-    let available = total_len.saturating_sub(prefix_len as u64);
+    let available = total_len.map_or(u64::MAX, |t| t.saturating_sub(prefix_len as u64));
     if (header_len as u64) > available {
         return Err(truncated(format!(
             "the header length field says {header_len} bytes of header, found {available}"
@@ -311,62 +333,73 @@ fn decode<R: Read>(mut r: R, total_len: u64, path: &Path) -> Result<Tensor, NpyE
         )));
     };
     let ty = type_string(dtype, &shape);
-    let data_available = total_len.saturating_sub(header_bytes.len() as u64);
-    if data_available < data_bytes as u64 {
-        return Err(truncated(format!(
-            "header says {ty} = {data_bytes} bytes of data, found {data_available}"
-        )));
-    }
-    if data_available > data_bytes as u64 {
-        return Err(NpyError::new(
+    let trailing = |extra: u64, found: u64| {
+        NpyError::new(
             path,
             NpyErrorKind::TrailingBytes,
             format!(
-                "{file} has {} unexpected bytes after the data: header says {ty} = {data_bytes} bytes of data, found {data_available}",
-                data_available - data_bytes as u64
+                "{file} has {extra} unexpected bytes after the data: header says {ty} = {data_bytes} bytes of data, found {found}"
             ),
-        ));
-    }
-
-    // Data, decoded by npyz (the header has been validated above, so npyz's own
-    // header parse sees only well-formed input; catch_unwind is a last resort).
-    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let header = npyz::NpyHeader::from_reader(&header_bytes[..])?;
-        let npy = npyz::NpyFile::with_header(header, r.take(data_bytes as u64));
-        Ok::<Data, io::Error>(match dtype {
-            DType::F32 => Data::F32(npy.into_vec()?),
-            DType::F64 => Data::F64(npy.into_vec()?),
-            DType::I32 => Data::I32(npy.into_vec()?),
-            DType::I64 => Data::I64(npy.into_vec()?),
-            DType::Bool => Data::Bool(npy.into_vec()?),
-        })
-    }));
-    let data = match decoded {
-        Ok(Ok(data)) => data,
-        Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            return Err(truncated(format!(
-                "header says {ty} = {data_bytes} bytes of data, but the file ended early"
-            )))
-        }
-        Ok(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
+        )
+    };
+    if let Some(x) = expect {
+        // As the file stores it (a Fortran-order file has the same logical shape).
+        if dtype != x.dtype || shape != x.shape {
             return Err(NpyError::new(
                 path,
-                NpyErrorKind::InvalidData,
-                format!("{file} has invalid {ty} data: {e}"),
-            ))
+                NpyErrorKind::Mismatch,
+                format!(
+                    "input for source {} ({file}): expected {}, found {ty}",
+                    x.source,
+                    type_string(x.dtype, x.shape)
+                ),
+            ));
         }
-        Ok(Err(e)) => return Err(read_err(e)),
-        Err(_) => {
-            return Err(not_npy(format!(
-                "bad header: the npyz decoder rejected it (expected {ty})"
-            )))
+    }
+    if let Some(total_len) = total_len {
+        let data_available = total_len.saturating_sub(header_bytes.len() as u64);
+        if data_available < data_bytes as u64 {
+            return Err(truncated(format!(
+                "header says {ty} = {data_bytes} bytes of data, found {data_available}"
+            )));
         }
-    };
-    if data.len() != numel {
-        return Err(truncated(format!(
-            "header says {ty} = {numel} elements, decoded {}",
-            data.len()
-        )));
+        if data_available > data_bytes as u64 {
+            return Err(trailing(data_available - data_bytes as u64, data_available));
+        }
+    }
+    let data = read_data(&mut r, dtype, numel).map_err(|e| match e {
+        DataError::Memory => NpyError::new(
+            path,
+            NpyErrorKind::Io,
+            format!("out of memory: cannot allocate {data_bytes} bytes to read {file} ({ty})"),
+        ),
+        DataError::Eof(got) => truncated(format!(
+            "header says {ty} = {data_bytes} bytes of data, found {got}"
+        )),
+        DataError::Bool(at, b) => NpyError::new(
+            path,
+            NpyErrorKind::InvalidData,
+            format!(
+                "{file} has invalid {ty} data: element {at} is the byte {b}, not a bool (0 or 1)"
+            ),
+        ),
+        DataError::Io(e) => read_err(e),
+    })?;
+    if total_len.is_none() {
+        // A stream: its end must follow the data.
+        let mut extra = 0u64;
+        let mut buf = [0u8; 4096];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => extra += n as u64,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(read_err(e)),
+            }
+        }
+        if extra > 0 {
+            return Err(trailing(extra, data_bytes as u64 + extra));
+        }
     }
     let data = if dict.fortran_order {
         match data {
@@ -380,6 +413,55 @@ fn decode<R: Read>(mut r: R, total_len: u64, path: &Path) -> Result<Tensor, NpyE
         data
     };
     Ok(Tensor { shape, data })
+}
+
+enum DataError {
+    /// The element buffer could not be allocated.
+    Memory,
+    /// The input ended after this many data bytes.
+    Eof(u64),
+    /// Element `k` of a bool array is this byte, not 0 or 1.
+    Bool(usize, u8),
+    Io(io::Error),
+}
+
+/// Reads `numel` little-endian elements into a buffer allocated fallibly (a chunk at a time,
+/// so a short stream is found before it is all in memory).
+fn read_data(r: &mut impl Read, dtype: DType, numel: usize) -> Result<Data, DataError> {
+    fn fill<T, const N: usize>(
+        r: &mut impl Read,
+        numel: usize,
+        from: impl Fn([u8; N]) -> Result<T, u8>,
+    ) -> Result<Vec<T>, DataError> {
+        let mut v: Vec<T> = Vec::new();
+        v.try_reserve_exact(numel).map_err(|_| DataError::Memory)?;
+        let mut buf = vec![0u8; (1 << 16) * N];
+        while v.len() < numel {
+            let want = (numel - v.len()).min(1 << 16) * N;
+            let got = read_up_to(r, &mut buf[..want]).map_err(DataError::Io)?;
+            for c in buf[..got - got % N].chunks_exact(N) {
+                let mut a = [0u8; N];
+                a.copy_from_slice(c);
+                let k = v.len();
+                v.push(from(a).map_err(|b| DataError::Bool(k, b))?);
+            }
+            if got < want {
+                return Err(DataError::Eof((v.len() * N + got % N) as u64));
+            }
+        }
+        Ok(v)
+    }
+    Ok(match dtype {
+        DType::F32 => Data::F32(fill(r, numel, |b| Ok(f32::from_le_bytes(b)))?),
+        DType::F64 => Data::F64(fill(r, numel, |b| Ok(f64::from_le_bytes(b)))?),
+        DType::I32 => Data::I32(fill(r, numel, |b| Ok(i32::from_le_bytes(b)))?),
+        DType::I64 => Data::I64(fill(r, numel, |b| Ok(i64::from_le_bytes(b)))?),
+        DType::Bool => Data::Bool(fill(r, numel, |[b]: [u8; 1]| match b {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(b),
+        })?),
+    })
 }
 
 fn supported_list() -> String {
@@ -461,7 +543,7 @@ fn fortran_to_c<T: Copy>(src: Vec<T>, shape: &[usize]) -> Vec<T> {
 /// The header numpy's `np.save` writes for this type, byte for byte: the dict text
 /// (keys sorted, spare room for the shape to grow), padded with spaces and a newline
 /// so the data starts at a multiple of 64 bytes; version 1.0 unless it needs 2.0.
-fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
+pub(crate) fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
     let descr = SUPPORTED
         .iter()
         .find(|(_, d)| *d == dtype)
@@ -507,7 +589,7 @@ fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
 }
 
 /// Writes `t` as `.npy` (C order, little-endian) to `w`, exactly as `np.save` would.
-fn encode<W: Write>(mut w: W, t: &Tensor) -> io::Result<()> {
+fn encode<W: Write + ?Sized>(w: &mut W, t: &Tensor) -> io::Result<()> {
     w.write_all(&header_bytes(t.dtype(), &t.shape))?;
     match &t.data {
         Data::F32(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
@@ -518,22 +600,28 @@ fn encode<W: Write>(mut w: W, t: &Tensor) -> io::Result<()> {
     }
 }
 
-/// Checks the tensor's data length matches its shape (the fields are public).
+/// Why the tensor's data length does not match its shape (the fields are public), if it does not.
+fn inconsistency(t: &Tensor) -> Option<String> {
+    let n = checked_numel(&t.shape);
+    (n != Some(t.data.len())).then(|| {
+        format!(
+            "tensor of type {} should have {} elements, but its data has {}",
+            t.shape_string(),
+            n.map_or("too many".to_string(), |n| n.to_string()),
+            t.data.len()
+        )
+    })
+}
+
 fn check_consistent(path: &Path, t: &Tensor) -> Result<(), NpyError> {
-    if checked_numel(&t.shape) != Some(t.data.len()) {
-        return Err(NpyError::new(
+    match inconsistency(t) {
+        Some(why) => Err(NpyError::new(
             path,
             NpyErrorKind::InvalidArgument,
-            format!(
-                "cannot write {}: tensor of type {} should have {} elements, but its data has {}",
-                path.display(),
-                t.shape_string(),
-                checked_numel(&t.shape).map_or("too many".to_string(), |n| n.to_string()),
-                t.data.len()
-            ),
-        ));
+            format!("cannot write {}: {why}", path.display()),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Writes `t` to `path` as a standard `.npy` file: version 1.0, little-endian, C order,
@@ -547,130 +635,25 @@ pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
         .map_err(|e| NpyError::io("cannot write", path, e))
 }
 
-/// Distinguishes temporaries made by concurrent calls in one process.
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes every `(NAME, tensor)` to `dir/NAME.npy`, all or nothing.
-///
-/// Each tensor goes first to a temporary `dir/.NAME.npy.tmp-PID-N` (flushed to disk);
-/// only when all of them are written, and no target path is blocked by a directory,
-/// are they renamed into place. On failure every temporary is removed and no target
-/// is touched. `dir` is created if missing. Returns the final paths, in order.
+/// Writes every `(NAME, tensor)` to `dir/NAME.npy`, all or nothing: one
+/// [`crate::output::commit`] (staged in a directory inside `dir`, renamed into place under a
+/// lock on `dir`, rolled back on failure, removed on SIGINT/SIGTERM). `dir` is created if
+/// missing. Returns the final paths, in order.
 pub fn write_all_atomic(dir: &Path, outputs: &[(&str, &Tensor)]) -> Result<Vec<PathBuf>, NpyError> {
-    // Validate names before touching the file system.
-    let mut targets: Vec<PathBuf> = Vec::with_capacity(outputs.len());
-    for (name, _) in outputs {
-        let target = dir.join(format!("{name}.npy"));
-        let bad =
-            name.is_empty() || *name == "." || *name == ".." || name.contains(['/', '\\', '\0']);
-        if bad {
-            return Err(NpyError::new(
-                &target,
-                NpyErrorKind::InvalidArgument,
-                format!(
-                    "cannot write output {name:?} to {}: expected a plain file name (non-empty, no '/', '\\' or NUL)",
-                    dir.display()
-                ),
-            ));
-        }
-        if targets.contains(&target) {
-            return Err(NpyError::new(
-                &target,
-                NpyErrorKind::InvalidArgument,
-                format!(
-                    "cannot write {}: output {name:?} is given twice",
-                    target.display()
-                ),
-            ));
-        }
-        targets.push(target);
-    }
+    let items: Vec<(&str, &dyn crate::output::Npy)> = outputs
+        .iter()
+        .map(|(n, t)| (*n, *t as &dyn crate::output::Npy))
+        .collect();
+    crate::output::commit(dir, &items)
+}
 
-    match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Err(NpyError::new(
-                dir,
-                NpyErrorKind::Io,
-                format!(
-                    "cannot write outputs to {}: expected a directory, found a file",
-                    dir.display()
-                ),
-            ))
+impl crate::output::Npy for Tensor {
+    fn write_npy(&self, w: &mut dyn Write) -> io::Result<()> {
+        if let Some(why) = inconsistency(self) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
         }
-        Err(_) => fs::create_dir_all(dir)
-            .map_err(|e| NpyError::io("cannot create output directory", dir, e))?,
+        encode(w, self)
     }
-
-    let mut temps: Vec<PathBuf> = Vec::with_capacity(outputs.len());
-    let cleanup = |temps: &[PathBuf]| {
-        for t in temps {
-            let _ = fs::remove_file(t);
-        }
-    };
-    for ((name, t), target) in outputs.iter().zip(&targets) {
-        if let Err(e) = check_consistent(target, t) {
-            cleanup(&temps);
-            return Err(e);
-        }
-        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{name}.npy.tmp-{}-{n}", std::process::id()));
-        let result = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .and_then(|file| {
-                temps.push(tmp.clone());
-                let mut w = BufWriter::new(file);
-                encode(&mut w, t)?;
-                let file = w.into_inner().map_err(|e| e.into_error())?;
-                file.sync_all()
-            });
-        if let Err(e) = result {
-            cleanup(&temps);
-            let what = format!("cannot write (via temporary {})", tmp.display());
-            return Err(NpyError::io(&what, target, e));
-        }
-    }
-
-    for target in &targets {
-        if let Ok(m) = fs::symlink_metadata(target) {
-            if m.is_dir() {
-                cleanup(&temps);
-                return Err(NpyError::new(
-                    target,
-                    NpyErrorKind::Io,
-                    format!(
-                        "cannot write {}: expected a file or nothing there, found a directory",
-                        target.display()
-                    ),
-                ));
-            }
-        }
-    }
-
-    for (i, (tmp, target)) in temps.iter().zip(&targets).enumerate() {
-        if let Err(e) = fs::rename(tmp, target) {
-            cleanup(&temps[i..]);
-            let done: Vec<String> = targets[..i]
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            let what = if done.is_empty() {
-                "cannot rename the output into place:".to_string()
-            } else {
-                format!(
-                    "cannot rename the output into place (already renamed: {}):",
-                    done.join(", ")
-                )
-            };
-            return Err(NpyError::io(&what, target, e));
-        }
-    }
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(targets)
 }
 
 #[cfg(test)]

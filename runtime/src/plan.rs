@@ -5,7 +5,19 @@
 //! ([`Plan::encode`]); the runtime decodes it ([`Plan::decode`]) and checks it
 //! ([`Plan::validate`]) before running anything, so a corrupt or mismatched plan is an error
 //! message, never a crash. The encoding is a small versioned little-endian format private to
-//! tapc (the compiler and the runtime library always come from the same build).
+//! tapc (the compiler and the runtime library always come from the same build), sealed by a
+//! 64-bit FNV-1a checksum of all the bytes before it: any single changed byte, and nearly any
+//! other damage, is "corrupt plan: checksum mismatch" before a field is read.
+//!
+//! The two integrity checks, also for other runtimes (the distributed one) that receive plans:
+//! - [`Plan::decode`] verifies the magic, the version and the checksum, then reads the fields
+//!   with every count bounded by the bytes left;
+//! - [`Plan::validate`] bounds everything the plan says against what it describes, with
+//!   overflow-checked arithmetic: kernel, buffer, source and task indices; each task argument's
+//!   byte extent (`lo..hi` around its offset) inside its buffer; ranges, split dimensions and
+//!   alignments; sources and sink views inside their buffers; constants inside theirs; the
+//!   total of all buffers addressable. What it cannot see (the strides compiled into a kernel)
+//!   is covered by the checksum.
 //!
 //! Every task calls one compiled kernel with the ABI [`crate::exec::KernelFn`]:
 //! `i32 kernel(i8** bases, i64* range)` where `bases[k]` points at element 0 of the task's
@@ -15,7 +27,36 @@
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// Bytes of the checksum that ends an encoded plan.
+const SUM: usize = 8;
+
+/// 64-bit FNV-1a: every step is a bijection of the state, so one changed byte always changes
+/// the result.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The bytes `[lo, hi)` relative to element 0 that a view of `shape` with element `strides`
+/// and `elem`-byte elements touches (`(0, 0)` when it is empty); `None` on overflow.
+pub fn extent(shape: &[i64], strides: &[i64], elem: usize) -> Option<(i64, i64)> {
+    if shape.len() != strides.len() || shape.iter().any(|&n| n < 0) {
+        return None;
+    }
+    if shape.contains(&0) {
+        return Some((0, 0));
+    }
+    let (mut lo, mut hi) = (0i64, 0i64);
+    for (&n, &st) in shape.iter().zip(strides) {
+        let ext = st.checked_mul(n - 1)?;
+        lo = lo.checked_add(ext.min(0))?;
+        hi = hi.checked_add(ext.max(0))?;
+    }
+    let elem = i64::try_from(elem).ok()?;
+    Some((lo.checked_mul(elem)?, hi.checked_add(1)?.checked_mul(elem)?))
+}
 
 /// A whole schedule.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,11 +99,14 @@ pub struct Source {
     pub buffer: u32,
 }
 
-/// A tensor view passed to a kernel: its element 0 lives at `offset` bytes into `buffer`.
+/// A tensor view passed to a kernel: its element 0 lives at `offset` bytes into `buffer`, and
+/// the kernel touches the bytes `offset + lo .. offset + hi` of it ([`extent`] of the view).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Arg {
     pub buffer: u32,
     pub offset: i64,
+    pub lo: i64,
+    pub hi: i64,
 }
 
 /// One node of the DAG: a kernel call over an index box, which the executor may split into
@@ -140,6 +184,8 @@ impl Plan {
             for a in &t.args {
                 w.u32(a.buffer);
                 w.i64(a.offset);
+                w.i64(a.lo);
+                w.i64(a.hi);
             }
             w.u32(t.range.len() as u32);
             for &(lo, hi) in &t.range {
@@ -164,12 +210,22 @@ impl Plan {
             }
             w.u32s(&s.deps);
         }
+        let sum = checksum(&w.0);
+        w.u64(sum);
         w.0
     }
 
-    /// Decodes and validates bytes made by [`Plan::encode`].
+    /// Decodes bytes made by [`Plan::encode`], verifying their checksum first (then
+    /// [`Plan::validate`] before running it).
     pub fn decode(bytes: &[u8]) -> Result<Plan, String> {
-        let mut r = R { b: bytes, at: 0 };
+        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+            return Err("the embedded schedule is not a tapc plan".into());
+        }
+        if bytes.len() < MAGIC.len() + 4 + SUM {
+            return Err("corrupt plan: truncated".into());
+        }
+        let (body, sum) = bytes.split_at(bytes.len() - SUM);
+        let mut r = R { b: body, at: 0 };
         if r.take(8)? != MAGIC {
             return Err("the embedded schedule is not a tapc plan".into());
         }
@@ -178,6 +234,14 @@ impl Plan {
             return Err(format!(
                 "the embedded schedule has format version {v} but this runtime reads version {VERSION}: rebuild the program with the matching tapc"
             ));
+        }
+        let mut want = [0u8; SUM];
+        want.copy_from_slice(sum);
+        if checksum(body) != u64::from_le_bytes(want) {
+            return Err(
+                "corrupt plan: checksum mismatch (the program file is damaged; rebuild it with tapc)"
+                    .into(),
+            );
         }
         let graph = r.str()?;
         let mut buffers = Vec::new();
@@ -209,6 +273,8 @@ impl Plan {
                 args.push(Arg {
                     buffer: r.u32()?,
                     offset: r.i64()?,
+                    lo: r.i64()?,
+                    hi: r.i64()?,
                 });
             }
             let mut range = Vec::new();
@@ -253,7 +319,7 @@ impl Plan {
                 deps: r.u32s()?,
             });
         }
-        if r.at != bytes.len() {
+        if r.at != body.len() {
             return Err("corrupt plan: trailing bytes".into());
         }
         let p = Plan {
@@ -269,9 +335,13 @@ impl Plan {
     /// Checks every index and that every view stays inside its buffer, so that running the
     /// plan with `kernels` kernels cannot touch memory it does not own (given correct kernels).
     pub fn validate(&self, kernels: usize) -> Result<(), String> {
-        let nb = self.buffers.len();
         let bad = |what: String| Err(format!("corrupt plan: {what}"));
+        let mut total = 0u64;
         for (i, b) in self.buffers.iter().enumerate() {
+            total = match total.checked_add(b.bytes) {
+                Some(t) if t <= isize::MAX as u64 => t,
+                _ => return bad(format!("buffer {i} makes the buffers larger than memory")),
+            };
             match &b.init {
                 Init::Source(k) if *k as usize >= self.sources.len() => {
                     return bad(format!("buffer {i} names source {k}"))
@@ -282,11 +352,11 @@ impl Plan {
                 _ => {}
             }
         }
-        for s in &self.sources {
+        for (k, s) in self.sources.iter().enumerate() {
             let n = crate::tensor::checked_numel(&s.shape)
                 .and_then(|n| n.checked_mul(s.dtype.size_bytes()));
             match (self.buffers.get(s.buffer as usize), n) {
-                (Some(b), Some(n)) if n as u64 <= b.bytes => {}
+                (Some(b), Some(n)) if n as u64 <= b.bytes && b.init == Init::Source(k as u32) => {}
                 _ => return bad(format!("source @{} has no fitting buffer", s.name)),
             }
         }
@@ -294,8 +364,18 @@ impl Plan {
             if t.kernel as usize >= kernels {
                 return bad(format!("task {i} calls kernel {} of {kernels}", t.kernel));
             }
-            if t.args.iter().any(|a| a.buffer as usize >= nb) {
-                return bad(format!("task {i} names a missing buffer"));
+            for a in &t.args {
+                let Some(b) = self.buffers.get(a.buffer as usize) else {
+                    return bad(format!("task {i} names a missing buffer"));
+                };
+                let inside = a.lo <= a.hi
+                    && a.offset.checked_add(a.lo).is_some_and(|lo| lo >= 0)
+                    && a.offset
+                        .checked_add(a.hi)
+                        .is_some_and(|hi| hi as u64 <= b.bytes);
+                if !inside {
+                    return bad(format!("task {i} reaches outside buffer {}", a.buffer));
+                }
             }
             if t.deps.iter().any(|&d| d as usize >= i) {
                 return bad(format!("task {i} depends on a later task"));
@@ -305,8 +385,16 @@ impl Plan {
                     return bad(format!("task {i} splits a missing dimension"));
                 }
             }
-            if t.range.iter().any(|(lo, hi)| lo > hi) {
-                return bad(format!("task {i} has an inverted range"));
+            if t.align < 1 || !t.work.is_finite() || t.work < 0.0 {
+                return bad(format!("task {i} has a bad alignment or work estimate"));
+            }
+            if t.range.iter().any(|&(lo, hi)| {
+                lo > hi
+                    || hi
+                        .checked_sub(lo)
+                        .is_none_or(|n| n.checked_add(t.align).is_none())
+            }) {
+                return bad(format!("task {i} has an inverted or unbounded range"));
             }
         }
         for s in &self.sinks {
@@ -318,17 +406,18 @@ impl Plan {
             {
                 return bad(format!("sink @{} is malformed", s.name));
             }
-            if s.shape.iter().all(|&d| d > 0) {
-                let (mut lo, mut hi) = (s.view.offset, s.view.offset);
-                for (&n, &st) in s.shape.iter().zip(&s.view.strides) {
-                    let ext = st.saturating_mul(n as i64 - 1);
-                    lo = lo.saturating_add(ext.min(0));
-                    hi = hi.saturating_add(ext.max(0));
-                }
-                let size = s.dtype.size_bytes() as i64;
-                if lo < 0 || hi.saturating_add(1).saturating_mul(size) > b.bytes as i64 {
-                    return bad(format!("sink @{} reads outside its buffer", s.name));
-                }
+            let shape: Option<Vec<i64>> = s.shape.iter().map(|&d| i64::try_from(d).ok()).collect();
+            let inside = crate::tensor::checked_numel(&s.shape)
+                .and_then(|n| n.checked_mul(s.dtype.size_bytes()))
+                .and(shape)
+                .and_then(|shape| extent(&shape, &s.view.strides, s.dtype.size_bytes()))
+                .and_then(|(lo, hi)| {
+                    let at = s.view.offset.checked_mul(s.dtype.size_bytes() as i64)?;
+                    Some((at.checked_add(lo)?, at.checked_add(hi)?, lo == hi))
+                })
+                .is_some_and(|(lo, hi, empty)| empty || (lo >= 0 && hi as u64 <= b.bytes));
+            if !inside {
+                return bad(format!("sink @{} reads outside its buffer", s.name));
             }
         }
         Ok(())
@@ -473,10 +562,14 @@ mod tests {
                     Arg {
                         buffer: 0,
                         offset: 0,
+                        lo: 0,
+                        hi: 24,
                     },
                     Arg {
                         buffer: 2,
                         offset: 0,
+                        lo: 0,
+                        hi: 24,
                     },
                 ],
                 range: vec![(0, 2), (0, 3)],
@@ -520,5 +613,48 @@ mod tests {
         let mut p = sample();
         p.sinks[0].view.offset = 3;
         assert!(p.validate(1).unwrap_err().contains("outside"));
+    }
+
+    #[test]
+    fn every_flipped_byte_is_a_checksum_error() {
+        let bytes = sample().encode();
+        for i in 0..bytes.len() {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut v = bytes.clone();
+                v[i] ^= flip;
+                let e = Plan::decode(&v).unwrap_err();
+                assert!(
+                    e.contains("checksum")
+                        || e.contains("version")
+                        || e.contains("not a tapc plan"),
+                    "byte {i}: {e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn validation_bounds_offsets_extents_ranges_and_indices() {
+        type Corrupt = fn(&mut Plan);
+        let cases: [(Corrupt, &str); 12] = [
+            (|p| p.tasks[0].args[1].offset = 4, "outside buffer 2"),
+            (|p| p.tasks[0].args[1].offset = -1, "outside buffer 2"),
+            (|p| p.tasks[0].args[0].hi = 25, "outside buffer 0"),
+            (|p| p.tasks[0].args[0].lo = -1, "outside buffer 0"),
+            (|p| p.tasks[0].args[1].offset = i64::MAX, "outside buffer 2"),
+            (|p| p.tasks[0].range[0] = (i64::MIN, i64::MAX), "range"),
+            (|p| p.tasks[0].range[1] = (3, 0), "range"),
+            (|p| p.tasks[0].align = 0, "alignment"),
+            (|p| p.sinks[0].view.strides[0] = i64::MAX, "outside"),
+            (|p| p.sinks[0].view.offset = i64::MAX / 2, "outside"),
+            (|p| p.buffers[2].bytes = u64::MAX, "larger than memory"),
+            (|p| p.sources[0].buffer = 2, "no fitting buffer"),
+        ];
+        for (corrupt, want) in cases {
+            let mut p = sample();
+            corrupt(&mut p);
+            let e = p.validate(1).expect_err(want);
+            assert!(e.starts_with("corrupt plan: ") && e.contains(want), "{e}");
+        }
     }
 }

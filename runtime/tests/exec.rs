@@ -56,10 +56,14 @@ fn plan_of(n: usize) -> Plan {
             Arg {
                 buffer: k,
                 offset: 0,
+                lo: 0,
+                hi: bytes as i64,
             },
             Arg {
                 buffer: k + 1,
                 offset: 0,
+                lo: 0,
+                hi: bytes as i64,
             },
         ],
         range: vec![(0, n as i64)],

@@ -967,3 +967,84 @@ fn every_truncation_of_a_valid_file_is_an_error() {
         }
     }
 }
+
+// ---------------------------------------------------------------- inputs (issue 13)
+
+#[test]
+fn a_mismatched_header_is_an_error_before_any_data_is_read() {
+    // The header announces 2^40 elements whose data is not there: reading data first would
+    // say "truncated" (or try to allocate 4 TiB); the type is what is wrong.
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_bytes(
+        dir.path(),
+        "x.npy",
+        &raw_npy(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,), }",
+            &[0; 8],
+        ),
+    );
+    let e = npy::read_expecting(&p, "x", DType::F32, &[2, 3]).unwrap_err();
+    assert_eq!(e.kind(), NpyErrorKind::Mismatch);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "input for source @x ({}): expected f32[2, 3], found f32[1099511627776]",
+            p.display()
+        )
+    );
+}
+
+#[test]
+fn pipes_are_read_as_streams() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.npy");
+    let want = t(&[2, 3], Data::F32(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    npy::write(&p, &want).unwrap();
+    let bytes = fs::read(&p).unwrap();
+    // A FIFO fed by a writer thread (metadata size 0: the old reader said "truncated").
+    let fifo = dir.path().join("fifo.npy");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let feed = |data: Vec<u8>| {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut f = fs::OpenOptions::new().write(true).open(fifo).unwrap();
+            let _ = f.write_all(&data);
+        })
+    };
+    let w = feed(bytes.clone());
+    assert_eq!(
+        npy::read_expecting(&fifo, "x", DType::F32, &[2, 3]).unwrap(),
+        want
+    );
+    w.join().unwrap();
+    // Short and long streams are still truncated / trailing.
+    let w = feed(bytes[..bytes.len() - 1].to_vec());
+    let e = npy::read(&fifo).unwrap_err();
+    w.join().unwrap();
+    assert_eq!(e.kind(), NpyErrorKind::Truncated, "{e}");
+    let mut long = bytes.clone();
+    long.extend_from_slice(b"xyz");
+    let w = feed(long);
+    let e = npy::read(&fifo).unwrap_err();
+    w.join().unwrap();
+    assert_eq!(e.kind(), NpyErrorKind::TrailingBytes, "{e}");
+    assert!(e.to_string().contains("3 unexpected bytes"), "{e}");
+    // Through a real pipe, as a process substitution gives it.
+    let mut child = Command::new("cat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let b2 = bytes.clone();
+    let w = std::thread::spawn(move || stdin.write_all(&b2));
+    let out = child.stdout.take().unwrap();
+    use std::os::fd::AsRawFd;
+    let path = PathBuf::from(format!("/proc/self/fd/{}", out.as_raw_fd()));
+    assert_eq!(npy::read(&path).unwrap(), want);
+    w.join().unwrap().unwrap();
+    child.wait().unwrap();
+}

@@ -82,44 +82,26 @@ pub fn runtime_lib() -> Result<PathBuf, String> {
     Err("cannot find the tapc runtime library (libtapc_runtime.a); build tapc with cargo (which builds it) or set TAPC_RUNTIME_LIB to its path".into())
 }
 
-/// Links `obj` into the executable `out` (written under a temporary name, then renamed).
+/// Links `obj` into the executable `out` (the caller stages `out`: see
+/// `tapc_runtime::output`, which puts it in place only when everything was written).
 pub fn link(obj: &Path, out: &Path) -> Result<(), String> {
     let lib = runtime_lib()?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let tmp = temp_sibling(out);
     let result = Command::new(&cc)
         .arg(obj)
         .arg(&lib)
         .args(NATIVE_LIBS)
         .arg("-Wl,--gc-sections,-S")
         .arg("-o")
-        .arg(&tmp)
+        .arg(out)
         .output();
-    let fail = |msg: String| {
-        let _ = std::fs::remove_file(&tmp);
-        Err(msg)
-    };
     match result {
-        Err(e) => fail(format!("cannot run the linker `{cc}`: {e}")),
-        Ok(o) if !o.status.success() => fail(format!(
+        Err(e) => Err(format!("cannot run the linker `{cc}`: {e}")),
+        Ok(o) if !o.status.success() => Err(format!(
             "linking with `{cc}` failed ({}):\n{}",
             o.status,
             String::from_utf8_lossy(&o.stderr).trim_end()
         )),
-        Ok(_) => match std::fs::rename(&tmp, out) {
-            Ok(()) => Ok(()),
-            Err(e) => fail(format!("cannot write {}: {e}", out.display())),
-        },
+        Ok(_) => Ok(()),
     }
-}
-
-/// A temporary path in the same directory as `out` (so the final rename is atomic).
-pub fn temp_sibling(out: &Path) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let name = out
-        .file_name()
-        .map_or("out".into(), |n| n.to_string_lossy().into_owned());
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    out.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
 }

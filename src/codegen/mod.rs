@@ -36,6 +36,7 @@ use schedule::{KernelSpec, Schedule};
 use std::collections::HashMap;
 use std::path::Path;
 use tapc_runtime::exec::{self, KernelFn, Report};
+use tapc_runtime::output::Outputs;
 use tapc_runtime::plan::Plan;
 use tapc_runtime::Tensor;
 
@@ -249,40 +250,35 @@ pub fn emit_to_file(
         let cx = Context::create();
         let with_main = matches!(kind, EmitKind::Obj | EmitKind::Exe | EmitKind::Asm);
         let (module, _, machine) = build(&cx, m, gi, facts, with_main, RelocMode::PIC, opts)?;
-        let io = |e: String| {
-            Diagnostic::error(codes::IO, format!("cannot write {}: {e}", out.display()))
+        let io = |e: String| Diagnostic::error(codes::IO, e);
+        let cannot = |e: String| io(format!("cannot write {}: {e}", out.display()));
+        // All or nothing (tapc_runtime::output): written into a staging directory beside
+        // `out`, which a failure, SIGINT or SIGTERM removes, and renamed into place at the end.
+        let mut outputs = Outputs::new();
+        let staged = outputs.stage(out).map_err(|e| io(e.to_string()))?;
+        let to_memory = |ft: FileType| {
+            machine
+                .write_to_memory_buffer(&module, ft)
+                .map(|b| b.as_slice().to_vec())
+                .map_err(|e| cannot(e.to_string()))
         };
-        let tmp = link::temp_sibling(out);
-        let written = match kind {
-            EmitKind::Llvm => std::fs::write(&tmp, module.print_to_string().to_string())
-                .map_err(|e| e.to_string()),
-            EmitKind::Asm => machine
-                .write_to_file(&module, FileType::Assembly, &tmp)
-                .map_err(|e| e.to_string()),
-            EmitKind::Obj | EmitKind::Exe => machine
-                .write_to_file(&module, FileType::Object, &tmp)
-                .map_err(|e| e.to_string()),
+        let write = |path: &Path, bytes: &[u8]| {
+            std::fs::write(path, bytes).map_err(|e| cannot(tapc_runtime::npy::io_message(&e)))
         };
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io(e));
+        match kind {
+            EmitKind::Llvm => write(&staged, module.print_to_string().to_bytes())?,
+            EmitKind::Asm => write(&staged, &to_memory(FileType::Assembly)?)?,
+            EmitKind::Obj => write(&staged, &to_memory(FileType::Object)?)?,
+            EmitKind::Exe => {
+                let obj = staged.with_extension("tapc.o");
+                write(&obj, &to_memory(FileType::Object)?)?;
+                link::link(&obj, &staged).map_err(backend_error)?;
+                let _ = std::fs::remove_file(&obj);
+            }
         }
-        if kind == EmitKind::Exe {
-            let r = link::link(&tmp, out).map_err(|e| {
-                if e.starts_with("cannot write") {
-                    Diagnostic::error(codes::IO, e)
-                } else {
-                    backend_error(e)
-                }
-            });
-            let _ = std::fs::remove_file(&tmp);
-            r
-        } else {
-            std::fs::rename(&tmp, out).map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                io(e.to_string())
-            })
-        }
+        tapc_runtime::signals::test_pause("write");
+        outputs.commit().map_err(|e| io(e.to_string()))?;
+        Ok(())
     })
 }
 
@@ -293,6 +289,11 @@ pub struct Program<'a> {
 }
 
 impl Program<'_> {
+    /// The compiled kernels, indexed by the plan's `Task::kernel`.
+    pub fn kernels(&self) -> &[KernelFn] {
+        &self.kernels
+    }
+
     /// Runs the plan with sources bound by name.
     pub fn run(
         &self,

@@ -99,9 +99,14 @@ impl Loc {
         }
     }
     fn arg(&self) -> Arg {
+        let size = self.dtype.size_bytes();
+        // The plan's validation bounds this extent against the buffer (the checksum covers it).
+        let (lo, hi) = plan::extent(&self.shape, &self.strides, size).unwrap_or((0, i64::MAX));
         Arg {
             buffer: self.buffer,
-            offset: self.offset * self.dtype.size_bytes() as i64,
+            offset: self.offset * size as i64,
+            lo,
+            hi,
         }
     }
     fn elements(&self) -> i64 {

@@ -1,0 +1,284 @@
+//! Memory planning: before a compiled program reads its inputs, it computes the peak memory of
+//! its schedule ([`peak`]) and compares it with the memory it may use ([`limits`]:
+//! `--max-memory`, the cgroup's `memory.max`, `RLIMIT_AS` and the kernel's `MemAvailable`), so
+//! a plan that cannot fit is one clean error naming its biggest buffers ([`check`]) instead of
+//! an allocation failure half way. Allocations stay fallible as a second line (the executor's
+//! buffers, input data and any sink copy return errors naming what they were for).
+//!
+//! The peak is that of running the tasks in plan order, as the executor does on one thread:
+//! constants and sources live from the start, a task's buffers are allocated when it becomes
+//! ready and freed after their last task; sinks are written straight from their buffers, so
+//! they cost nothing more. Inputs are held as read for the whole run and are counted too. More
+//! threads can make more tasks ready at once; the check leaves a margin for that.
+
+use crate::plan::{Init, Plan};
+use std::collections::VecDeque;
+
+/// The most bytes of buffers live at once, and the buffers live at that moment.
+pub fn peak(plan: &Plan) -> (u64, Vec<u32>) {
+    let nb = plan.buffers.len();
+    let mut refs = vec![0usize; nb];
+    let mut arg_bufs: Vec<Vec<u32>> = Vec::with_capacity(plan.tasks.len());
+    for t in &plan.tasks {
+        let mut seen: Vec<u32> = t.args.iter().map(|a| a.buffer).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for &b in &seen {
+            refs[b as usize] += 1;
+        }
+        arg_bufs.push(seen);
+    }
+    for s in &plan.sinks {
+        refs[s.view.buffer as usize] += 1;
+    }
+    let mut live = vec![false; nb];
+    let mut bytes = 0u64;
+    for (i, b) in plan.buffers.iter().enumerate() {
+        if !matches!(b.init, Init::Scratch) {
+            live[i] = true;
+            bytes = bytes.saturating_add(b.bytes);
+        }
+    }
+    let mut pending: Vec<usize> = Vec::with_capacity(plan.tasks.len());
+    let mut dependents = vec![Vec::new(); plan.tasks.len()];
+    for (i, t) in plan.tasks.iter().enumerate() {
+        let mut deps = t.deps.clone();
+        deps.sort_unstable();
+        deps.dedup();
+        pending.push(deps.len());
+        for d in deps {
+            dependents[d as usize].push(i);
+        }
+    }
+    let (mut best, mut at_best) = (bytes, snapshot(&live));
+    let mut queue: VecDeque<usize> = VecDeque::new();
+    let ready = |i: usize, live: &mut Vec<bool>, bytes: &mut u64, q: &mut VecDeque<usize>| {
+        for &b in &arg_bufs[i] {
+            if !live[b as usize] {
+                live[b as usize] = true;
+                *bytes = bytes.saturating_add(plan.buffers[b as usize].bytes);
+            }
+        }
+        q.push_back(i);
+    };
+    for (i, &p) in pending.iter().enumerate() {
+        if p == 0 {
+            ready(i, &mut live, &mut bytes, &mut queue);
+        }
+    }
+    if bytes > best {
+        (best, at_best) = (bytes, snapshot(&live));
+    }
+    while let Some(i) = queue.pop_front() {
+        for &b in &arg_bufs[i] {
+            refs[b as usize] -= 1;
+            if refs[b as usize] == 0 && live[b as usize] {
+                live[b as usize] = false;
+                bytes -= plan.buffers[b as usize].bytes;
+            }
+        }
+        for &d in &dependents[i] {
+            pending[d] -= 1;
+            if pending[d] == 0 {
+                ready(d, &mut live, &mut bytes, &mut queue);
+            }
+        }
+        if bytes > best {
+            (best, at_best) = (bytes, snapshot(&live));
+        }
+    }
+    (best, at_best)
+}
+
+fn snapshot(live: &[bool]) -> Vec<u32> {
+    (0..live.len() as u32)
+        .filter(|&b| live[b as usize])
+        .collect()
+}
+
+/// What a buffer holds, for messages: the source, sink or first task that uses it.
+pub fn buffer_name(plan: &Plan, b: u32) -> String {
+    if let Some(s) = plan.sources.iter().find(|s| s.buffer == b) {
+        return format!("source @{}", s.name);
+    }
+    if let Some(s) = plan.sinks.iter().find(|s| s.view.buffer == b) {
+        return format!("sink @{}", s.name);
+    }
+    if let Some(t) = plan
+        .tasks
+        .iter()
+        .find(|t| t.args.iter().any(|a| a.buffer == b))
+    {
+        return format!("a buffer of `{}`", t.name);
+    }
+    format!("buffer {b}")
+}
+
+/// The memory this process may use, smallest first: `(bytes, where the limit comes from)`.
+pub fn limits(max_memory: Option<u64>) -> Vec<(u64, String)> {
+    let mut v = Vec::new();
+    if let Some(m) = max_memory {
+        v.push((m, "--max-memory".to_string()));
+    }
+    if let Some(m) = cgroup_room() {
+        v.push((m, "the cgroup's memory.max".to_string()));
+    }
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into `rl`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) } == 0
+        && rl.rlim_cur != libc::RLIM_INFINITY
+    {
+        let used = vm_size().unwrap_or(0);
+        v.push((
+            rl.rlim_cur.saturating_sub(used),
+            "the address-space limit (RLIMIT_AS, ulimit -v), less what is mapped already"
+                .to_string(),
+        ));
+    }
+    if let Some(m) = meminfo("MemAvailable:") {
+        v.push((m, "the available memory (MemAvailable)".to_string()));
+    }
+    v.sort_by_key(|l| l.0);
+    v
+}
+
+/// `memory.max - memory.current` of this process's cgroup (v2), if limited.
+fn cgroup_room() -> Option<u64> {
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = std::path::Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+    let max: u64 = std::fs::read_to_string(dir.join("memory.max"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let cur: u64 = std::fs::read_to_string(dir.join("memory.current"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    Some(max.saturating_sub(cur))
+}
+
+fn vm_size() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page.max(4096) as u64)
+}
+
+fn meminfo(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Bytes per worker thread beyond the buffers: its stack and alternate signal stack, the
+/// allocator's arena, and the staging writer's buffer.
+const PER_THREAD: u64 = 16 << 20;
+
+/// Errors when running `plan` (with `inputs` bytes of inputs held) on `threads` workers needs
+/// more memory than the smallest of [`limits`]; the message names the biggest buffers.
+pub fn check(
+    plan: &Plan,
+    inputs: u64,
+    threads: usize,
+    max_memory: Option<u64>,
+) -> Result<u64, String> {
+    let (buffers, live) = peak(plan);
+    let need = buffers
+        .saturating_add(inputs)
+        .saturating_add(PER_THREAD.saturating_mul(threads as u64));
+    let Some((room, from)) = limits(max_memory).into_iter().next() else {
+        return Ok(need);
+    };
+    if need <= room {
+        return Ok(need);
+    }
+    let mut big: Vec<u32> = live;
+    big.sort_by_key(|&b| std::cmp::Reverse(plan.buffers[b as usize].bytes));
+    let names: Vec<String> = big
+        .iter()
+        .take(3)
+        .map(|&b| {
+            format!(
+                "{} ({})",
+                buffer_name(plan, b),
+                human_bytes(plan.buffers[b as usize].bytes)
+            )
+        })
+        .collect();
+    Err(format!(
+        "graph @{} needs {} of memory at its peak ({} of buffers, {} of inputs), more than the {} that {from} allows; its biggest buffers then: {}",
+        plan.graph,
+        human_bytes(need),
+        human_bytes(buffers),
+        human_bytes(inputs),
+        human_bytes(room),
+        names.join(", ")
+    ))
+}
+
+/// `1.5 GiB`, `12.0 MiB`, `3.0 KiB`, `17 B`.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (u, name) in UNITS {
+        if b >= u {
+            return format!("{:.1} {name}", b as f64 / u as f64);
+        }
+    }
+    format!("{b} B")
+}
+
+/// Parses `--max-memory` values: bytes, or a number with `K`/`M`/`G`/`T` (powers of 1024, with
+/// or without `iB`/`B`), e.g. `512MiB`, `8G`, `1.5GiB`.
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1u64,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return None,
+    };
+    let v = num * scale as f64;
+    (v.is_finite() && v >= 0.0 && v < u64::MAX as f64).then_some(v as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_byte_sizes() {
+        assert_eq!(parse_bytes("512"), Some(512));
+        assert_eq!(parse_bytes("8GiB"), Some(8 << 30));
+        assert_eq!(parse_bytes("1.5G"), Some(3 << 29));
+        assert_eq!(parse_bytes("64 MB"), Some(64 << 20));
+        assert_eq!(parse_bytes("lots"), None);
+        assert_eq!(parse_bytes("5X"), None);
+    }
+
+    #[test]
+    fn formats_byte_sizes() {
+        assert_eq!(human_bytes(17), "17 B");
+        assert_eq!(human_bytes(3 << 10), "3.0 KiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+    }
+}
