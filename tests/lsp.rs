@@ -392,3 +392,30 @@ fn in_process_driver_says_lsp_needs_the_binary() {
         "lsp".to_string()
     ]));
 }
+
+#[test]
+fn every_position_of_a_half_typed_file_answers_without_error() {
+    // SRC cut off in the middle of the graph, plus a stray character and a non-ASCII comment.
+    let cut = SRC.find("  %y = apply").unwrap() + 9;
+    let src = format!("// é — 𝄞\n{}# %z = apply @linear(", &SRC[..cut]);
+    let mut c = started();
+    c.open(URI, &src);
+    assert!(!c.diagnostics(URI, 1).is_empty());
+    let mut answered = 0;
+    for (line, text) in src.lines().enumerate() {
+        let width: usize = text.chars().map(char::len_utf16).sum();
+        for character in (0..=width).step_by(2) {
+            let p = json!({"textDocument": {"uri": URI},
+                           "position": {"line": line, "character": character}});
+            for method in ["textDocument/hover", "textDocument/definition"] {
+                c.request(method, p.clone());
+            }
+            let mut r = p.clone();
+            r["context"] = json!({"includeDeclaration": true});
+            c.request("textDocument/references", r);
+            answered += 1;
+        }
+    }
+    assert!(answered > 100);
+    assert_eq!(c.shutdown(), Some(0));
+}

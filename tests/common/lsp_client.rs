@@ -48,6 +48,10 @@ impl Client {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn send(&mut self, msg: Value) {
         let body = msg.to_string();
         let stdin = self.stdin.as_mut().expect("stdin open");
