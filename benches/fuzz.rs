@@ -1,8 +1,9 @@
-//! The fuzzer at scale: `cargo bench --bench fuzz [-- --count N --seed S]` runs N inputs
-//! (default 1,000,000) through every stage of `tests/fuzzing` (front end: N − N/500 − N/5000
-//! mutated examples and token soup; N/500 random pass pipelines, each output re-parsed,
-//! verified and run against the interpreter; N/5000 random graphs compiled and run natively),
-//! prints the count per stage, the time, and every finding, and exits 1 if there was any.
+//! The fuzzer at scale: `cargo bench --bench fuzz [-- --count N --pipelines P --native K
+//! --seed S]` runs N inputs (default 1,000,000) through every stage of `tests/fuzzing`: P
+//! random pass pipelines (default N/5000), each output re-parsed, verified and run against the
+//! interpreter; K random graphs compiled and run natively (default N/25000); the rest
+//! mutated examples and token soup through the front end. It prints the count per stage, the
+//! time and every finding, and exits 1 if there was any.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -30,7 +31,12 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let count = arg(&args, "--count", 1_000_000);
     let seed = arg(&args, "--seed", 0xf022_5eed);
-    let (pipelines, native) = (count / 500, count / 5000);
+    let pipelines = arg(&args, "--pipelines", count / 5000);
+    let native = arg(&args, "--native", count / 25000);
+    assert!(
+        pipelines + native <= count,
+        "--pipelines + --native exceed --count"
+    );
     let plan = fuzzing::Plan {
         seed,
         front_end: count - pipelines - native,
