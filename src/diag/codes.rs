@@ -37,6 +37,7 @@ codes! {
     ANNOTATION_MISMATCH = "E0022": "a written result type that differs from the inferred one";
     RANK_MISMATCH = "E0023": "a tensor of the wrong rank";
     BAD_SHAPE = "E0024": "a shape expression that is negative, non-constant or not integral";
+    TOO_LARGE = "E0025": "a value whose byte size, strides or load offsets overflow i64";
     UNDEFINED_NAME = "E0030": "a kernel name that is no index variable, symbol, parameter or port";
     NON_AFFINE = "E0031": "a tensor index that is not affine in the index variables";
     OUT_OF_BOUNDS = "E0032": "an index whose range can leave its tensor's bounds";

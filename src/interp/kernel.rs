@@ -2,10 +2,12 @@
 //! every load linearized up front into one affine offset into its buffer.
 
 use super::scalar;
+use super::store::{self, NoMemory};
 use super::Value;
 use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Instance, Scalar, Src, Target};
 use crate::ir::kernel::{Func, Reduction};
 use crate::ir::DType;
+use tapc_runtime::Data;
 
 /// A kernel expression ready to run: constants typed, loads linearized.
 enum P {
@@ -98,7 +100,7 @@ impl Ctx<'_> {
 struct Env<'a> {
     vars: Vec<i64>,
     args: &'a [&'a Value],
-    temps: &'a [Vec<Scalar>],
+    temps: &'a [Data],
 }
 
 fn eval_p(p: &P, env: &mut Env) -> Scalar {
@@ -108,8 +110,8 @@ fn eval_p(p: &P, env: &mut Env) -> Scalar {
         P::Load(src, lin) => {
             let off = lin.eval(&env.vars) as usize;
             match src {
-                Src::Input(k) => env.args[*k].data[off],
-                Src::Temp(t) => env.temps[*t][off],
+                Src::Input(k) => env.args[*k].get(off),
+                Src::Temp(t) => store::get(&env.temps[*t], off),
             }
         }
         P::Reduce(kind, vars, body, d) => {
@@ -148,18 +150,21 @@ fn reduce_loop(vars: &[(usize, i64, i64)], k: usize, env: &mut Env, f: &mut dyn 
 }
 
 /// Runs the instance; `None` if it has no kernel (an extern op without a reference kernel).
-pub fn eval_instance(inst: &Instance, args: &[&Value]) -> Option<Vec<Value>> {
+pub fn eval_instance(inst: &Instance, args: &[&Value]) -> Option<Result<Vec<Value>, NoMemory>> {
     let stmts = inst.stmts.as_ref()?;
+    Some(eval_stmts(inst, stmts, args))
+}
+
+fn eval_stmts(inst: &Instance, stmts: &[CStmt], args: &[&Value]) -> Result<Vec<Value>, NoMemory> {
     let cx = Ctx { inst, args };
-    let mut outputs: Vec<Value> = inst
-        .outputs
-        .iter()
-        .map(|t| Value {
+    let mut outputs: Vec<Value> = Vec::with_capacity(inst.outputs.len());
+    for t in &inst.outputs {
+        outputs.push(Value {
             ty: t.clone(),
-            data: vec![Scalar::I(0); t.elements() as usize],
-        })
-        .collect();
-    let mut temps: Vec<Vec<Scalar>> = Vec::new();
+            data: store::with_capacity(t.dtype, 0)?,
+        });
+    }
+    let mut temps: Vec<Data> = Vec::new();
     for st in stmts {
         let p = cx.prepare(&st.value);
         let box_: Vec<(usize, i64, i64)> = st
@@ -168,23 +173,25 @@ pub fn eval_instance(inst: &Instance, args: &[&Value]) -> Option<Vec<Value>> {
             .map(|&v| (v, inst.vars[v].range.0, inst.vars[v].range.1))
             .collect();
         let size: i64 = box_.iter().map(|b| b.2 - b.1).product();
-        let mut out = Vec::with_capacity(size.max(0) as usize);
+        let dtype = match st.target {
+            Target::Output(k) => inst.outputs[k].dtype,
+            Target::Temp(t) => inst.temps[t].dtype,
+        };
+        let mut out = store::with_capacity(dtype, size)?;
         {
             let mut env = Env {
                 vars: vec![0; inst.vars.len()],
                 args,
                 temps: &temps,
             };
-            reduce_loop(&box_, 0, &mut env, &mut |env| out.push(eval_p(&p, env)));
+            reduce_loop(&box_, 0, &mut env, &mut |env| {
+                store::push(&mut out, eval_p(&p, env))
+            });
         }
-        store(st, out, &mut outputs, &mut temps);
+        match st.target {
+            Target::Output(k) => outputs[k].data = out,
+            Target::Temp(_) => temps.push(out),
+        }
     }
-    Some(outputs)
-}
-
-fn store(st: &CStmt, out: Vec<Scalar>, outputs: &mut [Value], temps: &mut Vec<Vec<Scalar>>) {
-    match st.target {
-        Target::Output(k) => outputs[k].data = out,
-        Target::Temp(_) => temps.push(out),
-    }
+    Ok(outputs)
 }

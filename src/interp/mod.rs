@@ -7,80 +7,144 @@
 
 mod kernel;
 mod scalar;
+mod store;
 mod views;
 
-use crate::diag::{codes, Diagnostic};
+use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::graph::{GenKind, Graph, NodeKind};
 use crate::ir::instance::Scalar;
-use crate::ir::{DType, Literal, Module, TensorType};
+use crate::ir::{Literal, Module, TensorType, ValueId};
 use crate::verify::GraphFacts;
 use std::collections::HashMap;
+use store::NoMemory;
 use tapc_runtime::{Data, Tensor};
 
-/// A materialized value: type plus elements in row-major order.
+/// A materialized value: type plus elements in row-major order, stored in the value's dtype.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Value {
     pub ty: TensorType,
-    pub data: Vec<Scalar>,
+    pub data: Data,
+}
+
+impl Value {
+    /// Element `i` as a scalar.
+    pub fn get(&self, i: usize) -> Scalar {
+        store::get(&self.data, i)
+    }
 }
 
 /// Runs graph `g` of `m` with `sources` bound by source name; returns every sink by name,
-/// in the order the sinks appear.
+/// in the order the sinks appear. Each value is freed after its last use, and a buffer that
+/// cannot be allocated is an E0102 diagnostic on the node that needed it.
 pub fn run(
     m: &Module,
     g: &Graph,
     facts: &GraphFacts,
     sources: &HashMap<String, Tensor>,
 ) -> Result<Vec<(String, Tensor)>, Diagnostic> {
+    let _ = m;
+    let last_use = last_uses(g);
     let mut vals: Vec<Option<Value>> = vec![None; g.values.len()];
     let mut sinks = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
-        let get = |v: crate::ir::ValueId| {
-            vals[v.index()]
-                .as_ref()
-                .expect("verified graphs define values before use")
+        let oom = |e: NoMemory, what: String| out_of_memory(e, what, n.span);
+        let value_name = || {
+            n.results
+                .first()
+                .map_or("this node".into(), |v| format!("`%{}`", g.value(*v).name))
         };
         let out: Vec<Value> = match &n.kind {
             NodeKind::Source { name, ty } => vec![bind_source(name, ty, sources, n.span)?],
-            NodeKind::Generator(gen) => vec![generate(&gen.kind, &gen.ty)],
+            NodeKind::Generator(gen) => {
+                vec![generate(&gen.kind, &gen.ty).map_err(|e| oom(e, value_name()))?]
+            }
             NodeKind::View(v) => {
-                let args: Vec<&Value> = v.args().into_iter().map(get).collect();
+                let args: Vec<&Value> = v.args().into_iter().map(|a| get(&vals, a)).collect();
                 let ty = g.ty(n.results[0]).expect("verified").clone();
-                vec![views::eval(v, &args, ty)]
+                vec![views::eval(v, &args, ty).map_err(|e| oom(e, value_name()))?]
             }
             NodeKind::Apply(a) => {
                 let inst = &facts.instances[&i];
-                let args: Vec<&Value> = a.args.iter().map(|v| get(*v)).collect();
-                kernel::eval_instance(inst, &args).ok_or_else(|| {
-                    Diagnostic::error(
-                        codes::NO_KERNEL,
-                        format!("`@{}` is an extern op without a reference kernel", a.op),
-                    )
-                    .primary(a.op_span, "cannot be interpreted")
-                    .note(
-                        "add kernel statements to the extern op so the interpreter can evaluate it",
-                    )
-                })?
+                let args: Vec<&Value> = a.args.iter().map(|v| get(&vals, *v)).collect();
+                kernel::eval_instance(inst, &args)
+                    .ok_or_else(|| {
+                        Diagnostic::error(
+                            codes::NO_KERNEL,
+                            format!("`@{}` is an extern op without a reference kernel", a.op),
+                        )
+                        .primary(a.op_span, "cannot be interpreted")
+                        .note(
+                            "add kernel statements to the extern op so the interpreter can evaluate it",
+                        )
+                    })?
+                    .map_err(|e| oom(e, format!("the results of `@{}`", a.op)))?
             }
             NodeKind::Sink { name, value } => {
-                sinks.push((name.clone(), to_tensor(get(*value))));
+                // The last use moves the value out instead of copying it.
+                let data = if last_use[value.index()] == i {
+                    vals[value.index()].take().expect("defined above").data
+                } else {
+                    store::try_clone(&get(&vals, *value).data)
+                        .map_err(|e| oom(e, format!("sink @{name}")))?
+                };
+                let shape = g.ty(*value).expect("verified").shape.clone();
+                let shape = shape.iter().map(|&d| d as usize).collect();
+                sinks.push((name.clone(), Tensor { shape, data }));
                 vec![]
             }
             NodeKind::Sequence { .. } | NodeKind::Pin { .. } => vec![],
         };
-        let _ = m;
         for (v, val) in n.results.iter().zip(out) {
             vals[v.index()] = Some(val);
         }
+        for v in n
+            .kind
+            .operands()
+            .into_iter()
+            .chain(n.results.iter().copied())
+        {
+            if last_use[v.index()] == i {
+                vals[v.index()] = None;
+            }
+        }
     }
     Ok(sinks)
+}
+
+fn get(vals: &[Option<Value>], v: ValueId) -> &Value {
+    vals[v.index()]
+        .as_ref()
+        .expect("verified graphs define values before use")
+}
+
+/// The last node that reads each value (its defining node if nothing does).
+fn last_uses(g: &Graph) -> Vec<usize> {
+    let mut last: Vec<usize> = g.values.iter().map(|v| v.node).collect();
+    for (i, n) in g.nodes.iter().enumerate() {
+        for v in n.kind.operands() {
+            last[v.index()] = last[v.index()].max(i);
+        }
+    }
+    last
+}
+
+fn out_of_memory(e: NoMemory, what: String, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        codes::RUNTIME,
+        format!(
+            "out of memory: the interpreter cannot allocate {} bytes for {what}",
+            e.bytes
+        ),
+    )
+    .primary(span, "needs this buffer")
+    .note("the interpreter keeps every live value in memory; the native backend (`tapc run` without `--interp`) plans and frees buffers")
 }
 
 fn bind_source(
     name: &str,
     ty: &TensorType,
     sources: &HashMap<String, Tensor>,
-    span: crate::diag::Span,
+    span: Span,
 ) -> Result<Value, Diagnostic> {
     let t = sources.get(name).ok_or_else(|| {
         Diagnostic::error(codes::RUNTIME, format!("no input bound for source @{name}"))
@@ -98,34 +162,27 @@ fn bind_source(
         )
         .primary(span, "declared here"));
     }
-    Ok(from_tensor(t))
+    let data =
+        store::try_clone(&t.data).map_err(|e| out_of_memory(e, format!("source @{name}"), span))?;
+    Ok(Value {
+        ty: ty.clone(),
+        data,
+    })
 }
 
+/// A tensor as an interpreter value (a copy of its data).
 pub fn from_tensor(t: &Tensor) -> Value {
-    let data = match &t.data {
-        Data::F32(v) => v.iter().map(|&x| Scalar::F(x as f64)).collect(),
-        Data::F64(v) => v.iter().map(|&x| Scalar::F(x)).collect(),
-        Data::I32(v) => v.iter().map(|&x| Scalar::I(x as i64)).collect(),
-        Data::I64(v) => v.iter().map(|&x| Scalar::I(x)).collect(),
-        Data::Bool(v) => v.iter().map(|&x| Scalar::B(x)).collect(),
-    };
     Value {
         ty: TensorType::new(t.dtype(), t.shape.iter().map(|&d| d as i64).collect()),
-        data,
+        data: t.data.clone(),
     }
 }
 
+/// An interpreter value as a tensor (a copy of its data).
 pub fn to_tensor(v: &Value) -> Tensor {
-    let data = match v.ty.dtype {
-        DType::F32 => Data::F32(v.data.iter().map(|s| s.as_f64() as f32).collect()),
-        DType::F64 => Data::F64(v.data.iter().map(|s| s.as_f64()).collect()),
-        DType::I32 => Data::I32(v.data.iter().map(|s| s.as_i64() as i32).collect()),
-        DType::I64 => Data::I64(v.data.iter().map(|s| s.as_i64()).collect()),
-        DType::Bool => Data::Bool(v.data.iter().map(|s| s.as_bool()).collect()),
-    };
     Tensor {
         shape: v.ty.shape.iter().map(|&d| d as usize).collect(),
-        data,
+        data: v.data.clone(),
     }
 }
 
@@ -152,8 +209,8 @@ pub(crate) fn for_each_coord(shape: &[i64], mut f: impl FnMut(&[i64])) {
     }
 }
 
-fn generate(kind: &GenKind, ty: &TensorType) -> Value {
-    let mut data = Vec::with_capacity(ty.elements().max(0) as usize);
+fn generate(kind: &GenKind, ty: &TensorType) -> Result<Value, NoMemory> {
+    let mut data = store::with_capacity(ty.dtype, ty.elements())?;
     let lit = |l: Literal| match l {
         Literal::Int(v) => Scalar::I(v),
         Literal::Float(v) => Scalar::F(v),
@@ -167,10 +224,10 @@ fn generate(kind: &GenKind, ty: &TensorType) -> Value {
             GenKind::Iota { axis } => Scalar::I(c[axis]),
             GenKind::Rand { seed } => scalar::random(seed, c, ty.dtype),
         };
-        data.push(s.cast(ty.dtype));
+        store::push(&mut data, s.cast(ty.dtype));
     });
-    Value {
+    Ok(Value {
         ty: ty.clone(),
         data,
-    }
+    })
 }

@@ -67,17 +67,22 @@ pub fn unary(op: UnOp, a: Scalar, d: DType) -> Scalar {
     )
 }
 
-/// NaN-propagating max/min, as numpy's `maximum`/`minimum`.
+/// max/min as numpy's `maximum`/`minimum` on x86-64: a NaN first operand is returned, else
+/// `a` if it is strictly greater (less), else `b`; so ties (`-0.0` vs `0.0`) give the second
+/// operand and a NaN second operand propagates.
 fn extremum(a: Scalar, b: Scalar, max: bool) -> Scalar {
-    match (a, b) {
-        (Scalar::F(x), Scalar::F(y)) => Scalar::F(if x.is_nan() || y.is_nan() {
-            f64::NAN
-        } else if max {
-            x.max(y)
+    let wins = |o: Option<std::cmp::Ordering>| {
+        o == Some(if max {
+            std::cmp::Ordering::Greater
         } else {
-            x.min(y)
-        }),
-        (Scalar::I(x), Scalar::I(y)) => Scalar::I(if max { x.max(y) } else { x.min(y) }),
+            std::cmp::Ordering::Less
+        })
+    };
+    match (a, b) {
+        (Scalar::F(x), Scalar::F(_)) if x.is_nan() => a,
+        (Scalar::F(x), Scalar::F(y)) if wins(x.partial_cmp(&y)) => a,
+        (Scalar::I(x), Scalar::I(y)) if wins(Some(x.cmp(&y))) => a,
+        (Scalar::F(_), Scalar::F(_)) | (Scalar::I(_), Scalar::I(_)) => b,
         _ => unreachable!("the verifier types both operands alike"),
     }
 }

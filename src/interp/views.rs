@@ -1,6 +1,7 @@
 //! Selectors in the interpreter: each output element is gathered from the operand element the
 //! view maps it to (or is the pad constant). This is the definition of every view.
 
+use super::store::{self, NoMemory};
 use super::{for_each_coord, Value};
 use crate::ir::graph::{PadMode, View};
 use crate::ir::instance::Scalar;
@@ -130,14 +131,15 @@ fn source(v: &View, ins: &[&TensorType], c: &[i64]) -> From {
 }
 
 /// Materializes view `v` of `args` with result type `ty`.
-pub fn eval(v: &View, args: &[&Value], ty: TensorType) -> Value {
+pub fn eval(v: &View, args: &[&Value], ty: TensorType) -> Result<Value, NoMemory> {
     let ins: Vec<&TensorType> = args.iter().map(|a| &a.ty).collect();
-    let mut data = Vec::with_capacity(ty.elements().max(0) as usize);
+    let mut data = store::with_capacity(ty.dtype, ty.elements())?;
     for_each_coord(&ty.shape, |c| {
-        data.push(match source(v, &ins, c) {
-            From::Arg(k, src) => args[k].data[ravel(&src, &ins[k].shape) as usize],
+        let s = match source(v, &ins, c) {
+            From::Arg(k, src) => args[k].get(ravel(&src, &ins[k].shape) as usize),
             From::Const(s) => s.cast(ty.dtype),
-        })
+        };
+        store::push(&mut data, s);
     });
-    Value { ty, data }
+    Ok(Value { ty, data })
 }

@@ -135,10 +135,19 @@ pub fn floor_div(a: i64, b: i64) -> Option<i64> {
     })
 }
 
-/// Python's `%`: the result has the sign of the divisor.
+/// Python's `%`: the result has the sign of the divisor; `None` only on division by zero.
+/// Computed from the truncated remainder, never as `a - q·b`, which can overflow.
 pub fn floor_mod(a: i64, b: i64) -> Option<i64> {
-    let q = floor_div(a, b)?;
-    a.checked_sub(q.checked_mul(b)?)
+    if b == 0 {
+        return None;
+    }
+    // `wrapping_rem` only wraps for `MIN % -1`, whose remainder is 0.
+    let r = a.wrapping_rem(b);
+    Some(if r != 0 && (r < 0) != (b < 0) {
+        r + b
+    } else {
+        r
+    })
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -5,6 +5,7 @@
 mod bind;
 mod instance;
 mod kernel;
+mod size;
 mod views;
 
 pub use bind::Site;
@@ -75,6 +76,7 @@ fn verify_graph(m: &Module, g: &mut Graph, diags: &mut Diagnostics) -> GraphFact
             Ok(tys) => assign_types(g, n, tys, diags),
         }
     }
+    size::check_graph(g, &facts, diags);
     check_acyclic(g, diags);
     facts
 }

@@ -1,0 +1,89 @@
+//! The fuzzer at scale: `cargo bench --bench fuzz [-- --count N --pipelines P --native K
+//! --seed S]` runs N inputs (default 1,000,000) through every stage of `tests/fuzzing`: P
+//! random pass pipelines (default N/5000), each output re-parsed, verified and run against the
+//! interpreter; K random graphs compiled and run natively (default N/25000); the rest
+//! mutated examples and token soup through the front end. It prints the count per stage, the
+//! time and every finding, and exits 1 if there was any.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/fuzzing/mod.rs"]
+mod fuzzing;
+
+use std::time::{Duration, Instant};
+
+fn arg(args: &[String], name: &str, default: u64) -> u64 {
+    match args.iter().position(|a| a == name) {
+        Some(i) => {
+            let v = args
+                .get(i + 1)
+                .unwrap_or_else(|| panic!("{name} needs a value"));
+            let v = v.replace('_', "");
+            v.strip_prefix("0x")
+                .map_or_else(|| v.parse(), |h| u64::from_str_radix(h, 16))
+                .unwrap_or_else(|_| panic!("{name}: not a number: {v}"))
+        }
+        None => default,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let count = arg(&args, "--count", 1_000_000);
+    let seed = arg(&args, "--seed", 0xf022_5eed);
+    let pipelines = arg(&args, "--pipelines", count / 5000);
+    let native = arg(&args, "--native", count / 25000);
+    assert!(
+        pipelines + native <= count,
+        "--pipelines + --native exceed --count"
+    );
+    let plan = fuzzing::Plan {
+        seed,
+        front_end: count - pipelines - native,
+        pipelines,
+        native,
+    };
+    println!("fuzz: {plan:?}");
+    let start = Instant::now();
+    let mut last = Instant::now();
+    let mut findings: Vec<(String, String)> = Vec::new();
+    let c = fuzzing::run(
+        plan,
+        &mut |stage, e| {
+            eprintln!("FINDING [{stage}] {e}");
+            findings.push((stage.to_string(), e));
+        },
+        &mut |c| {
+            if last.elapsed() > Duration::from_secs(15) {
+                last = Instant::now();
+                println!(
+                    "  {:>9} inputs, {:.0} s",
+                    c.total(),
+                    start.elapsed().as_secs_f64()
+                );
+            }
+        },
+    );
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "front end: {} mutated examples + {} token soups",
+        c.mutated, c.soup
+    );
+    println!(
+        "pipelines: {} random graphs through random pass pipelines ({} declined by a pass with a diagnostic)",
+        c.pipelines, c.declined
+    );
+    println!(
+        "native:    {} random graphs compiled (JIT) and run on 1 and 2 threads",
+        c.native
+    );
+    println!(
+        "total:     {} inputs in {secs:.1} s; {} findings ({} panics)",
+        c.total(),
+        findings.len(),
+        findings.iter().filter(|f| f.1.starts_with("PANIC")).count()
+    );
+    if !findings.is_empty() {
+        std::process::exit(1);
+    }
+}

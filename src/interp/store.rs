@@ -1,0 +1,74 @@
+//! Typed storage for the interpreter's values: a tensor is held in its dtype (4 bytes per f32,
+//! 1 per bool), as the runtime's [`Data`], and read and written one [`Scalar`] at a time.
+//! Buffers are reserved fallibly, so a value too big for memory is an error, not an abort.
+
+use crate::ir::instance::Scalar;
+use crate::ir::DType;
+use tapc_runtime::Data;
+
+/// A buffer that could not be allocated, and how many bytes it needed.
+#[derive(Debug)]
+pub struct NoMemory {
+    pub bytes: u128,
+}
+
+fn reserve<T>(len: usize) -> Result<Vec<T>, NoMemory> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| NoMemory {
+        bytes: len as u128 * std::mem::size_of::<T>() as u128,
+    })?;
+    Ok(v)
+}
+
+/// An empty buffer of `dtype` with room for `len` elements.
+pub fn with_capacity(dtype: DType, len: i64) -> Result<Data, NoMemory> {
+    let len = usize::try_from(len.max(0)).map_err(|_| NoMemory {
+        bytes: len as u128 * dtype.size_bytes() as u128,
+    })?;
+    Ok(match dtype {
+        DType::F32 => Data::F32(reserve(len)?),
+        DType::F64 => Data::F64(reserve(len)?),
+        DType::I32 => Data::I32(reserve(len)?),
+        DType::I64 => Data::I64(reserve(len)?),
+        DType::Bool => Data::Bool(reserve(len)?),
+    })
+}
+
+/// A copy of `d`, allocated fallibly.
+pub fn try_clone(d: &Data) -> Result<Data, NoMemory> {
+    fn copy<T: Copy>(v: &[T]) -> Result<Vec<T>, NoMemory> {
+        let mut out = reserve(v.len())?;
+        out.extend_from_slice(v);
+        Ok(out)
+    }
+    Ok(match d {
+        Data::F32(v) => Data::F32(copy(v)?),
+        Data::F64(v) => Data::F64(copy(v)?),
+        Data::I32(v) => Data::I32(copy(v)?),
+        Data::I64(v) => Data::I64(copy(v)?),
+        Data::Bool(v) => Data::Bool(copy(v)?),
+    })
+}
+
+/// Appends `s`, converted to the buffer's dtype. Values are already rounded to their dtype
+/// (f32 after every operation, i32 wrapped), so this loses nothing.
+pub fn push(d: &mut Data, s: Scalar) {
+    match d {
+        Data::F32(v) => v.push(s.as_f64() as f32),
+        Data::F64(v) => v.push(s.as_f64()),
+        Data::I32(v) => v.push(s.as_i64() as i32),
+        Data::I64(v) => v.push(s.as_i64()),
+        Data::Bool(v) => v.push(s.as_bool()),
+    }
+}
+
+/// Element `i` as a scalar (floats widened to f64, ints to i64).
+pub fn get(d: &Data, i: usize) -> Scalar {
+    match d {
+        Data::F32(v) => Scalar::F(v[i] as f64),
+        Data::F64(v) => Scalar::F(v[i]),
+        Data::I32(v) => Scalar::I(v[i] as i64),
+        Data::I64(v) => Scalar::I(v[i]),
+        Data::Bool(v) => Scalar::B(v[i]),
+    }
+}
