@@ -5,9 +5,9 @@
 //!
 //! Integer and bool results must be bit-exact. Float results must satisfy
 //! `|native - interp| <= 1e-4 * |interp| + 1e-5` elementwise (NaN matches NaN, infinities
-//! must be equal): f32 `exp` is a polynomial within ~1 ulp, and float sums vectorised along a
-//! contiguous reduction are reassociated (see `src/codegen/kernel.rs`); everything else is
-//! computed exactly as the interpreter does.
+//! must be equal): the math functions are polynomials within a few ulps (`src/codegen/math.rs`,
+//! `tests/math.rs`), and float sums vectorised along a contiguous reduction are reassociated
+//! (see `src/codegen/kernel.rs`); everything else is computed exactly as the interpreter does.
 
 mod common;
 
