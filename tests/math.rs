@@ -8,9 +8,9 @@
 
 mod common;
 
+use common::Rng;
 use std::collections::HashMap;
 use tapc_runtime::exec::Options;
-use common::Rng;
 use tapc_runtime::{Data, Tensor};
 
 struct Case {

@@ -201,6 +201,9 @@ fn every_example_matches_the_interpreter() {
     let mut files = Vec::new();
     teg_files(&root().join("examples"), &mut files);
     assert!(files.len() >= 4);
+    // Its 14M weight elements are over the limit above; tests/transformer.rs compares it with
+    // the interpreter and numpy instead.
+    files.retain(|f| !f.ends_with("transformer.teg"));
     for f in files {
         let src = std::fs::read_to_string(&f).unwrap();
         assert_source(&f.display().to_string(), &src);
