@@ -38,7 +38,7 @@ const CASES: &[Case] = &[
     Case {
         name: "tanh",
         reference: |x, _| x.tanh(),
-        bound: (1.0, 3.0),
+        bound: (2.0, 3.0),
         binary: false,
     },
     Case {

@@ -10,8 +10,8 @@
 //!
 //! f64 is the working precision: f32 arguments are widened, computed in f64 and rounded once,
 //! so f32 results are within 1 ulp (almost always correctly rounded), matching the
-//! interpreter's "f64 libm, rounded to f32". The exception is f32 `exp`, an f32 polynomial
-//! (Cephes `expf`, ≤ 1 ulp) because it is the hot function of softmax. Measured accuracy of
+//! interpreter's "f64 libm, rounded to f32". The exceptions are f32 `exp` and `tanh`, f32
+//! polynomials (Cephes `expf`, `tanhf`) because they are the hot functions of softmax and GELU. Measured accuracy of
 //! every function is in `docs/teg.md` §"Accuracy of math functions" and checked by
 //! `tests/math.rs`.
 
@@ -68,8 +68,10 @@ impl<'ctx> Gen<'_, 'ctx> {
     /// `f` applied to float arguments of dtype `d`, or `None` when `f` is not one of the
     /// functions of this module.
     pub fn math(&self, f: Func, args: &[V<'ctx>], d: DType) -> Option<V<'ctx>> {
-        if f == Func::Exp && d == DType::F32 {
-            return Some(self.exp_f32(args[0]));
+        match (f, d) {
+            (Func::Exp, DType::F32) => return Some(self.exp_f32(args[0])),
+            (Func::Tanh, DType::F32) => return Some(self.tanh_f32(args[0])),
+            _ => {}
         }
         let wide: Vec<V<'ctx>> = args.iter().map(|&a| self.cast(a, d, DType::F64)).collect();
         let x = wide[0];
@@ -254,6 +256,34 @@ impl<'ctx> Gen<'_, 'ctx> {
         let n1 = self.bin(Op::AShr, ni, self.ki(ni, 1));
         let n2 = self.bin(Op::Sub, ni, n1);
         let res = self.mul(self.mul(y, self.pow2i(n1)), self.pow2i(n2));
+        self.select(self.fcmp(P::UNO, x, x), x, res)
+    }
+
+    /// `tanh` of f32 in f32 (GELU's hot function): Cephes `tanhf`, an odd polynomial below
+    /// |x| = 0.625 and `1 − 2/(e^(2|x|) + 1)` above, with the sign of x.
+    pub fn tanh_f32(&self, x: V<'ctx>) -> V<'ctx> {
+        let c = |v: f64| self.c_like(x, self.konst(Scalar::F(v), DType::F32));
+        let a = self.fabs(x);
+        let e = self.exp_f32(self.bin(Op::FMul, a, c(2.0)));
+        let big = self.bin(
+            Op::FSub,
+            c(1.0),
+            self.bin(Op::FDiv, c(2.0), self.bin(Op::FAdd, e, c(1.0))),
+        );
+        let z = self.bin(Op::FMul, x, x);
+        let mut p = c(-5.704_988_727_45e-3);
+        for k in [
+            2.063_908_879_54e-2,
+            -5.373_971_555_31e-2,
+            1.333_144_220_36e-1,
+            -3.333_328_194_22e-1,
+        ] {
+            p = self.bin(Op::FAdd, self.bin(Op::FMul, p, z), c(k));
+        }
+        let small = self.bin(Op::FAdd, self.bin(Op::FMul, self.bin(Op::FMul, p, z), x), x);
+        let is_big = self.fcmp(P::OGT, a, c(0.625));
+        // The sign is copied, not computed: the polynomial gives +0 for −0.
+        let res = self.copysign(self.select(is_big, big, small), x);
         self.select(self.fcmp(P::UNO, x, x), x, res)
     }
 
