@@ -26,9 +26,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def softmax(np, x):
-    m = x.max(axis=1, keepdims=True)
+    m = x.max(axis=-1, keepdims=True)
     e = np.exp(x - m)
-    return e / e.sum(axis=1, keepdims=True)
+    return e / e.sum(axis=-1, keepdims=True)
 
 
 def conv2d(np, x, f):
@@ -36,6 +36,40 @@ def conv2d(np, x, f):
     win = np.lib.stride_tricks.sliding_window_view(xp[0], (3, 3), axis=(1, 2))  # C, H, W, 3, 3
     cols = win.transpose(1, 2, 0, 3, 4).reshape(56 * 56, 64 * 9)
     return (f.reshape(64, 64 * 9) @ cols.T).reshape(1, 64, 56, 56)
+
+
+def layernorm(np, x, g, b):
+    mu = x.mean(axis=-1, keepdims=True)
+    c = x - mu
+    var = (c * c).mean(axis=-1, keepdims=True)
+    return c / np.sqrt(var + np.float32(1e-5)) * g + b
+
+
+def gelu(np, x):
+    f32 = np.float32
+    return f32(0.5) * x * (f32(1) + np.tanh(f32(0.7978845608) * (x + f32(0.044715) * x * x * x)))
+
+
+def transformer(np, x, w={}):
+    """examples/transformer.teg's block; weights are made on the first (warm-up) call."""
+    f32 = np.float32
+    T, D, H, E, F = x.shape[0], 768, 12, 64, 3072
+    if not w:
+        rng = np.random.default_rng(0)
+
+        def u(*shape, m=0.05, one=0.0):
+            return (rng.random(shape, dtype=f32) * f32(2) - f32(1)) * f32(m) + f32(one)
+
+        w.update(qkv=u(D, 3 * D), bqkv=u(3 * D, m=0.02), o=u(D, D), bo=u(D, m=0.02),
+                 fc=u(D, F), bfc=u(F, m=0.02), proj=u(F, D, m=0.025), bproj=u(D, m=0.02),
+                 g1=u(D, m=0.1, one=1.0), b1=u(D, m=0.1), g2=u(D, m=0.1, one=1.0), b2=u(D, m=0.1))
+    qkv = layernorm(np, x, w["g1"], w["b1"]) @ w["qkv"] + w["bqkv"]
+    q, k, v = (qkv[:, i * D:(i + 1) * D].reshape(T, H, E).transpose(1, 0, 2) for i in range(3))
+    s = np.where(np.tri(T, dtype=bool), q @ k.transpose(0, 2, 1) / f32(np.sqrt(E)), f32(-1e30))
+    p = softmax(np, s)
+    x1 = x + (p @ v).transpose(1, 0, 2).reshape(T, D) @ w["o"] + w["bo"]
+    f = gelu(np, layernorm(np, x1, w["g2"], w["b2"]) @ w["fc"] + w["bfc"])
+    return x1 + f @ w["proj"] + w["bproj"]
 
 
 def workloads(np):
@@ -46,6 +80,9 @@ def workloads(np):
         "elementwise": lambda d: np.maximum(d["x"] * f32(1.5) + f32(0.25), 0) * f32(2),
         "softmax": lambda d: softmax(np, d["x"]),
         "conv2d": lambda d: conv2d(np, d["x"], d["f"]),
+        "gelu": lambda d: gelu(np, d["x"]),
+        "layernorm": lambda d: layernorm(np, d["x"], d["g"], d["b"]),
+        "transformer": lambda d: transformer(np, d["x"]),
     }
 
 

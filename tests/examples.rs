@@ -6,7 +6,13 @@ use std::collections::HashMap;
 use tapc::syntax::printer::print_module;
 use tapc_runtime::npy;
 
-const EXAMPLES: &[&str] = &["mlp.teg", "conv.teg", "softmax.teg", "attention.teg"];
+const EXAMPLES: &[&str] = &[
+    "mlp.teg",
+    "conv.teg",
+    "softmax.teg",
+    "attention.teg",
+    "transformer.teg",
+];
 
 #[test]
 fn examples_round_trip_through_the_printer() {

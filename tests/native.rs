@@ -5,9 +5,9 @@
 //!
 //! Integer and bool results must be bit-exact. Float results must satisfy
 //! `|native - interp| <= 1e-4 * |interp| + 1e-5` elementwise (NaN matches NaN, infinities
-//! must be equal): f32 `exp` is a polynomial within ~1 ulp, and float sums vectorised along a
-//! contiguous reduction are reassociated (see `src/codegen/kernel.rs`); everything else is
-//! computed exactly as the interpreter does.
+//! must be equal): the math functions are polynomials within a few ulps (`src/codegen/math.rs`,
+//! `tests/math.rs`), and float sums vectorised along a contiguous reduction are reassociated
+//! (see `src/codegen/kernel.rs`); everything else is computed exactly as the interpreter does.
 
 mod common;
 
@@ -201,6 +201,9 @@ fn every_example_matches_the_interpreter() {
     let mut files = Vec::new();
     teg_files(&root().join("examples"), &mut files);
     assert!(files.len() >= 4);
+    // Its 14M weight elements are over the limit above; tests/transformer.rs compares it with
+    // the interpreter and numpy instead.
+    files.retain(|f| !f.ends_with("transformer.teg"));
     for f in files {
         let src = std::fs::read_to_string(&f).unwrap();
         assert_source(&f.display().to_string(), &src);

@@ -96,6 +96,10 @@ fn weak(e: &CExpr) -> W {
         CKind::Call(Func::Select, a) => join(weak(&a[1]), weak(&a[2])),
         CKind::Call(Func::Max | Func::Min, a) => join(weak(&a[0]), weak(&a[1])),
         CKind::Call(Func::Abs, a) => weak(&a[0]),
+        CKind::Call(Func::Pow, a) => match join(weak(&a[0]), weak(&a[1])) {
+            W::Strong => W::Strong,
+            _ => W::Float,
+        },
         CKind::Call(_, a) => match weak(&a[0]) {
             W::Strong => W::Strong,
             _ => W::Float,
@@ -411,7 +415,7 @@ impl Emitter<'_> {
                 let inner = self.expr(a, cast_default(weak(a)), scope)?;
                 KExprKind::Call(Func::Cast(*d), vec![inner])
             }
-            CKind::Call(f @ (Func::Max | Func::Min), args) => {
+            CKind::Call(f @ (Func::Max | Func::Min | Func::Pow), args) => {
                 let (a, b) = self.pair(&args[0], &args[1], false, scope)?;
                 KExprKind::Call(*f, vec![a, b])
             }

@@ -853,7 +853,8 @@ pub fn ident_ok(s: &str) -> bool {
     const RESERVED: &[&str] = &[
         "op", "extern", "graph", "apply", "source", "sink", "sequence", "index", "cost", "on",
         "true", "false", "f32", "f64", "i32", "i64", "bool", "exp", "log", "sqrt", "tanh", "abs",
-        "sin", "cos", "floor", "ceil", "max", "min", "select", "sum", "prod", "pin",
+        "sin", "cos", "erf", "atan", "asin", "acos", "pow", "floor", "ceil", "max", "min",
+        "select", "sum", "prod", "pin",
     ];
     let mut cs = s.chars();
     matches!(cs.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')

@@ -16,6 +16,7 @@
 pub mod copy;
 pub mod kernel;
 pub mod link;
+pub mod math;
 pub mod ops;
 pub mod ptr;
 pub mod schedule;

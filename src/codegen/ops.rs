@@ -2,12 +2,11 @@
 //! counterpart of `interp/scalar.rs`.
 //!
 //! - f32 `+ - * /`, `sqrt`, `floor`, `ceil`, `abs` are single IEEE operations (what the
-//!   interpreter's "compute in f64, round to f32" yields for them); `%` and `log`, `tanh`,
-//!   `sin`, `cos` of f32 are computed in f64 (the same libm) and rounded, as the interpreter
-//!   does, so they match bit for bit.
-//! - `exp` of f32 is an inline polynomial (Cephes `expf`, ~1 ulp) so it vectorises; it is the
-//!   one f32 function that may differ from the interpreter in the last bits. f64 `exp` calls
-//!   libm like the interpreter.
+//!   interpreter's "compute in f64, round to f32" yields for them); `%` of f32 is computed in
+//!   f64 and rounded, as the interpreter does, so they match bit for bit.
+//! - `exp log tanh sin cos erf atan asin acos pow` are the vectorisable polynomials of
+//!   `math.rs`, within a few ulps of the interpreter's libm (documented per function in
+//!   `docs/teg.md`).
 //! - Integers wrap; `/` is floor division and `%` its remainder, with `x / 0 == 0`,
 //!   `x % 0 == 0` and `MIN / -1 == MIN` (no traps, also in masked-off vector lanes).
 //! - `max`/`min` propagate NaN (numpy's `maximum`/`minimum`); casts saturate like Rust `as`.
@@ -127,7 +126,7 @@ impl<'ctx> Gen<'_, 'ctx> {
             .into()
     }
 
-    fn both(&self, a: V<'ctx>, b: V<'ctx>) -> (V<'ctx>, V<'ctx>) {
+    pub(super) fn both(&self, a: V<'ctx>, b: V<'ctx>) -> (V<'ctx>, V<'ctx>) {
         if Self::is_vec(a) || Self::is_vec(b) {
             (self.splat(a), self.splat(b))
         } else {
@@ -144,7 +143,7 @@ impl<'ctx> Gen<'_, 'ctx> {
     }
 
     /// A constant like `v` (splat when `v` is a vector).
-    fn c_like(&self, v: V<'ctx>, c: V<'ctx>) -> V<'ctx> {
+    pub(super) fn c_like(&self, v: V<'ctx>, c: V<'ctx>) -> V<'ctx> {
         match v {
             BasicValueEnum::VectorValue(x) => {
                 let n = x.get_type().get_size();
@@ -254,34 +253,6 @@ impl<'ctx> Gen<'_, 'ctx> {
             .try_as_basic_value()
             .basic()
             .expect("a value-returning call")
-    }
-
-    /// `double name(double)` from libm, applied lane by lane to vectors.
-    fn libm(&self, name: &str, v: V<'ctx>) -> V<'ctx> {
-        let f64t = self.cx.f64_type();
-        let f = self.m.get_function(name).unwrap_or_else(|| {
-            self.m
-                .add_function(name, f64t.fn_type(&[f64t.into()], false), None)
-        });
-        match v {
-            BasicValueEnum::VectorValue(x) => {
-                let mut out = x.get_type().get_undef();
-                for l in 0..x.get_type().get_size() {
-                    let idx = self.i32c(l as i64);
-                    let e = self
-                        .b
-                        .build_extract_element(x, idx, "")
-                        .expect("positioned");
-                    let r = self.call(f, &[e]);
-                    out = self
-                        .b
-                        .build_insert_element(out, r, idx, "")
-                        .expect("positioned");
-                }
-                out.into()
-            }
-            x => self.call(f, &[x]),
-        }
     }
 
     // ---- TEG operations ----
@@ -468,22 +439,20 @@ impl<'ctx> Gen<'_, 'ctx> {
                 unsupported(format!("{name} of {}", ad[0]))
             }
         };
-        let via_f64 = |name: &str| -> R<V<'ctx>> {
-            need_float(name)?;
-            let xd = self.cast(x, ad[0], DType::F64);
-            let r = match name {
-                "tanh" => self.libm("tanh", xd),
-                _ => self.intrinsic(&format!("llvm.{name}"), &[xd.get_type()], &[xd]),
-            };
-            Ok(self.cast(r, DType::F64, ad[0]))
-        };
         Ok(match f {
-            Func::Exp if ad[0] == DType::F32 => self.exp_f32(x),
-            Func::Exp => via_f64("exp")?,
-            Func::Log => via_f64("log")?,
-            Func::Tanh => via_f64("tanh")?,
-            Func::Sin => via_f64("sin")?,
-            Func::Cos => via_f64("cos")?,
+            Func::Exp
+            | Func::Log
+            | Func::Tanh
+            | Func::Sin
+            | Func::Cos
+            | Func::Erf
+            | Func::Atan
+            | Func::Asin
+            | Func::Acos
+            | Func::Pow => {
+                need_float(f.name())?;
+                self.math(f, args, ad[0]).expect("a math function")
+            }
             Func::Sqrt | Func::Floor | Func::Ceil => {
                 need_float(f.name())?;
                 let name = format!("llvm.{}", f.name());
@@ -507,49 +476,6 @@ impl<'ctx> Gen<'_, 'ctx> {
                 self.cast(x, ad[0], to)
             }
         })
-    }
-
-    /// `exp` of f32 (scalar or vector): Cephes `expf`, with the power of two applied in two
-    /// halves so results down to the subnormal range and up to `FLT_MAX` are right.
-    pub fn exp_f32(&self, x: V<'ctx>) -> V<'ctx> {
-        let c = |v: f64| self.c_like(x, self.f(DType::F32, v));
-        let ci = |v: i64| self.c_like(x, self.konst(Scalar::I(v), DType::I32));
-        let hi = self.fcmp(FloatPredicate::OGT, x, c(88.8));
-        let xc = self.select(hi, c(88.8), x);
-        let lo = self.fcmp(FloatPredicate::OLT, xc, c(-104.0));
-        let xc = self.select(lo, c(-104.0), xc);
-        let t = self.bin(Op::FMul, xc, c(std::f64::consts::LOG2_E));
-        let fx = self.intrinsic("llvm.rint", &[t.get_type()], &[t]);
-        let r = self.bin(Op::FSub, xc, self.bin(Op::FMul, fx, c(0.693_359_375)));
-        let r = self.bin(Op::FSub, r, self.bin(Op::FMul, fx, c(-2.121_944_4e-4)));
-        let coeffs = [
-            1.987_569_15e-4,
-            1.398_199_950_7e-3,
-            8.333_451_907_3e-3,
-            4.166_579_589_4e-2,
-            1.666_666_545_9e-1,
-            5.000_000_120_1e-1,
-        ];
-        let mut y = c(coeffs[0]);
-        for &k in &coeffs[1..] {
-            y = self.bin(Op::FAdd, self.bin(Op::FMul, y, r), c(k));
-        }
-        let z = self.bin(Op::FMul, r, r);
-        let y = self.bin(
-            Op::FAdd,
-            self.bin(Op::FAdd, self.bin(Op::FMul, y, z), r),
-            c(1.0),
-        );
-        let n = self.cast_to(Op::FPToSI, fx, self.cx.i32_type().into());
-        let n1 = self.bin(Op::AShr, n, ci(1));
-        let n2 = self.bin(Op::Sub, n, n1);
-        let pow2 = |k: V<'ctx>| {
-            let e = self.bin(Op::Shl, self.bin(Op::Add, k, ci(127)), ci(23));
-            self.cast_to(Op::BitCast, e, self.cx.f32_type().into())
-        };
-        let res = self.bin(Op::FMul, self.bin(Op::FMul, y, pow2(n1)), pow2(n2));
-        let nan = self.fcmp(FloatPredicate::UNO, x, x);
-        self.select(nan, x, res)
     }
 
     /// The identity of a reduction.

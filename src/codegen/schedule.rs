@@ -3,9 +3,9 @@
 //! Every value lives in a strided view of a buffer (element offset and strides). Sources get a
 //! buffer each; `zeros`/`ones`/`full` are one constant element seen through all-zero strides;
 //! `iota`/`rand` are computed by generator kernels. Strided-representable selectors
-//! (transpose, slice, reverse, broadcast, squeeze, unsqueeze, reshape of a contiguous view)
-//! only change the view; the others (concat, interleave, repeat, pad, reshape of a
-//! non-contiguous view) are materialized by gather kernels. An apply output (or a concat result)
+//! (transpose, slice, reverse, broadcast, squeeze, unsqueeze, and a reshape whose merged dims
+//! are contiguous among themselves, such as splitting the heads of a column slice) only change
+//! the view; the others (concat, interleave, repeat, pad, other reshapes) are materialized by gather kernels. An apply output (or a concat result)
 //! that feeds a concat/interleave is *placed* into its region of the assembled buffer, so a
 //! sharded apply writes its shard straight into the concatenated result (zero-copy concat):
 //! regions of one buffer are disjoint by construction, which is what licenses `noalias` on
@@ -123,15 +123,45 @@ pub fn row_major(shape: &[i64]) -> Vec<i64> {
     s
 }
 
-fn is_contiguous(shape: &[i64], strides: &[i64]) -> bool {
-    let mut want = 1;
-    for d in (0..shape.len()).rev() {
-        if shape[d] != 1 && strides[d] != want {
-            return false;
-        }
-        want *= shape[d];
+/// The strides that show a view of `shape`/`strides` as `new` (same elements, row-major
+/// order) without a copy, or `None` when some merged group of dims is not contiguous within
+/// itself (numpy's no-copy reshape rule).
+fn reshape_strides(shape: &[i64], strides: &[i64], new: &[i64]) -> Option<Vec<i64>> {
+    if shape.contains(&0) || new.contains(&0) {
+        return Some(row_major(new));
     }
-    true
+    let (os, ot): (Vec<i64>, Vec<i64>) = shape
+        .iter()
+        .zip(strides)
+        .filter(|(&n, _)| n != 1)
+        .map(|(&n, &s)| (n, s))
+        .unzip();
+    let mut out = vec![0; new.len()];
+    let (mut oi, mut ni) = (0, 0);
+    while oi < os.len() {
+        // The smallest groups old[oi..oj] and new[ni..nj] with equal element counts.
+        let (mut oj, mut nj) = (oi + 1, ni + 1);
+        let (mut op, mut np) = (os[oi], *new.get(ni)?);
+        while op != np {
+            if np < op {
+                np *= *new.get(nj)?;
+                nj += 1;
+            } else {
+                op *= *os.get(oj)?;
+                oj += 1;
+            }
+        }
+        if (oi..oj - 1).any(|k| ot[k] != ot[k + 1] * os[k + 1]) {
+            return None;
+        }
+        out[nj - 1] = ot[oj - 1];
+        for k in (ni + 1..nj).rev() {
+            out[k - 1] = out[k] * new[k];
+        }
+        (oi, ni) = (oj, nj);
+    }
+    // Trailing size-1 dims (any stride reads the one element).
+    Some(out)
 }
 
 fn scalar_of(l: Literal) -> Scalar {
@@ -606,10 +636,12 @@ impl Builder<'_> {
             View::Reshape { .. } => {
                 if a0.strides.iter().all(|&s| s == 0) {
                     l.strides = vec![0; out_ty.rank()];
+                } else if let Some(strides) = reshape_strides(&a0.shape, &a0.strides, &out_ty.shape)
+                {
+                    // e.g. [T, D] column slice → [T, H, E] heads: still a strided view.
+                    l.strides = strides;
                 } else {
-                    let src = if is_contiguous(&a0.shape, &a0.strides) {
-                        a0.clone()
-                    } else {
+                    let src = {
                         let mut c = Loc {
                             buffer: self.new_buffer(
                                 a0.elements() * a0.dtype.size_bytes() as i64,
@@ -696,5 +728,32 @@ impl Builder<'_> {
             l.offset = 0;
         }
         Ok(l)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reshape_strides;
+
+    #[test]
+    fn reshapes_that_keep_merged_dims_contiguous_are_views() {
+        // Columns 768..1536 of a [T, 2304] buffer split into 12 heads of 64.
+        assert_eq!(
+            reshape_strides(&[8, 768], &[2304, 1], &[8, 12, 64]),
+            Some(vec![2304, 64, 1])
+        );
+        // A reversed row split in two, size-1 dims in and out, a prime-sized dim (a size-1
+        // dim inside a group gets the row-major stride; it is never stepped).
+        assert_eq!(
+            reshape_strides(&[1, 6, 7], &[42, -7, 1], &[2, 3, 1, 7]),
+            Some(vec![-21, -7, 7, 1])
+        );
+        assert_eq!(
+            reshape_strides(&[5, 1, 3], &[6, 3, 2], &[5, 3, 1]),
+            Some(vec![6, 2, 0])
+        );
+        // Merging a transposed pair, or a slice's rows with its columns, needs a copy.
+        assert_eq!(reshape_strides(&[4, 3], &[1, 4], &[12]), None);
+        assert_eq!(reshape_strides(&[8, 768], &[2304, 1], &[6144]), None);
     }
 }

@@ -97,6 +97,11 @@ pub fn call(f: Func, args: &[Scalar], d: DType) -> Scalar {
         Func::Tanh => float(f64::tanh),
         Func::Sin => float(f64::sin),
         Func::Cos => float(f64::cos),
+        Func::Erf => float(libm::erf),
+        Func::Atan => float(f64::atan),
+        Func::Asin => float(f64::asin),
+        Func::Acos => float(f64::acos),
+        Func::Pow => Scalar::F(x.as_f64().powf(args[1].as_f64())),
         Func::Floor => float(f64::floor),
         Func::Ceil => float(f64::ceil),
         Func::Abs => match x {

@@ -473,7 +473,7 @@ impl Cx<'_> {
                 let Some(f) = Func::from_name(&func.text) else {
                     self.report(
                         err(codes::UNKNOWN_FUNCTION, format!("unknown function `{}`", func.text), func.span, "not a kernel function")
-                            .note("functions: exp log sqrt tanh abs sin cos floor ceil max min select, and casts f32 f64 i32 i64 bool"),
+                            .note("functions: exp log sqrt tanh abs sin cos erf atan asin acos floor ceil max min pow select, and casts f32 f64 i32 i64 bool"),
                     );
                     return None;
                 };

@@ -725,6 +725,19 @@ impl Lx<'_> {
                 ty
             }
             Func::Abs => cargs[0].1,
+            Func::Pow => match self.unify(cargs[0].1, cargs[1].1, span)? {
+                Ty::Known(d) if !d.is_float() => {
+                    return bad(self, "needs float arguments (cast ints with `f32(...)`)")
+                }
+                Ty::Known(d) => {
+                    for a in std::mem::take(&mut cargs) {
+                        let e = self.coerce(a, d, span)?;
+                        cargs.push((e, Ty::Known(d)));
+                    }
+                    Ty::Known(d)
+                }
+                _ => Ty::WeakFloat,
+            },
             _ => match cargs[0].1 {
                 Ty::WeakInt | Ty::WeakFloat => Ty::WeakFloat,
                 Ty::Known(d) if d.is_float() => Ty::Known(d),

@@ -134,6 +134,9 @@ pub fn expr(binary: bool) -> BoxedStrategy<String> {
                     .prop_map(|(a, b, c, d)| format!("select({a} > {b}, {c}, {d})")),
                 e.clone().prop_map(|a| format!("tanh({a})")),
                 e.clone().prop_map(|a| format!("sin({a})")),
+                e.clone().prop_map(|a| format!("erf({a})")),
+                e.clone().prop_map(|a| format!("atan({a})")),
+                (e.clone(), e.clone()).prop_map(|(a, b)| format!("pow(abs({a}) + 0.5, {b})")),
                 e.clone().prop_map(|a| format!("(-{a})")),
                 e.clone().prop_map(|a| format!("f32(i32({a} * 4.0) % 3)")),
             ]
