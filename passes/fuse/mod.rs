@@ -222,13 +222,49 @@ impl OpTable {
     }
 }
 
+/// The nodes reading one value, each with how many of its operands it is: a multiset, so that
+/// dropping one reader of a value read 100k times (a fan-out) is O(1), not a scan.
+#[derive(Default)]
+struct Users(HashMap<usize, u32>);
+
+impl Users {
+    fn from_nodes(nodes: Vec<usize>) -> Users {
+        let mut u = Users::default();
+        for n in nodes {
+            u.add(n);
+        }
+        u
+    }
+    fn add(&mut self, n: usize) {
+        *self.0.entry(n).or_insert(0) += 1;
+    }
+    fn remove_one(&mut self, n: usize) {
+        if let Some(c) = self.0.get_mut(&n) {
+            *c -= 1;
+            if *c == 0 {
+                self.0.remove(&n);
+            }
+        }
+    }
+    fn remove_all(&mut self, n: usize) {
+        self.0.remove(&n);
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// Whether a node other than `n` reads the value.
+    fn other_than(&self, n: usize) -> bool {
+        self.0.len() > usize::from(self.0.contains_key(&n))
+    }
+}
+
 /// Rewrite state of one graph: nodes are rewritten in place and marked dead, then compacted.
 struct State<'a> {
     g: &'a mut Graph,
     insts: Vec<Option<Instance>>,
     dead: Vec<bool>,
     /// Per value: the nodes reading it (once per operand occurrence).
-    users: Vec<Vec<usize>>,
+    users: Vec<Users>,
     /// Per value: named by a pin, a sink or a sequence point.
     pinned: Vec<bool>,
     /// Per value: named by a pin (then views are not folded through it either).
@@ -248,7 +284,7 @@ impl<'a> State<'a> {
             insts: (0..n).map(|i| facts.instances.get(&i).cloned()).collect(),
             g,
             dead: vec![false; n],
-            users,
+            users: users.into_iter().map(Users::from_nodes).collect(),
             pinned,
             held,
             origin: 0,
@@ -334,11 +370,8 @@ impl State<'_> {
                 if !matches!(self.g.nodes[part_node].kind, NodeKind::Apply(_)) {
                     continue;
                 }
-                let users = &mut self.users[arg.index()];
-                if let Some(k) = users.iter().position(|&u| u == i) {
-                    users.remove(k);
-                }
-                self.users[part.index()].push(i);
+                self.users[arg.index()].remove_one(i);
+                self.users[part.index()].add(i);
                 slices.push(self.g.values[arg.index()].node);
                 *arg = part;
             }
@@ -439,7 +472,7 @@ impl State<'_> {
                 if pa.placement != a.placement {
                     continue;
                 }
-                let escapes = self.users[v.index()].iter().any(|&u| u != i);
+                let escapes = self.users[v.index()].other_than(i);
                 let key = format!("producer {i} {a:?} {pn} {pa:?} {escapes}");
                 if self.failed.contains(&key) {
                     continue;
@@ -489,10 +522,10 @@ impl State<'_> {
         let name = ops.intern(em.op, base);
         let args: Vec<ValueId> = fk.inputs.iter().map(|p| p.value).collect();
         for &v in &old.args {
-            self.users[v.index()].retain(|&u| u != i);
+            self.users[v.index()].remove_all(i);
         }
         for &v in &args {
-            self.users[v.index()].push(i);
+            self.users[v.index()].add(i);
         }
         self.g.nodes[i].kind = NodeKind::Apply(Apply {
             op: name,
@@ -527,7 +560,7 @@ impl State<'_> {
             }
             self.dead[n] = true;
             for v in node.kind.operands() {
-                self.users[v.index()].retain(|&u| u != n);
+                self.users[v.index()].remove_all(n);
                 if self.users[v.index()].is_empty() {
                     work.push(self.g.values[v.index()].node);
                 }

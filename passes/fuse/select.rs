@@ -79,7 +79,7 @@ impl State<'_> {
             return false;
         }
         let v = self.g.nodes[pn].results[0];
-        if self.pinned[v.index()] || self.users[v.index()].iter().any(|&u| u != ci) {
+        if self.pinned[v.index()] || self.users[v.index()].other_than(ci) {
             return false;
         }
         let Some((c, a)) = self.kernel_of(ci, ops) else {
