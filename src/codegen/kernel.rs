@@ -24,6 +24,7 @@
 //!   sequential order by at most a few ulps times the reduction length (tests use a relative
 //!   tolerance of 1e-4 for floats).
 
+use super::epilogue::{has_reduce, inline_epilogues};
 use super::ops::{Gen, R, V};
 use super::ptr;
 use super::schedule::SView;
@@ -105,9 +106,10 @@ pub fn plan(inst: &Instance, outputs: &[SView], lanes: u32) -> KernelPlan {
         split: None,
         align: 1,
     };
-    let Some(stmts) = inst.stmts.as_deref() else {
+    if inst.stmts.is_none() {
         return none;
-    };
+    }
+    let stmts = &inline_epilogues(inst)[..];
     let ok = fusable(inst, stmts);
     let out = stmts.iter().find_map(|s| match s.target {
         Target::Output(k) => Some((s, k)),
@@ -361,6 +363,11 @@ struct K<'k, 'a, 'ctx> {
     fail: Option<BasicBlock<'ctx>>,
     /// Panels packed for the statement being emitted.
     packed: Vec<Packed<'ctx>>,
+    /// Top-level reductions already evaluated for the current tile (an inlined epilogue may
+    /// read one several times), with the number of groups they were evaluated for.
+    memo: Vec<(CExpr, usize, Vec<V<'ctx>>)>,
+    /// How many reductions enclose the expression being evaluated.
+    depth: usize,
 }
 
 /// Largest temporary kept on the stack; bigger ones are heap allocated.
@@ -377,10 +384,10 @@ pub fn emit<'ctx>(
     outputs: &[SView],
     kp: &KernelPlan,
 ) -> R<FunctionValue<'ctx>> {
-    let stmts = inst
-        .stmts
-        .as_deref()
-        .ok_or("an extern op without a kernel")?;
+    if inst.stmts.is_none() {
+        return Err("an extern op without a kernel".into());
+    }
+    let stmts = &inline_epilogues(inst)[..];
     let tys: Vec<BasicTypeEnum> = inputs
         .iter()
         .chain(outputs)
@@ -415,8 +422,10 @@ pub fn emit<'ctx>(
         fused,
         fail: None,
         packed: vec![],
+        memo: vec![],
+        depth: 0,
     };
-    k.alloc_temps()?;
+    k.alloc_temps(stmts)?;
     // The fused variables loop once around all statements.
     k.point_loops(&kp.fused, &mut |k| {
         stmts.iter().try_for_each(|st| k.stmt(st))
@@ -584,16 +593,6 @@ fn linear(index: &[Affine], strides: &[i64], bases: &[i64]) -> Affine {
     out
 }
 
-fn has_reduce(e: &CExpr) -> bool {
-    match &e.kind {
-        CKind::Reduce { .. } => true,
-        CKind::Call(_, a) => a.iter().any(has_reduce),
-        CKind::Unary(_, a) => has_reduce(a),
-        CKind::Binary(_, a, b) => has_reduce(a) || has_reduce(b),
-        _ => false,
-    }
-}
-
 impl<'ctx> K<'_, '_, 'ctx> {
     fn static_lo(&self, v: usize) -> i64 {
         self.inst.vars[v].range.0
@@ -624,9 +623,18 @@ impl<'ctx> K<'_, '_, 'ctx> {
         g.call_void(free, &[p.into()]);
     }
 
-    fn alloc_temps(&mut self) -> R<()> {
+    /// Allocates the temporaries `stmts` write (an inlined one gets none: its pointer is null).
+    fn alloc_temps(&mut self, stmts: &[CStmt]) -> R<()> {
         let g = self.g;
-        for t in &self.inst.temps {
+        for (ti, t) in self.inst.temps.iter().enumerate() {
+            if !stmts.iter().any(|s| s.target == Target::Temp(ti)) {
+                self.temps.push(TempBuf {
+                    ptr: ptr::ptr_to(g.mty(t.dtype)).const_null(),
+                    strides: vec![0; t.vars.len()],
+                    heap: false,
+                });
+                continue;
+            }
             let dims: Vec<i64> = t
                 .vars
                 .iter()
@@ -874,7 +882,22 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 })
                 .collect(),
             CKind::Load { src, index, .. } => self.load(src, index, d, cx),
-            CKind::Reduce { kind, vars, body } => self.reduce(*kind, vars, body, d, cx)?,
+            CKind::Reduce { kind, vars, body } => {
+                let n = cx.groups.len();
+                if self.depth == 0 {
+                    if let Some(m) = self.memo.iter().find(|m| m.1 == n && m.0 == *e) {
+                        return Ok(m.2.clone());
+                    }
+                }
+                self.depth += 1;
+                let r = self.reduce(*kind, vars, body, d, cx);
+                self.depth -= 1;
+                let r = r?;
+                if self.depth == 0 {
+                    self.memo.push((e.clone(), n, r.clone()));
+                }
+                r
+            }
             CKind::Call(f, args) => {
                 let vals: Vec<Vec<V>> = args.iter().map(|a| self.eval(a, cx)).collect::<R<_>>()?;
                 let ad: Vec<DType> = args.iter().map(|a| a.dtype).collect();
@@ -1095,7 +1118,10 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let mut lane = lane.map(|l| l.1);
         if let Some(j) = lane {
             let along_red = red && self.reduce_contiguous(&st.value);
-            if along_red && self.contiguous_loads(&st.value, j) == 0 {
+            if along_red
+                && self.contiguous_loads(&st.value, j) == 0
+                && !self.packs_strided(st, &lv, j)
+            {
                 lane = None;
             }
         }
@@ -1111,6 +1137,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 }],
             };
             return self.point_loops(&lv, &mut |k| {
+                k.memo.clear();
                 let v = k.eval(&st.value, &cx)?;
                 k.store(st, v, st.value.dtype, &cx);
                 Ok(())
@@ -1255,8 +1282,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .expect("positioned")
     }
 
-    /// Loads worth packing: in a top-level reduction, contiguous along `j`, independent of
-    /// `i`, moving with the reduction (so the panel is reused by every value of `i`).
+    /// Loads worth packing: in a top-level reduction, varying along `j` (contiguous, or
+    /// strided: a transposed operand, gathered once into the panel), independent of `i`,
+    /// moving with the reduction (so the panel is reused by every value of `i`).
     #[allow(clippy::type_complexity)]
     fn pack_candidates(
         &self,
@@ -1278,7 +1306,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                         match &b.kind {
                             CKind::Load { src, index, .. } => {
                                 let a = self.lin(src, index);
-                                let ok = a.coeff(j) == 1
+                                let ok = a.coeff(j) != 0
                                     && a.coeff(i) == 0
                                     && vars.iter().any(|&v| a.coeff(v) != 0)
                                     && b.dtype != DType::Bool
@@ -1433,6 +1461,29 @@ impl<'ctx> K<'_, '_, 'ctx> {
         }
     }
 
+    /// Whether lanes along `j` get register blocking with every load that strides along `j`
+    /// packed (A·Bᵀ through a transposed view): then vectorising along `j` beats a dot
+    /// product per point along the contiguous reduction.
+    fn packs_strided(&self, st: &CStmt, lv: &[usize], j: usize) -> bool {
+        let w = self.g.w as i64;
+        let u = ((ext(self.inst, j) + w - 1) / w).clamp(1, 4);
+        let Some(i) = self.block_var(st, lv, j, u) else {
+            return false;
+        };
+        if (16 / u).clamp(1, 8).min(ext(self.inst, i)) < 2 {
+            return false;
+        }
+        let packs = self.pack_candidates(&st.value, j, i);
+        let mut all = !packs.is_empty();
+        visit_loads(&st.value, &mut |src, index| {
+            let c = self.lin(&src, index).coeff(j);
+            if c != 0 && c != 1 && !packs.iter().any(|p| p.0 == src && p.1 == index) {
+                all = false;
+            }
+        });
+        all
+    }
+
     /// The variable to block rows over: the one whose blocking reuses loads best (loads not
     /// depending on it are shared by every row of the block).
     fn block_var(&self, st: &CStmt, lv: &[usize], j: usize, u: i64) -> Option<usize> {
@@ -1516,6 +1567,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             lane: Some(j),
             groups,
         };
+        self.memo.clear();
         let vals = self.eval(&st.value, &cx)?;
         self.store(st, vals, st.value.dtype, &cx);
         Ok(())
