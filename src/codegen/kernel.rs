@@ -27,7 +27,7 @@
 use super::epilogue::{has_reduce, inline_epilogues};
 use super::ops::{Gen, R, V};
 use super::ptr;
-use super::schedule::SView;
+use super::schedule::{Padding, SView};
 use super::target::Host;
 use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Instance, Src, Target};
 use crate::ir::kernel::Reduction;
@@ -353,6 +353,8 @@ struct K<'k, 'a, 'ctx> {
     inst: &'k Instance,
     bufs: Vec<PointerValue<'ctx>>,
     in_strides: Vec<Vec<i64>>,
+    /// Per input: a constant pad folded into its loads.
+    pads: Vec<Option<Padding>>,
     out_strides: Vec<Vec<i64>>,
     lo: Vec<IntValue<'ctx>>,
     hi: Vec<IntValue<'ctx>>,
@@ -410,6 +412,7 @@ pub fn emit<'ctx>(
             .map(|p| p.into_pointer_value())
             .collect(),
         in_strides: inputs.iter().map(|v| v.strides.clone()).collect(),
+        pads: inputs.iter().map(|v| v.pad.clone()).collect(),
         out_strides: outputs.iter().map(|v| v.strides.clone()).collect(),
         lo: (0..np)
             .map(|d| params[nargs + 2 * d].into_int_value())
@@ -674,10 +677,103 @@ impl<'ctx> K<'_, '_, 'ctx> {
         Ok(())
     }
 
+    /// Per dimension of input `k`: the coordinate of its buffer's element 0 (the shard origin,
+    /// moved by a folded pad's low widths).
+    fn input_bases(&self, k: usize) -> Vec<i64> {
+        let o = &self.inst.origins[k];
+        match &self.pads[k] {
+            Some(p) => o.iter().zip(&p.lo).map(|(a, b)| a + b).collect(),
+            None => o.clone(),
+        }
+    }
+
+    /// Which lanes of a load of padded input `k` at `index` are inside the unpadded tensor
+    /// (a vector when any coordinate moves along the lane, else a scalar `i1`).
+    fn pad_mask(
+        &self,
+        k: usize,
+        index: &[Affine],
+        grp: &Group<'ctx>,
+        lane: Option<usize>,
+    ) -> V<'ctx> {
+        let g = self.g;
+        let p = self.pads[k].as_ref().expect("a padded input");
+        let bases = self.input_bases(k);
+        let mut mask: V = g.cx.bool_type().const_int(1, false).into();
+        for (d, a) in index.iter().enumerate() {
+            let coord = Affine {
+                terms: a.terms.clone(),
+                constant: a.constant - bases[d],
+            };
+            let c = lane.map_or(0, |l| coord.coeff(l));
+            let x0 = self.offset(&coord, grp, lane);
+            let x: V = if c == 0 {
+                x0.into()
+            } else {
+                self.lane_offsets(x0, c).into()
+            };
+            let inside = g.icmp(IntPredicate::ULT, x, g.i64c(p.inner[d]).into());
+            mask = g.bin(Op::And, mask, inside);
+        }
+        mask
+    }
+
+    /// A load of input `k` through a folded pad: masked (or address-clamped when scalar) so
+    /// only in-bounds elements are read, with `fill` elsewhere.
+    fn load_padded(&self, k: usize, index: &[Affine], d: DType, cx: &Cx<'ctx>) -> Vec<V<'ctx>> {
+        let g = self.g;
+        let a = self.lin(&Src::Input(k), index);
+        let ety = g.mty(d);
+        let base = self.bufs[k];
+        let fill = g.konst(self.pads[k].as_ref().expect("padded").fill, d);
+        let c = cx.lane.map_or(0, |l| a.coeff(l));
+        cx.groups
+            .iter()
+            .map(|grp| {
+                let off = self.offset(&a, grp, cx.lane);
+                let inside = self.pad_mask(k, index, grp, cx.lane);
+                let v = if Gen::is_vec(inside) {
+                    let m = match grp.mask {
+                        Some(t) => g.bin(Op::And, inside, t.into()),
+                        None => inside,
+                    }
+                    .into_vector_value();
+                    if c == 1 {
+                        g.vload(ety, ptr::element(g.b, base, ety, off), Some(m))
+                    } else {
+                        g.gather(ety, base, self.lane_offsets(off, c), Some(m))
+                    }
+                } else {
+                    let safe = g
+                        .select(inside, off.into(), g.i64c(0).into())
+                        .into_int_value();
+                    let v = ptr::load(g.b, ety, ptr::element(g.b, base, ety, safe));
+                    if c == 0 {
+                        v
+                    } else {
+                        g.splat(v)
+                    }
+                };
+                let v = if d == DType::Bool {
+                    let z = g.splat(g.cx.i8_type().const_zero().into());
+                    let z = if Gen::is_vec(v) {
+                        z
+                    } else {
+                        g.cx.i8_type().const_zero().into()
+                    };
+                    g.icmp(IntPredicate::NE, v, z)
+                } else {
+                    v
+                };
+                g.select(inside, v, fill)
+            })
+            .collect()
+    }
+
     /// The linear element offset of a load or store.
     fn lin(&self, src: &Src, index: &[Affine]) -> Affine {
         match src {
-            Src::Input(k) => linear(index, &self.in_strides[*k], &self.inst.origins[*k]),
+            Src::Input(k) => linear(index, &self.in_strides[*k], &self.input_bases(*k)),
             Src::Temp(t) => {
                 let bases: Vec<i64> = self.inst.temps[*t]
                     .vars
@@ -794,6 +890,11 @@ impl<'ctx> K<'_, '_, 'ctx> {
                     g.vload(ety, ptr::element(g.b, p.ptr, ety, off), None)
                 })
                 .collect();
+        }
+        if let Src::Input(k) = src {
+            if self.pads[*k].is_some() {
+                return self.load_padded(*k, index, d, cx);
+            }
         }
         let a = self.lin(src, index);
         let (base, ety) = match src {
