@@ -1600,7 +1600,11 @@ impl<'ctx> K<'_, '_, 'ctx> {
             let cost: i64 = loads
                 .iter()
                 .filter(|a| a.coeff(v) != 0)
-                .map(|a| if a.coeff(j) != 0 { u } else { 1 })
+                .map(|a| match a.coeff(j) {
+                    0 => 1,
+                    1 => u,
+                    _ => 4 * u, // a gather per row (packed instead when another var is blocked)
+                })
                 .sum();
             if best.is_none_or(|(c, _)| cost <= c) {
                 best = Some((cost, v));
