@@ -510,7 +510,6 @@ fn views_generators_and_shards_match_the_interpreter() {
 /// interpreter on the original graph.
 #[test]
 fn examples_after_shard_and_fuse_match_the_interpreter() {
-    use tapc::passes::manager::{run_pipeline, RunConfig};
     for name in ["mlp.teg", "softmax.teg", "conv.teg", "attention.teg"] {
         let src = common::example(name);
         let (m0, facts0) = common::compile_ok(name, &src);
@@ -526,25 +525,8 @@ fn examples_after_shard_and_fuse_match_the_interpreter() {
             "shard{parts=3},fuse",
             "fuse",
         ] {
-            let (mut m, facts) = common::compile_ok(name, &src);
-            let mut log = String::new();
-            let cx = run_pipeline(&mut m, facts, pipeline, &RunConfig::default(), &mut log)
-                .unwrap_or_else(|d| panic!("{name}: {pipeline} failed: {}", d.message));
-            let got = tapc::codegen::with_jit(&m, 0, &cx.facts[0], &Default::default(), |p| {
-                [1, 2].map(|threads| {
-                    p.run(
-                        &ins,
-                        &Options {
-                            threads,
-                            record: false,
-                        },
-                    )
-                    .map(|r| r.0)
-                })
-            })
-            .unwrap_or_else(|d| panic!("{name} after {pipeline}: {}", d.message));
+            let got = native_after(name, &src, 0, pipeline, &ins);
             for r in got {
-                let r = r.unwrap_or_else(|e| panic!("{name} after {pipeline}: {e}"));
                 compare(&want, &r).unwrap_or_else(|e| panic!("{name} after {pipeline}: {e}"));
             }
         }
@@ -654,40 +636,50 @@ proptest! {
     }
 }
 
+/// Graph `gi` of `src` after `pipeline`, run natively on 1 and then 2 threads.
+fn native_after(
+    what: &str,
+    src: &str,
+    gi: usize,
+    pipeline: &str,
+    ins: &HashMap<String, Tensor>,
+) -> [Vec<(String, Tensor)>; 2] {
+    use tapc::passes::manager::{run_pipeline, RunConfig};
+    let (mut m, facts) = common::compile_ok(what, src);
+    let cx = run_pipeline(
+        &mut m,
+        facts,
+        pipeline,
+        &RunConfig::default(),
+        &mut String::new(),
+    )
+    .unwrap_or_else(|d| panic!("{what}: {pipeline} failed: {}", d.message));
+    let got = tapc::codegen::with_jit(&m, gi, &cx.facts[gi], &Default::default(), |p| {
+        [1, 2].map(|threads| {
+            p.run(
+                ins,
+                &Options {
+                    threads,
+                    record: false,
+                },
+            )
+            .map(|r| r.0)
+        })
+    })
+    .unwrap_or_else(|d| panic!("{what} after {pipeline}: {}", d.message));
+    got.map(|r| r.unwrap_or_else(|e| panic!("{what} after {pipeline}: {e}")))
+}
+
 /// Every graph of `src` after each pipeline, natively on 1 and 2 threads, against the
 /// interpreter on the graph as written.
 fn assert_pipelines(what: &str, src: &str, pipelines: &[&str]) {
-    use tapc::passes::manager::{run_pipeline, RunConfig};
     let (m0, facts0) = common::compile_ok(what, src);
-    for gi in 0..m0.graphs.len() {
-        let g = &m0.graphs[gi];
+    for (gi, (g, f0)) in m0.graphs.iter().zip(&facts0).enumerate() {
         let ins = inputs(&m0, gi);
-        let want = tapc::interp::run(&m0, g, &facts0[gi], &ins).unwrap();
+        let want = tapc::interp::run(&m0, g, f0, &ins).unwrap();
         for pipeline in pipelines {
-            let (mut m, facts) = common::compile_ok(what, src);
-            let cx = run_pipeline(
-                &mut m,
-                facts,
-                pipeline,
-                &RunConfig::default(),
-                &mut String::new(),
-            )
-            .unwrap_or_else(|d| panic!("{what}: {pipeline} failed: {}", d.message));
-            let got = tapc::codegen::with_jit(&m, gi, &cx.facts[gi], &Default::default(), |p| {
-                [1, 2].map(|threads| {
-                    p.run(
-                        &ins,
-                        &Options {
-                            threads,
-                            record: false,
-                        },
-                    )
-                    .map(|r| r.0)
-                })
-            })
-            .unwrap_or_else(|d| panic!("{what} @{} after {pipeline}: {}", g.name, d.message));
+            let got = native_after(&format!("{what} @{}", g.name), src, gi, pipeline, &ins);
             for (threads, r) in [1, 2].iter().zip(got) {
-                let r = r.unwrap_or_else(|e| panic!("{what} @{} after {pipeline}: {e}", g.name));
                 compare(&want, &r).unwrap_or_else(|e| {
                     panic!(
                         "{what} @{} after {pipeline}, {threads} threads: {e}",
