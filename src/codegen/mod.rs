@@ -21,6 +21,7 @@ pub mod ops;
 pub mod ptr;
 pub mod schedule;
 pub mod target;
+pub mod vmem;
 
 use crate::diag::{codes, Diagnostic};
 use crate::ir::Module;
