@@ -1,6 +1,6 @@
 //! Benchmarks of the native backend against numpy (not part of `cargo test`).
 //!
-//! `cargo bench --bench native -- [--runs N] [--only NAME,...] [--passes LIST] [--fast-math]
+//! `cargo bench --bench native -- [--runs N] [--only NAME|FAMILY,...] [--passes LIST] [--fast-math]
 //! [--data DIR] [--json] [--no-numpy]`
 //!
 //! Every workload of issue 5 is compiled once with the JIT, after the pass pipeline `--passes`
@@ -146,6 +146,228 @@ fn source_of(name: &str, src: &str) -> String {
 /// Workloads held to the scaling bar of issue 5: 2 threads at least this much faster than 1.
 const SCALING_BAR: (f64, &[&str]) = (1.7, &["elementwise", "matmul"]);
 
+/// The pipeline of the `+fuse` rows (the same graph as the row without the suffix).
+const FUSE_PIPELINE: &str = "canonicalize,fuse,canonicalize";
+
+/// One benchmark row: a graph, its floating-point operations (0: a memory-bound row, judged
+/// against copy bandwidth) and its pipeline (`None`: `--passes`).
+struct Workload {
+    name: String,
+    src: String,
+    flops: f64,
+    passes: Option<&'static str>,
+}
+
+const MM: &str = "op @mm(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
+  c[i, j] = sum[k](a[i, k] * b[k, j])
+}
+op @bmm(a: f32[B, M, K], b: f32[B, K, N]) -> (c: f32[B, M, N]) {
+  c[b, i, j] = sum[k](a[b, i, k] * b[b, k, j])
+}
+op @linear(x: f32[M, K], w: f32[K, N], b: f32[N]) -> (y: f32[M, N]) {
+  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
+}
+op @add(x: f32[..S], y: f32[..S]) -> (z: f32[..S]) {
+  z[..i] = x[..i] + y[..i]
+}
+op @relu(x: f32[..S]) -> (y: f32[..S]) {
+  y[..i] = max(x[..i], 0.0)
+}
+";
+
+/// The matmul shape sweep (M, K, N): powers of two 64 … 4096, primes and odd sizes,
+/// tall-skinny and short-wide, matrix-vector and K-dominant.
+const SWEEP: &[(i64, i64, i64)] = &[
+    (64, 64, 64),
+    (127, 127, 127),
+    (256, 256, 256),
+    (509, 509, 509),
+    (512, 512, 512),
+    (1000, 1000, 1000),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (777, 1111, 333),
+    (123, 4567, 89),
+    (1, 4096, 4096),
+    (4096, 4096, 1),
+    (16, 2048, 2048),
+    (2048, 2048, 16),
+    (2048, 64, 2048),
+    (2048, 1, 2048),
+];
+
+/// ResNet-18's conv layers at batch 1 (kernel, stride, input size, in and out channels),
+/// padded with `pad` as the network does.
+const RESNET_CONVS: &[(i64, i64, i64, i64, i64)] = &[
+    (7, 2, 224, 3, 64),
+    (3, 1, 56, 64, 64),
+    (3, 2, 56, 64, 128),
+    (1, 2, 56, 64, 128),
+    (3, 1, 28, 128, 128),
+    (3, 2, 28, 128, 256),
+    (1, 2, 28, 128, 256),
+    (3, 1, 14, 256, 256),
+    (3, 2, 14, 256, 512),
+    (1, 2, 14, 256, 512),
+    (3, 1, 7, 512, 512),
+];
+
+fn workloads() -> Vec<Workload> {
+    let mut out: Vec<Workload> = WORKLOADS
+        .iter()
+        .map(|&(name, src)| Workload {
+            name: name.into(),
+            src: source_of(name, src),
+            flops: match name {
+                "matmul" => 2.0 * 1024f64.powi(3),
+                "mlp" => 4.0 * 4096.0 * 1024.0 * 4096.0,
+                "conv2d" => 2.0 * 64.0 * 64.0 * 9.0 * 56.0 * 56.0,
+                _ => 0.0,
+            },
+            passes: None,
+        })
+        .collect();
+    let w = |name: String, body: String, flops: f64, passes| Workload {
+        name,
+        src: format!("{MM}graph @bench {{\n{body}}}"),
+        flops,
+        passes,
+    };
+    for &(m, k, n) in SWEEP {
+        out.push(w(
+            format!("mm_{m}_{k}_{n}"),
+            format!(
+                "  %a = source @a : f32[{m}, {k}]\n  %b = source @b : f32[{k}, {n}]\n  %c = apply @mm(%a, %b)\n  sink @c %c\n"
+            ),
+            2.0 * (m * k * n) as f64,
+            None,
+        ));
+    }
+    // A·Bᵀ through a folded transpose view (the contiguous dim of B is the reduction's).
+    let (m, k, n) = (1024i64, 768i64, 3072i64);
+    out.push(w(
+        format!("abt_{m}_{k}_{n}"),
+        format!("  %a = source @a : f32[{m}, {k}]\n  %w = source @w : f32[{n}, {k}]\n  %t = transpose %w [1, 0]\n  %c = apply @mm(%a, %t)\n  sink @c %c\n"),
+        2.0 * (m * k * n) as f64,
+        None,
+    ));
+    let (b, m, k, n) = (12i64, 384i64, 64i64, 384i64);
+    out.push(w(
+        format!("bmm_{b}_{m}_{k}_{n}"),
+        format!("  %a = source @a : f32[{b}, {m}, {k}]\n  %b = source @b : f32[{b}, {k}, {n}]\n  %c = apply @bmm(%a, %b)\n  sink @c %c\n"),
+        2.0 * (b * m * k * n) as f64,
+        None,
+    ));
+    // Fused against unfused: a linear layer with a residual add, and one with a ReLU.
+    let (m, k, n) = (2048i64, 768i64, 768i64);
+    for passes in [None, Some(FUSE_PIPELINE)] {
+        let sfx = if passes.is_some() { "+fuse" } else { "" };
+        out.push(w(
+            format!("linres{sfx}"),
+            format!("  %x = source @x : f32[{m}, {k}]\n  %w = source @w : f32[{k}, {n}]\n  %b = source @b : f32[{n}]\n  %r = source @r : f32[{m}, {n}]\n  %h = apply @linear(%x, %w, %b)\n  %y = apply @add(%h, %r)\n  sink @y %y\n"),
+            2.0 * (m * k * n) as f64,
+            passes,
+        ));
+        out.push(w(
+            format!("mlplayer{sfx}"),
+            format!("  %x = source @x : f32[{m}, {k}]\n  %w = source @w : f32[{k}, {n}]\n  %b = source @b : f32[{n}]\n  %h = apply @linear(%x, %w, %b)\n  %y = apply @relu(%h)\n  sink @y %y\n"),
+            2.0 * (m * k * n) as f64,
+            passes,
+        ));
+    }
+    for &(kk, s, h, c, o) in RESNET_CONVS {
+        let p = (kk - 1) / 2;
+        let hp = h + 2 * p;
+        let ho = (hp - kk) / s + 1;
+        out.push(Workload {
+            name: format!("conv_{kk}_{s}_{h}_{c}_{o}"),
+            src: format!(
+                "op @conv(x: f32[N, C, H, W], f: f32[O, C, KH, KW]) -> (y: f32[N, O, (H - KH) / {s} + 1, (W - KW) / {s} + 1]) {{
+  y[n, o, h, w] = sum[c, kh, kw](x[n, c, {s} * h + kh, {s} * w + kw] * f[o, c, kh, kw])
+}}
+graph @bench {{
+  %x = source @x : f32[1, {c}, {h}, {h}]
+  %f = source @f : f32[{o}, {c}, {kk}, {kk}]
+  %p = pad %x [0:0, 0:0, {p}:{p}, {p}:{p}] constant 0.0
+  %y = apply @conv(%p, %f)
+  sink @y %y
+}}"
+            ),
+            flops: 2.0 * (o * c * kk * kk * ho * ho) as f64,
+            passes: None,
+        });
+    }
+    out
+}
+
+/// The machine's measured limits: FMA peak (GFLOP/s) and copy bandwidth (GB/s, bytes read
+/// plus written), each with 1 and 2 threads.
+struct Machine {
+    peak: [f64; 2],
+    bandwidth: [f64; 2],
+}
+
+/// 12 independent 16-lane FMA chains (enough to cover the FMA latency on two ports).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn fma_avx512(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm512_set1_ps(0.0); 12];
+    let (a, b) = (_mm512_set1_ps(0.999_99), _mm512_set1_ps(1e-7));
+    for _ in 0..iters {
+        for x in acc.iter_mut() {
+            *x = _mm512_fmadd_ps(*x, a, b);
+        }
+    }
+    acc.iter().map(|&x| _mm512_reduce_add_ps(x)).sum()
+}
+
+/// FLOPs per second of [`fma_avx512`] on `threads` threads at once (0 without AVX-512).
+fn fma_peak(threads: usize) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        let iters = 20_000_000u64;
+        let t0 = std::time::Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                // SAFETY: AVX-512F was detected above.
+                s.spawn(|| {
+                    std::hint::black_box(unsafe { fma_avx512(std::hint::black_box(iters)) })
+                });
+            }
+        });
+        return threads as f64 * iters as f64 * 12.0 * 16.0 * 2.0 / t0.elapsed().as_secs_f64();
+    }
+    0.0
+}
+
+/// Bytes per second (read plus written) copying 256 MiB between buffers on `threads` threads.
+fn copy_bandwidth(threads: usize) -> f64 {
+    let n = 64 << 20;
+    let src = vec![1.0f32; n];
+    let mut dst = vec![0.0f32; n];
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t0 = std::time::Instant::now();
+        std::thread::scope(|s| {
+            let per = n.div_ceil(threads);
+            for (d, c) in dst.chunks_mut(per).zip(src.chunks(per)) {
+                s.spawn(move || d.copy_from_slice(c));
+            }
+        });
+        best = best.min(t0.elapsed().as_secs_f64());
+        std::hint::black_box(&dst);
+    }
+    2.0 * (n * 4) as f64 / best
+}
+
+fn measure_machine() -> Machine {
+    Machine {
+        peak: [fma_peak(1) / 1e9, fma_peak(2) / 1e9],
+        bandwidth: [copy_bandwidth(1) / 1e9, copy_bandwidth(2) / 1e9],
+    }
+}
+
 fn inputs(m: &tapc::ir::Module) -> HashMap<String, Tensor> {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut out = HashMap::new();
@@ -230,17 +452,26 @@ fn numpy_version() -> Result<String, String> {
     }
 }
 
-/// numpy's median seconds per workload on the inputs under `data`, with its thread pools
-/// limited to `threads`.
-fn time_numpy(
+/// A reference library's median seconds per workload on the inputs under `data`
+/// (`benches/numpy_ref.py --lib LIB`): numpy with its BLAS/OpenMP pools limited to `threads`;
+/// JAX (jit, CPU) pinned to `threads` cores with `taskset` (XLA sizes its pool to the machine).
+fn time_ref(
+    lib: &str,
     data: &Path,
     names: &[&str],
     runs: usize,
     threads: usize,
 ) -> Result<HashMap<String, f64>, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/numpy_ref.py");
-    let mut cmd = Command::new("python3");
+    let cores = (0..threads)
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", &cores, "python3"]);
     cmd.arg(&script).arg("--data").arg(data).args([
+        "--lib",
+        lib,
         "--runs",
         &runs.to_string(),
         "--only",
@@ -256,11 +487,11 @@ fn time_numpy(
     }
     let o = cmd
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        .map_err(|e| format!("cannot run taskset python3 {}: {e}", script.display()))?;
     let text = String::from_utf8_lossy(&o.stdout);
     if !o.status.success() {
         return Err(format!(
-            "{} failed: {}",
+            "{} --lib {lib} failed: {}",
             script.display(),
             String::from_utf8_lossy(&o.stderr).trim()
         ));
@@ -277,13 +508,36 @@ fn time_numpy(
         .collect())
 }
 
+/// Whether JAX can be timed: `Ok(version)`, or why not.
+fn jax_version() -> Result<String, String> {
+    match Command::new("python3")
+        .args(["-c", "import jax; print(jax.__version__)"])
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
+        _ => Err("jax is not importable for python3 (`pip install jax[cpu]` to compare)".into()),
+    }
+}
+
+/// Whether `--only` entry `x` selects workload `name`: the name itself, or a family (`mm`
+/// selects every `mm_M_K_N`, `linres` also `linres+fuse`).
+fn selects(x: &str, name: &str) -> bool {
+    name == x
+        || name
+            .strip_prefix(x)
+            .is_some_and(|r| r.starts_with(['_', '+']))
+}
+
 struct Row {
-    name: &'static str,
+    name: String,
     t1: f64,
     t2: f64,
     cpu1: f64,
     jobs: usize,
     tasks: usize,
+    flops: f64,
+    /// Bytes of the sources and sinks (what a memory-bound row must move at least).
+    bytes: f64,
 }
 
 fn main() {
@@ -293,7 +547,7 @@ fn main() {
     let mut data: Option<PathBuf> = None;
     let mut json = false;
     let mut fast_math = false;
-    let mut numpy = true;
+    let mut refs = true;
     let mut passes = tapc::passes::manager::DEFAULT_PIPELINE.to_string();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -304,13 +558,18 @@ fn main() {
             "--passes" => passes = it.next().cloned().unwrap_or(passes),
             "--json" => json = true,
             "--fast-math" => fast_math = true,
-            "--no-numpy" => numpy = false,
+            "--no-numpy" => refs = false,
             _ => {} // `cargo bench` passes `--bench`
         }
     }
     let runs = runs.max(1);
-    let numpy = if numpy {
+    let numpy = if refs {
         numpy_version()
+    } else {
+        Err("skipped (--no-numpy)".into())
+    };
+    let jax = if refs {
+        jax_version()
     } else {
         Err("skipped (--no-numpy)".into())
     };
@@ -321,35 +580,51 @@ fn main() {
         tapc_runtime::exec::default_threads(),
         cores_free_for_two(300)
     );
+    let mach = measure_machine();
+    println!(
+        "machine: AVX-512 FMA peak {:.0} GFLOP/s on 1 thread, {:.0} on 2; copy bandwidth (read + write) {:.1} GB/s on 1 thread, {:.1} on 2",
+        mach.peak[0], mach.peak[1], mach.bandwidth[0], mach.bandwidth[1]
+    );
     match &numpy {
         Ok(v) => println!("numpy {v}: timed on the same inputs with 1 and 2 BLAS/OpenMP threads"),
         Err(why) => println!("numpy: NOT MEASURED: {why}"),
     }
+    match &jax {
+        Ok(v) => println!("JAX {v} (jit, CPU): timed on the same inputs pinned to 1 and 2 cores"),
+        Err(why) => println!("JAX: NOT MEASURED: {why}"),
+    }
     let tmp_data;
-    let data_dir: Option<&Path> = match (&data, &numpy) {
+    let data_dir: Option<&Path> = match (&data, numpy.is_ok() || jax.is_ok()) {
         (Some(d), _) => Some(d),
-        (None, Ok(_)) => {
+        (None, true) => {
             tmp_data = std::env::temp_dir().join(format!("tapc-bench-{}", std::process::id()));
             Some(&tmp_data)
         }
-        (None, Err(_)) => None,
+        (None, false) => None,
     };
     println!();
     println!(
-        "{:<12} {:>11} {:>11} {:>8} {:>13} {:>14}",
+        "{:<22} {:>11} {:>11} {:>8} {:>13} {:>14}",
         "workload", "tapc 1T ms", "tapc 2T ms", "2T/1T", "2T jobs", "1T run cpu ms"
     );
     let mut rows: Vec<Row> = Vec::new();
-    for &(name, src) in WORKLOADS {
+    for wl in workloads() {
+        let name = wl.name.as_str();
         if only
             .as_deref()
-            .is_some_and(|o| !o.split(',').any(|x| x == name))
+            .is_some_and(|o| !o.split(',').any(|x| selects(x, name)))
         {
             continue;
         }
-        let (mut m, facts, diags) = tapc::compile_source(&source_of(name, src));
+        let (mut m, facts, diags) = tapc::compile_source(&wl.src);
         assert!(!diags.has_errors(), "{name}: {:?}", diags.0);
         let ins = inputs(&m);
+        let g0 = &m.graphs[0];
+        let sinks: f64 = g0
+            .sinks()
+            .filter_map(|(_, v)| g0.ty(v).map(|t| t.elements() as f64 * 4.0))
+            .sum();
+        let bytes = ins.values().map(|t| t.len() as f64 * 4.0).sum::<f64>() + sinks;
         if let Some(dir) = data_dir {
             let d = dir.join(name);
             std::fs::create_dir_all(&d).unwrap();
@@ -357,14 +632,15 @@ fn main() {
                 tapc_runtime::npy::write(&d.join(format!("{n}.npy")), t).unwrap();
             }
         }
+        let pipeline = wl.passes.unwrap_or(&passes);
         let facts = tapc::passes::manager::run_pipeline(
             &mut m,
             facts,
-            &passes,
+            pipeline,
             &Default::default(),
             &mut String::new(),
         )
-        .unwrap_or_else(|d| panic!("{name}: --passes {passes}: {}", d.message))
+        .unwrap_or_else(|d| panic!("{name}: --passes {pipeline}: {}", d.message))
         .facts;
         let copts = tapc::codegen::Options { fast_math };
         let row = tapc::codegen::with_jit(&m, 0, &facts[0], &copts, |p| {
@@ -394,17 +670,19 @@ fn main() {
             };
             let (_, rep) = p.run(&ins, &opts).unwrap();
             Row {
-                name,
+                name: wl.name.clone(),
                 t1: medians[0],
                 t2: medians[1],
                 cpu1,
                 jobs: rep.events.len(),
                 tasks: rep.task_names.len(),
+                flops: wl.flops,
+                bytes,
             }
         })
         .unwrap_or_else(|d| panic!("{name}: {}", d.message));
         println!(
-            "{:<12} {:>11.2} {:>11.2} {:>7.2}x {:>13} {:>14.2}",
+            "{:<22} {:>11.2} {:>11.2} {:>7.2}x {:>13} {:>14.2}",
             name,
             row.t1 * 1e3,
             row.t2 * 1e3,
@@ -415,58 +693,85 @@ fn main() {
         rows.push(row);
     }
 
-    let names: Vec<&str> = rows.iter().map(|r| r.name).collect();
-    let np: Result<[HashMap<String, f64>; 2], String> = match (&numpy, data_dir) {
-        (Ok(_), Some(dir)) if !names.is_empty() => time_numpy(dir, &names, runs, 1)
-            .and_then(|a| time_numpy(dir, &names, runs, 2).map(|b| [a, b])),
-        (Err(e), _) => Err(e.clone()),
-        _ => Err("no workload selected".into()),
-    };
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    let timed =
+        |lib: &str, avail: &Result<String, String>| -> Result<[HashMap<String, f64>; 2], String> {
+            match (avail, data_dir) {
+                (Ok(_), Some(dir)) if !names.is_empty() => time_ref(lib, dir, &names, runs, 1)
+                    .and_then(|a| time_ref(lib, dir, &names, runs, 2).map(|b| [a, b])),
+                (Err(e), _) => Err(e.clone()),
+                _ => Err("no workload selected".into()),
+            }
+        };
+    let np = timed("numpy", &numpy);
+    let jx = timed("jax", &jax);
     if data.is_none() {
         if let Some(dir) = data_dir {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+    if let Err(why) = &np {
+        println!("numpy: NOT MEASURED ({why})");
+    }
+    if let Err(why) = &jx {
+        println!("JAX: NOT MEASURED ({why})");
+    }
+    let get = |r: &Result<[HashMap<String, f64>; 2], String>, t: usize, name: &str| {
+        r.as_ref().ok().and_then(|m| m[t].get(name).copied())
+    };
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.2}", v * 1e3));
     println!();
-    match &np {
-        Ok(np) => {
-            println!("side by side (ratio = numpy ms / tapc ms; above 1: tapc is faster)");
-            println!(
-                "{:<12} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9}",
-                "workload",
-                "numpy 1T",
-                "tapc 1T",
-                "numpy 2T",
-                "tapc 2T",
-                "2T/1T",
-                "ratio 1T",
-                "ratio 2T"
-            );
-            for r in &rows {
-                let (n1, n2) = (np[0].get(r.name), np[1].get(r.name));
-                let (Some(&n1), Some(&n2)) = (n1, n2) else {
-                    println!("{:<12} numpy printed no time", r.name);
-                    continue;
-                };
-                println!(
-                    "{:<12} {:>11.2} {:>11.2} {:>11.2} {:>11.2} {:>7.2}x {:>8.2}x {:>8.2}x",
-                    r.name,
-                    n1 * 1e3,
-                    r.t1 * 1e3,
-                    n2 * 1e3,
-                    r.t2 * 1e3,
-                    r.t1 / r.t2,
-                    n1 / r.t1,
-                    n2 / r.t2
-                );
-            }
-        }
-        Err(why) => println!("numpy: NOT MEASURED ({why}); no ratios against numpy"),
+    println!("side by side (ms, medians; ratio = best of numpy and JAX / tapc at 2 threads; above 1: tapc is faster; % of the measured 2-thread FMA peak for compute rows, of copy bandwidth for memory-bound rows)");
+    println!(
+        "{:<22} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>8}",
+        "workload",
+        "numpy 1T",
+        "JAX 1T",
+        "tapc 1T",
+        "numpy 2T",
+        "JAX 2T",
+        "tapc 2T",
+        "2T/1T",
+        "ratio",
+        "GFLOP/s",
+        "% limit"
+    );
+    for r in &rows {
+        let (n1, n2) = (get(&np, 0, &r.name), get(&np, 1, &r.name));
+        let (j1, j2) = (get(&jx, 0, &r.name), get(&jx, 1, &r.name));
+        let best = [n2, j2].into_iter().flatten().reduce(f64::min);
+        let (rate, limit) = if r.flops > 0.0 {
+            let g = r.flops / r.t2 / 1e9;
+            (
+                format!("{g:.0}"),
+                format!("{:.0}%", 100.0 * g / mach.peak[1]),
+            )
+        } else {
+            let gb = r.bytes / r.t2 / 1e9;
+            (
+                "-".into(),
+                format!("{:.0}% bw", 100.0 * gb / mach.bandwidth[1]),
+            )
+        };
+        println!(
+            "{:<22} {:>9} {:>9} {:>9.2} {:>9} {:>9} {:>9.2} {:>6.2}x {:>7} {:>9} {:>8}",
+            r.name,
+            ms(n1),
+            ms(j1),
+            r.t1 * 1e3,
+            ms(n2),
+            ms(j2),
+            r.t2 * 1e3,
+            r.t1 / r.t2,
+            best.map_or("-".into(), |b| format!("{:.2}x", b / r.t2)),
+            rate,
+            limit
+        );
     }
     let (bar, held) = SCALING_BAR;
     let checks: Vec<String> = rows
         .iter()
-        .filter(|r| held.contains(&r.name))
+        .filter(|r| held.contains(&r.name.as_str()))
         .map(|r| {
             let s = r.t1 / r.t2;
             format!(
@@ -488,21 +793,21 @@ fn main() {
         cores_free_for_two(300)
     );
     if json {
+        let num = |v: Option<f64>| v.map_or("null".to_string(), |v| v.to_string());
         let body: Vec<String> = rows
             .iter()
             .map(|r| {
-                let numpy = match &np {
-                    Ok(np) => format!(
-                        ", \"numpy1\": {}, \"numpy2\": {}",
-                        np[0].get(r.name).copied().unwrap_or(f64::NAN),
-                        np[1].get(r.name).copied().unwrap_or(f64::NAN)
-                    )
-                    .replace("NaN", "null"),
-                    Err(_) => String::new(),
-                };
                 format!(
-                    "\"{}\": {{\"t1\": {}, \"t2\": {}, \"cpu1\": {}, \"jobs2\": {}{numpy}}}",
-                    r.name, r.t1, r.t2, r.cpu1, r.jobs
+                    "\"{}\": {{\"t1\": {}, \"t2\": {}, \"cpu1\": {}, \"jobs2\": {}, \"numpy1\": {}, \"numpy2\": {}, \"jax1\": {}, \"jax2\": {}}}",
+                    r.name,
+                    r.t1,
+                    r.t2,
+                    r.cpu1,
+                    r.jobs,
+                    num(get(&np, 0, &r.name)),
+                    num(get(&np, 1, &r.name)),
+                    num(get(&jx, 0, &r.name)),
+                    num(get(&jx, 1, &r.name))
                 )
             })
             .collect();

@@ -2,17 +2,19 @@
 """The numpy side of `cargo bench --bench native`: times numpy on the bench's own inputs.
 
 Usage:
-  python3 benches/numpy_ref.py --data DIR [--runs N] [--only NAME[,NAME...]]
-      times every workload whose inputs are in DIR/NAME/*.npy (written by the bench) and
-      prints one JSON object {NAME: median seconds} as its last line. The bench runs this
-      twice, with OMP/OPENBLAS/MKL/BLIS_NUM_THREADS set to 1 and to 2.
+  python3 benches/numpy_ref.py --data DIR [--lib numpy|jax] [--runs N] [--only NAME[,NAME...]]
+      times every workload whose inputs are in DIR/NAME/*.npy (written by the bench) with
+      numpy or with JAX (jit, CPU) and prints one JSON object {NAME: median seconds} as its
+      last line. The bench runs this with OMP/OPENBLAS/MKL/BLIS_NUM_THREADS set to 1 and to 2,
+      under `taskset` pinning it to that many cores (JAX sizes its pool to the machine).
   python3 benches/numpy_ref.py [BENCH ARGS...]
       convenience: runs `cargo bench --bench native -- BENCH ARGS...`, which prints tapc and
       numpy side by side.
 
-numpy is needed only here, never by the tests, and is not installed automatically: without
-it this script exits with status 3 and a message (the bench then reports tapc alone). The
-conv2d reference is the usual im2col + matmul formulation.
+numpy (and JAX) are needed only here, never by the tests, and are not installed
+automatically: without them this script exits with status 3 and a message (the bench then
+reports tapc alone). The numpy conv reference is the usual im2col + matmul formulation; JAX
+uses XLA's convolution. Workload names encode shapes (`mm_M_K_N`, `conv_K_S_H_C_O`, ...).
 """
 
 import argparse
@@ -31,11 +33,16 @@ def softmax(np, x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def conv2d(np, x, f):
-    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    win = np.lib.stride_tricks.sliding_window_view(xp[0], (3, 3), axis=(1, 2))  # C, H, W, 3, 3
-    cols = win.transpose(1, 2, 0, 3, 4).reshape(56 * 56, 64 * 9)
-    return (f.reshape(64, 64 * 9) @ cols.T).reshape(1, 64, 56, 56)
+def conv(np, x, f, stride, pad):
+    """NCHW conv as im2col + matmul (numpy has no conv); works for jax.numpy too."""
+    o, c, kh, kw = f.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    hp, wp = xp.shape[2], xp.shape[3]
+    ho, wo = (hp - kh) // stride + 1, (wp - kw) // stride + 1
+    cols = [xp[0, :, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride]
+            for i in range(kh) for j in range(kw)]  # each C, Ho, Wo
+    cols = np.stack(cols, axis=1).reshape(c * kh * kw, ho * wo)
+    return (f.reshape(o, c * kh * kw) @ cols).reshape(1, o, ho, wo)
 
 
 def layernorm(np, x, g, b):
@@ -72,18 +79,58 @@ def transformer(np, x, w={}):
     return x1 + f @ w["proj"] + w["bproj"]
 
 
-def workloads(np):
+def workload(np, name):
+    """The reference computation of workload `name` (the bench's names encode the shapes)."""
     f32 = np.float32
-    return {
+    fixed = {
         "matmul": lambda d: d["a"] @ d["b"],
         "mlp": lambda d: np.maximum(d["x"] @ d["w1"] + d["b1"], 0) @ d["w2"] + d["b2"],
         "elementwise": lambda d: np.maximum(d["x"] * f32(1.5) + f32(0.25), 0) * f32(2),
         "softmax": lambda d: softmax(np, d["x"]),
-        "conv2d": lambda d: conv2d(np, d["x"], d["f"]),
+        "conv2d": lambda d: conv(np, d["x"], d["f"], 1, 1),
         "gelu": lambda d: gelu(np, d["x"]),
         "layernorm": lambda d: layernorm(np, d["x"], d["g"], d["b"]),
         "transformer": lambda d: transformer(np, d["x"]),
     }
+    if name in fixed:
+        return fixed[name]
+    base = name.split("+")[0]
+    kind = base.split("_")[0]
+    if kind in ("mm", "bmm"):
+        return lambda d: d["a"] @ d["b"]
+    if kind == "abt":
+        return lambda d: d["a"] @ d["w"].T
+    if kind == "linres":
+        return lambda d: d["x"] @ d["w"] + d["b"] + d["r"]
+    if kind == "mlplayer":
+        return lambda d: np.maximum(d["x"] @ d["w"] + d["b"], 0)
+    if kind == "conv":
+        k, s = (int(v) for v in base.split("_")[1:3])
+        return lambda d: conv(np, d["x"], d["f"], s, (k - 1) // 2)
+    return None
+
+
+def jax_conv(jax, x, f, stride, pad):
+    return jax.lax.conv_general_dilated(x, f, (stride, stride), [(pad, pad), (pad, pad)],
+                                        dimension_numbers=("NCHW", "OIHW", "NCHW"))
+
+
+def jax_workload(jax, name):
+    """The JAX version of `name`: jitted, with convs as XLA convolutions."""
+    import jax.numpy as jnp
+    base = name.split("+")[0]
+    if base.startswith("conv"):
+        if base == "conv2d":
+            k, s = 3, 1
+        else:
+            k, s = (int(v) for v in base.split("_")[1:3])
+        f = jax.jit(lambda x, w: jax_conv(jax, x, w, s, (k - 1) // 2))
+        return lambda d: f(d["x"], d["f"])
+    fn = workload(jnp, name)
+    if fn is None:
+        return None
+    jf = jax.jit(fn)
+    return lambda d: jf(d)
 
 
 def median(v):
@@ -100,27 +147,38 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--only")
+    ap.add_argument("--lib", default="numpy", choices=["numpy", "jax"])
     args = ap.parse_args()
     try:
         import numpy as np
     except ImportError as e:
         print(f"numpy is not installed for {sys.executable} ({e}); `pip install numpy` to compare", file=sys.stderr)
         sys.exit(3)
-    fns = workloads(np)
+    if args.lib == "jax":
+        try:
+            import jax
+        except ImportError as e:
+            print(f"jax is not importable ({e}); `pip install jax[cpu]` to compare", file=sys.stderr)
+            sys.exit(3)
     names = args.only.split(",") if args.only else sorted(os.listdir(args.data))
     out = {}
     for name in names:
         d = os.path.join(args.data, name)
-        if name not in fns or not os.path.isdir(d):
-            print(f"no inputs for workload {name!r} in {args.data}", file=sys.stderr)
+        fn = jax_workload(jax, name) if args.lib == "jax" else workload(np, name)
+        if fn is None or not os.path.isdir(d):
+            print(f"no {args.lib} reference or no inputs for workload {name!r} in {args.data}", file=sys.stderr)
             sys.exit(1)
         inputs = {f[:-4]: np.load(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".npy")}
-        fn = fns[name]
-        fn(inputs)  # warm-up
+        if args.lib == "jax":
+            inputs = {k: jax.device_put(v) for k, v in inputs.items()}
+            run = lambda: jax.block_until_ready(fn(inputs))  # noqa: E731
+        else:
+            run = lambda: fn(inputs)  # noqa: E731
+        run()  # warm-up (and jit compile)
         times = []
         for _ in range(max(args.runs, 1)):
             t0 = time.perf_counter()
-            fn(inputs)
+            run()
             times.append(time.perf_counter() - t0)
         out[name] = median(times)
     print(json.dumps(out))

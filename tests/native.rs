@@ -513,7 +513,6 @@ fn views_generators_and_shards_match_the_interpreter() {
 /// interpreter on the original graph.
 #[test]
 fn examples_after_shard_and_fuse_match_the_interpreter() {
-    use tapc::passes::manager::{run_pipeline, RunConfig};
     for name in ["mlp.teg", "softmax.teg", "conv.teg", "attention.teg"] {
         let src = common::example(name);
         let (m0, facts0) = common::compile_ok(name, &src);
@@ -529,25 +528,8 @@ fn examples_after_shard_and_fuse_match_the_interpreter() {
             "shard{parts=3},fuse",
             "fuse",
         ] {
-            let (mut m, facts) = common::compile_ok(name, &src);
-            let mut log = String::new();
-            let cx = run_pipeline(&mut m, facts, pipeline, &RunConfig::default(), &mut log)
-                .unwrap_or_else(|d| panic!("{name}: {pipeline} failed: {}", d.message));
-            let got = tapc::codegen::with_jit(&m, 0, &cx.facts[0], &Default::default(), |p| {
-                [1, 2].map(|threads| {
-                    p.run(
-                        &ins,
-                        &Options {
-                            threads,
-                            record: false,
-                        },
-                    )
-                    .map(|r| r.0)
-                })
-            })
-            .unwrap_or_else(|d| panic!("{name} after {pipeline}: {}", d.message));
+            let got = native_after(name, &src, 0, pipeline, &ins);
             for r in got {
-                let r = r.unwrap_or_else(|e| panic!("{name} after {pipeline}: {e}"));
                 compare(&want, &r).unwrap_or_else(|e| panic!("{name} after {pipeline}: {e}"));
             }
         }
@@ -654,5 +636,277 @@ proptest! {
         if let Err(e) = check_source("random graph", &src) {
             prop_assert!(false, "{e}\n{src}");
         }
+    }
+}
+
+/// Graph `gi` of `src` after `pipeline`, run natively on 1 and then 2 threads.
+fn native_after(
+    what: &str,
+    src: &str,
+    gi: usize,
+    pipeline: &str,
+    ins: &HashMap<String, Tensor>,
+) -> [Vec<(String, Tensor)>; 2] {
+    use tapc::passes::manager::{run_pipeline, RunConfig};
+    let (mut m, facts) = common::compile_ok(what, src);
+    let cx = run_pipeline(
+        &mut m,
+        facts,
+        pipeline,
+        &RunConfig::default(),
+        &mut String::new(),
+    )
+    .unwrap_or_else(|d| panic!("{what}: {pipeline} failed: {}", d.message));
+    let got = tapc::codegen::with_jit(&m, gi, &cx.facts[gi], &Default::default(), |p| {
+        [1, 2].map(|threads| {
+            p.run(
+                ins,
+                &Options {
+                    threads,
+                    record: false,
+                },
+            )
+            .map(|r| r.0)
+        })
+    })
+    .unwrap_or_else(|d| panic!("{what} after {pipeline}: {}", d.message));
+    got.map(|r| r.unwrap_or_else(|e| panic!("{what} after {pipeline}: {e}")))
+}
+
+/// Every graph of `src` after each pipeline, natively on 1 and 2 threads, against the
+/// interpreter on the graph as written.
+fn assert_pipelines(what: &str, src: &str, pipelines: &[&str]) {
+    let (m0, facts0) = common::compile_ok(what, src);
+    for (gi, (g, f0)) in m0.graphs.iter().zip(&facts0).enumerate() {
+        let ins = inputs(&m0, gi);
+        let want = tapc::interp::run(&m0, g, f0, &ins).unwrap();
+        for pipeline in pipelines {
+            let got = native_after(&format!("{what} @{}", g.name), src, gi, pipeline, &ins);
+            for (threads, r) in [1, 2].iter().zip(got) {
+                compare(&want, &r).unwrap_or_else(|e| {
+                    panic!(
+                        "{what} @{} after {pipeline}, {threads} threads: {e}",
+                        g.name
+                    )
+                });
+            }
+        }
+    }
+}
+
+const MATMUL_OPS: &str = "op @mm(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
+  c[i, j] = sum[k](a[i, k] * b[k, j])
+}
+op @bmm(a: f32[B, M, K], b: f32[B, K, N]) -> (c: f32[B, M, N]) {
+  c[b, i, j] = sum[k](a[b, i, k] * b[b, k, j])
+}
+op @linear(x: f32[M, K], w: f32[K, N], b: f32[N]) -> (y: f32[M, N]) {
+  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
+}
+op @add(x: f32[..S], y: f32[..S]) -> (z: f32[..S]) {
+  z[..i] = x[..i] + y[..i]
+}
+op @poly(x: f32[..S]) -> (y: f32[..S]) {
+  y[..i] = x[..i] * (1.0 + x[..i] * x[..i] * 0.044715)
+}
+";
+
+/// Matmul-like kernels at edge shapes (1, 2, 15, 17, 31, 33, primes in every dimension):
+/// plain, A·Bᵀ through a transposed view (packed by gathering), batched (also transposed),
+/// and a linear layer with a residual add and an activation reading it three times, unfused
+/// and fused (the epilogue substituted into the register-blocked reduction).
+#[test]
+fn matmul_like_kernels_at_edge_shapes_match_the_interpreter() {
+    let shapes = [
+        (1, 17, 33),
+        (2, 31, 15),
+        (15, 1, 17),
+        (17, 33, 2),
+        (31, 2, 1),
+        (33, 15, 31),
+        (37, 41, 67),
+        (64, 3, 97),
+    ];
+    for (m, k, n) in shapes {
+        let src = format!(
+            "{MATMUL_OPS}
+graph @plain {{
+  %a = source @a : f32[{m}, {k}]
+  %b = source @b : f32[{k}, {n}]
+  %c = apply @mm(%a, %b)
+  sink @c %c
+}}
+graph @abt {{
+  %a = source @a : f32[{m}, {k}]
+  %w = source @w : f32[{n}, {k}]
+  %t = transpose %w [1, 0]
+  %c = apply @mm(%a, %t)
+  sink @c %c
+}}
+graph @batched {{
+  %a = source @a : f32[3, {m}, {k}]
+  %b = source @b : f32[3, {k}, {n}]
+  %w = source @w : f32[3, {n}, {k}]
+  %t = transpose %w [0, 2, 1]
+  %c = apply @bmm(%a, %b)
+  %d = apply @bmm(%a, %t)
+  sink @c %c
+  sink @d %d
+}}
+graph @epilogue {{
+  %x = source @x : f32[{m}, {k}]
+  %w = source @w : f32[{k}, {n}]
+  %b = source @b : f32[{n}]
+  %r = source @r : f32[{m}, {n}]
+  %h = apply @linear(%x, %w, %b)
+  %y = apply @add(%h, %r)
+  %z = apply @poly(%y)
+  sink @z %z
+}}"
+        );
+        assert_pipelines(
+            &format!("matmul {m}x{k}x{n}"),
+            &src,
+            &["canonicalize", "canonicalize,fuse,canonicalize"],
+        );
+    }
+}
+
+/// `fuse` turns a linear layer plus residual add into one two-statement kernel; code
+/// generation substitutes the temporary into the output statement, so the kernel keeps one
+/// register-blocked statement (and is not split per row like a fused softmax).
+#[test]
+fn a_fused_residual_linear_is_one_blocked_statement() {
+    use tapc::passes::manager::{run_pipeline, RunConfig};
+    let src = format!(
+        "{MATMUL_OPS}
+graph @g {{
+  %x = source @x : f32[64, 32]
+  %w = source @w : f32[32, 48]
+  %b = source @b : f32[48]
+  %r = source @r : f32[64, 48]
+  %h = apply @linear(%x, %w, %b)
+  %y = apply @add(%h, %r)
+  sink @y %y
+}}"
+    );
+    let (mut m, facts) = common::compile_ok("residual", &src);
+    let cx = run_pipeline(
+        &mut m,
+        facts,
+        "canonicalize,fuse,canonicalize",
+        &RunConfig::default(),
+        &mut String::new(),
+    )
+    .unwrap();
+    let insts: Vec<_> = cx.facts[0].instances.values().collect();
+    assert_eq!(insts.len(), 1, "fuse made one apply");
+    let inst = insts[0];
+    assert_eq!(
+        inst.stmts.as_ref().map(Vec::len),
+        Some(2),
+        "linear then add"
+    );
+    let stmts = tapc::codegen::epilogue::inline_epilogues(inst);
+    assert_eq!(stmts.len(), 1);
+    assert!(tapc::codegen::epilogue::has_reduce(&stmts[0].value));
+}
+
+/// Convolutions reading a `pad` (folded into their loads: bounds-guarded, never copied) at
+/// edge shapes: 1×1, 3×3 and 7×7 kernels, strides 1 and 2, uneven pads, odd and prime sizes;
+/// plus a pad that is also sunk (so it is materialized) and a pad of a transposed view.
+#[test]
+fn convs_reading_a_folded_pad_match_the_interpreter() {
+    let cases = [
+        // (channels, outputs, height, width, kernel, stride, pad lo, pad hi)
+        (1, 2, 5, 5, 3, 1, 1, 1),
+        (2, 3, 7, 6, 3, 2, 1, 1),
+        (3, 1, 9, 11, 7, 2, 3, 3),
+        (2, 17, 4, 5, 1, 2, 0, 0),
+        (5, 15, 15, 17, 3, 1, 2, 0),
+        (1, 1, 1, 2, 3, 1, 1, 1),
+        (3, 33, 13, 31, 3, 2, 1, 2),
+    ];
+    for (c, o, h, w, k, s, lo, hi) in cases {
+        let src = format!(
+            "op @conv(x: f32[N, C, H, W], f: f32[O, C, KH, KW]) -> (y: f32[N, O, (H - KH) / {s} + 1, (W - KW) / {s} + 1]) {{
+  y[n, o, i, j] = sum[c, kh, kw](x[n, c, {s} * i + kh, {s} * j + kw] * f[o, c, kh, kw])
+}}
+op @relu(x: f32[..S]) -> (y: f32[..S]) {{
+  y[..i] = max(x[..i], 0.0)
+}}
+graph @folded {{
+  %x = source @x : f32[1, {c}, {h}, {w}]
+  %f = source @f : f32[{o}, {c}, {k}, {k}]
+  %p = pad %x [0:0, 0:0, {lo}:{hi}, {lo}:{hi}] constant 0.5
+  %y = apply @conv(%p, %f)
+  %z = apply @relu(%y)
+  sink @z %z
+}}
+graph @sunk {{
+  %x = source @x : f32[1, {c}, {h}, {w}]
+  %f = source @f : f32[{o}, {c}, {k}, {k}]
+  %p = pad %x [0:0, 0:0, {lo}:{hi}, {lo}:{hi}] constant 0.0
+  %y = apply @conv(%p, %f)
+  sink @y %y
+  sink @p %p
+}}
+graph @transposed {{
+  %x = source @x : f32[1, {c}, {w}, {h}]
+  %f = source @f : f32[{o}, {c}, {k}, {k}]
+  %t = transpose %x [0, 1, 3, 2]
+  %p = pad %t [0:0, 0:0, {lo}:{hi}, {hi}:{lo}] constant -1.0
+  %y = apply @conv(%p, %f)
+  sink @y %y
+}}"
+        );
+        assert_pipelines(
+            &format!("conv c{c} o{o} {h}x{w} k{k} s{s} pad {lo}:{hi}"),
+            &src,
+            &["canonicalize", "canonicalize,fuse,canonicalize"],
+        );
+    }
+}
+
+/// A constant `pad` read only by applies is folded into their loads: the schedule has no
+/// task materializing it (a pad that is also sunk still gets one).
+#[test]
+fn a_pad_read_only_by_a_conv_is_not_copied() {
+    let src = "op @conv(x: f32[C, H, W], f: f32[O, C, K, K]) -> (y: f32[O, H - K + 1, W - K + 1]) {
+  y[o, i, j] = sum[c, kh, kw](x[c, i + kh, j + kw] * f[o, c, kh, kw])
+}
+graph @folded {
+  %x = source @x : f32[3, 8, 8]
+  %f = source @f : f32[4, 3, 3, 3]
+  %p = pad %x [0:0, 1:1, 1:1] constant 0.0
+  %y = apply @conv(%p, %f)
+  sink @y %y
+}
+graph @sunk {
+  %x = source @x : f32[3, 8, 8]
+  %f = source @f : f32[4, 3, 3, 3]
+  %p = pad %x [0:0, 1:1, 1:1] constant 0.0
+  %y = apply @conv(%p, %f)
+  sink @y %y
+  sink @p %p
+}";
+    let (m, facts) = common::compile_ok("pad", src);
+    for (gi, copied) in [(0, false), (1, true)] {
+        let ins = inputs(&m, gi);
+        let opts = Options {
+            threads: 1,
+            record: true,
+        };
+        let (_, rep) = tapc::codegen::with_jit(&m, gi, &facts[gi], &Default::default(), |p| {
+            p.run(&ins, &opts)
+        })
+        .unwrap()
+        .unwrap();
+        let pads = rep
+            .task_names
+            .iter()
+            .filter(|n| n.starts_with("pad"))
+            .count();
+        assert_eq!(pads > 0, copied, "{:?}", rep.task_names);
     }
 }

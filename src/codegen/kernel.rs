@@ -24,9 +24,10 @@
 //!   sequential order by at most a few ulps times the reduction length (tests use a relative
 //!   tolerance of 1e-4 for floats).
 
+use super::epilogue::{has_reduce, inline_epilogues};
 use super::ops::{Gen, R, V};
 use super::ptr;
-use super::schedule::SView;
+use super::schedule::{Padding, SView};
 use super::target::Host;
 use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Instance, Src, Target};
 use crate::ir::kernel::Reduction;
@@ -37,9 +38,7 @@ use inkwell::basic_block::BasicBlock;
 use inkwell::module::Linkage;
 use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
 use inkwell::values::InstructionOpcode as Op;
-use inkwell::values::{
-    BasicValue, BasicValueEnum, FunctionValue, IntValue, PointerValue, VectorValue,
-};
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
 /// Loop structure decided before code generation (also used by the scheduler).
@@ -105,9 +104,10 @@ pub fn plan(inst: &Instance, outputs: &[SView], lanes: u32) -> KernelPlan {
         split: None,
         align: 1,
     };
-    let Some(stmts) = inst.stmts.as_deref() else {
+    if inst.stmts.is_none() {
         return none;
-    };
+    }
+    let stmts = &inline_epilogues(inst)[..];
     let ok = fusable(inst, stmts);
     let out = stmts.iter().find_map(|s| match s.target {
         Target::Output(k) => Some((s, k)),
@@ -351,6 +351,8 @@ struct K<'k, 'a, 'ctx> {
     inst: &'k Instance,
     bufs: Vec<PointerValue<'ctx>>,
     in_strides: Vec<Vec<i64>>,
+    /// Per input: a constant pad folded into its loads.
+    pads: Vec<Option<Padding>>,
     out_strides: Vec<Vec<i64>>,
     lo: Vec<IntValue<'ctx>>,
     hi: Vec<IntValue<'ctx>>,
@@ -361,6 +363,11 @@ struct K<'k, 'a, 'ctx> {
     fail: Option<BasicBlock<'ctx>>,
     /// Panels packed for the statement being emitted.
     packed: Vec<Packed<'ctx>>,
+    /// Top-level reductions already evaluated for the current tile (an inlined epilogue may
+    /// read one several times), with the number of groups they were evaluated for.
+    memo: Vec<(CExpr, usize, Vec<V<'ctx>>)>,
+    /// How many reductions enclose the expression being evaluated.
+    depth: usize,
 }
 
 /// Largest temporary kept on the stack; bigger ones are heap allocated.
@@ -377,10 +384,10 @@ pub fn emit<'ctx>(
     outputs: &[SView],
     kp: &KernelPlan,
 ) -> R<FunctionValue<'ctx>> {
-    let stmts = inst
-        .stmts
-        .as_deref()
-        .ok_or("an extern op without a kernel")?;
+    if inst.stmts.is_none() {
+        return Err("an extern op without a kernel".into());
+    }
+    let stmts = &inline_epilogues(inst)[..];
     let tys: Vec<BasicTypeEnum> = inputs
         .iter()
         .chain(outputs)
@@ -403,6 +410,7 @@ pub fn emit<'ctx>(
             .map(|p| p.into_pointer_value())
             .collect(),
         in_strides: inputs.iter().map(|v| v.strides.clone()).collect(),
+        pads: inputs.iter().map(|v| v.pad.clone()).collect(),
         out_strides: outputs.iter().map(|v| v.strides.clone()).collect(),
         lo: (0..np)
             .map(|d| params[nargs + 2 * d].into_int_value())
@@ -415,8 +423,10 @@ pub fn emit<'ctx>(
         fused,
         fail: None,
         packed: vec![],
+        memo: vec![],
+        depth: 0,
     };
-    k.alloc_temps()?;
+    k.alloc_temps(stmts)?;
     // The fused variables loop once around all statements.
     k.point_loops(&kp.fused, &mut |k| {
         stmts.iter().try_for_each(|st| k.stmt(st))
@@ -434,132 +444,6 @@ pub fn emit<'ctx>(
             .expect("positioned");
     }
     Ok(entry)
-}
-
-impl<'ctx> Gen<'_, 'ctx> {
-    /// Calls a function returning nothing.
-    pub fn call_void(&self, f: FunctionValue<'ctx>, args: &[V<'ctx>]) {
-        let args: Vec<inkwell::values::BasicMetadataValueEnum> =
-            args.iter().map(|&a| a.into()).collect();
-        self.b.build_call(f, &args, "").expect("positioned");
-    }
-
-    /// Calls an intrinsic returning nothing.
-    pub fn intrinsic_void(&self, name: &str, tys: &[BasicTypeEnum<'ctx>], args: &[V<'ctx>]) {
-        let f = inkwell::intrinsics::Intrinsic::find(name)
-            .and_then(|i| i.get_declaration(self.m, tys))
-            .unwrap_or_else(|| panic!("LLVM 14 has intrinsic {name}"));
-        self.call_void(f, args);
-    }
-
-    /// A vector load of `lanes` elements at `p` (element-aligned).
-    pub fn vload(
-        &self,
-        ety: BasicTypeEnum<'ctx>,
-        p: PointerValue<'ctx>,
-        mask: Option<VectorValue<'ctx>>,
-    ) -> V<'ctx> {
-        let vt = self.vec_of(ety, self.w);
-        let align = self.i32c(elem_bytes(ety) as i64);
-        match mask {
-            None => {
-                let v = ptr::load(self.b, vt.into(), p);
-                if let Some(i) = v.as_instruction_value() {
-                    let _ = i.set_alignment(elem_bytes(ety));
-                }
-                v
-            }
-            Some(m) => {
-                let vp = ptr::cast(self.b, p, vt.into());
-                self.intrinsic(
-                    "llvm.masked.load",
-                    &[vt.into(), ptr::masked_mem_ptr(vt.into())],
-                    &[vp.into(), align.into(), m.into(), vt.const_zero().into()],
-                )
-            }
-        }
-    }
-
-    /// A vector store at `p` (element-aligned).
-    pub fn vstore(&self, p: PointerValue<'ctx>, v: V<'ctx>, mask: Option<VectorValue<'ctx>>) {
-        let vt = v.get_type();
-        let ety = v.into_vector_value().get_type().get_element_type();
-        let bytes = elem_bytes(ety);
-        match mask {
-            None => {
-                let vp = ptr::cast(self.b, p, vt);
-                let s = self.b.build_store(vp, v).expect("positioned");
-                let _ = s.set_alignment(bytes);
-            }
-            Some(m) => {
-                let vp = ptr::cast(self.b, p, vt);
-                self.intrinsic_void(
-                    "llvm.masked.store",
-                    &[vt, ptr::masked_mem_ptr(vt)],
-                    &[v, vp.into(), self.i32c(bytes as i64).into(), m.into()],
-                );
-            }
-        }
-    }
-
-    fn all_true(&self) -> VectorValue<'ctx> {
-        let t = self.cx.bool_type().const_int(1, false);
-        inkwell::types::VectorType::const_vector(&vec![t; self.w as usize])
-    }
-
-    /// A gather of `ety` elements at `base + offsets` (i64 vector).
-    pub fn gather(
-        &self,
-        ety: BasicTypeEnum<'ctx>,
-        base: PointerValue<'ctx>,
-        offsets: VectorValue<'ctx>,
-        mask: Option<VectorValue<'ctx>>,
-    ) -> V<'ctx> {
-        let ptrs = ptr::elements(self.b, base, ety, offsets);
-        let vt = self.vec_of(ety, self.w);
-        let m = mask.unwrap_or_else(|| self.all_true());
-        self.intrinsic(
-            "llvm.masked.gather",
-            &[vt.into(), ptr::gather_ptrs(ety, self.w)],
-            &[
-                ptrs.into(),
-                self.i32c(elem_bytes(ety) as i64).into(),
-                m.into(),
-                vt.const_zero().into(),
-            ],
-        )
-    }
-
-    pub fn scatter(
-        &self,
-        base: PointerValue<'ctx>,
-        offsets: VectorValue<'ctx>,
-        v: V<'ctx>,
-        mask: Option<VectorValue<'ctx>>,
-    ) {
-        let ety = v.into_vector_value().get_type().get_element_type();
-        let ptrs = ptr::elements(self.b, base, ety, offsets);
-        let m = mask.unwrap_or_else(|| self.all_true());
-        self.intrinsic_void(
-            "llvm.masked.scatter",
-            &[v.get_type(), ptr::gather_ptrs(ety, self.w)],
-            &[
-                v,
-                ptrs.into(),
-                self.i32c(elem_bytes(ety) as i64).into(),
-                m.into(),
-            ],
-        );
-    }
-}
-
-fn elem_bytes(t: BasicTypeEnum<'_>) -> u32 {
-    match t {
-        BasicTypeEnum::FloatType(f) if f == f.get_context().f32_type() => 4,
-        BasicTypeEnum::FloatType(_) => 8,
-        BasicTypeEnum::IntType(i) => i.get_bit_width().div_ceil(8),
-        _ => 8,
-    }
 }
 
 /// `Σ c·(a_d − base_d)·stride_d` as one affine function.
@@ -582,16 +466,6 @@ fn linear(index: &[Affine], strides: &[i64], bases: &[i64]) -> Affine {
     }
     out.terms.retain(|t| t.1 != 0);
     out
-}
-
-fn has_reduce(e: &CExpr) -> bool {
-    match &e.kind {
-        CKind::Reduce { .. } => true,
-        CKind::Call(_, a) => a.iter().any(has_reduce),
-        CKind::Unary(_, a) => has_reduce(a),
-        CKind::Binary(_, a, b) => has_reduce(a) || has_reduce(b),
-        _ => false,
-    }
 }
 
 impl<'ctx> K<'_, '_, 'ctx> {
@@ -624,9 +498,18 @@ impl<'ctx> K<'_, '_, 'ctx> {
         g.call_void(free, &[p.into()]);
     }
 
-    fn alloc_temps(&mut self) -> R<()> {
+    /// Allocates the temporaries `stmts` write (an inlined one gets none: its pointer is null).
+    fn alloc_temps(&mut self, stmts: &[CStmt]) -> R<()> {
         let g = self.g;
-        for t in &self.inst.temps {
+        for (ti, t) in self.inst.temps.iter().enumerate() {
+            if !stmts.iter().any(|s| s.target == Target::Temp(ti)) {
+                self.temps.push(TempBuf {
+                    ptr: ptr::ptr_to(g.mty(t.dtype)).const_null(),
+                    strides: vec![0; t.vars.len()],
+                    heap: false,
+                });
+                continue;
+            }
             let dims: Vec<i64> = t
                 .vars
                 .iter()
@@ -666,10 +549,103 @@ impl<'ctx> K<'_, '_, 'ctx> {
         Ok(())
     }
 
+    /// Per dimension of input `k`: the coordinate of its buffer's element 0 (the shard origin,
+    /// moved by a folded pad's low widths).
+    fn input_bases(&self, k: usize) -> Vec<i64> {
+        let o = &self.inst.origins[k];
+        match &self.pads[k] {
+            Some(p) => o.iter().zip(&p.lo).map(|(a, b)| a + b).collect(),
+            None => o.clone(),
+        }
+    }
+
+    /// Which lanes of a load of padded input `k` at `index` are inside the unpadded tensor
+    /// (a vector when any coordinate moves along the lane, else a scalar `i1`).
+    fn pad_mask(
+        &self,
+        k: usize,
+        index: &[Affine],
+        grp: &Group<'ctx>,
+        lane: Option<usize>,
+    ) -> V<'ctx> {
+        let g = self.g;
+        let p = self.pads[k].as_ref().expect("a padded input");
+        let bases = self.input_bases(k);
+        let mut mask: V = g.cx.bool_type().const_int(1, false).into();
+        for (d, a) in index.iter().enumerate() {
+            let coord = Affine {
+                terms: a.terms.clone(),
+                constant: a.constant - bases[d],
+            };
+            let c = lane.map_or(0, |l| coord.coeff(l));
+            let x0 = self.offset(&coord, grp, lane);
+            let x: V = if c == 0 {
+                x0.into()
+            } else {
+                self.lane_offsets(x0, c).into()
+            };
+            let inside = g.icmp(IntPredicate::ULT, x, g.i64c(p.inner[d]).into());
+            mask = g.bin(Op::And, mask, inside);
+        }
+        mask
+    }
+
+    /// A load of input `k` through a folded pad: masked (or address-clamped when scalar) so
+    /// only in-bounds elements are read, with `fill` elsewhere.
+    fn load_padded(&self, k: usize, index: &[Affine], d: DType, cx: &Cx<'ctx>) -> Vec<V<'ctx>> {
+        let g = self.g;
+        let a = self.lin(&Src::Input(k), index);
+        let ety = g.mty(d);
+        let base = self.bufs[k];
+        let fill = g.konst(self.pads[k].as_ref().expect("padded").fill, d);
+        let c = cx.lane.map_or(0, |l| a.coeff(l));
+        cx.groups
+            .iter()
+            .map(|grp| {
+                let off = self.offset(&a, grp, cx.lane);
+                let inside = self.pad_mask(k, index, grp, cx.lane);
+                let v = if Gen::is_vec(inside) {
+                    let m = match grp.mask {
+                        Some(t) => g.bin(Op::And, inside, t.into()),
+                        None => inside,
+                    }
+                    .into_vector_value();
+                    if c == 1 {
+                        g.vload(ety, ptr::element(g.b, base, ety, off), Some(m))
+                    } else {
+                        g.gather(ety, base, self.lane_offsets(off, c), Some(m))
+                    }
+                } else {
+                    let safe = g
+                        .select(inside, off.into(), g.i64c(0).into())
+                        .into_int_value();
+                    let v = ptr::load(g.b, ety, ptr::element(g.b, base, ety, safe));
+                    if c == 0 {
+                        v
+                    } else {
+                        g.splat(v)
+                    }
+                };
+                let v = if d == DType::Bool {
+                    let z = g.splat(g.cx.i8_type().const_zero().into());
+                    let z = if Gen::is_vec(v) {
+                        z
+                    } else {
+                        g.cx.i8_type().const_zero().into()
+                    };
+                    g.icmp(IntPredicate::NE, v, z)
+                } else {
+                    v
+                };
+                g.select(inside, v, fill)
+            })
+            .collect()
+    }
+
     /// The linear element offset of a load or store.
     fn lin(&self, src: &Src, index: &[Affine]) -> Affine {
         match src {
-            Src::Input(k) => linear(index, &self.in_strides[*k], &self.inst.origins[*k]),
+            Src::Input(k) => linear(index, &self.in_strides[*k], &self.input_bases(*k)),
             Src::Temp(t) => {
                 let bases: Vec<i64> = self.inst.temps[*t]
                     .vars
@@ -787,6 +763,11 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 })
                 .collect();
         }
+        if let Src::Input(k) = src {
+            if self.pads[*k].is_some() {
+                return self.load_padded(*k, index, d, cx);
+            }
+        }
         let a = self.lin(src, index);
         let (base, ety) = match src {
             Src::Input(k) => (self.bufs[*k], g.mty(d)),
@@ -874,7 +855,22 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 })
                 .collect(),
             CKind::Load { src, index, .. } => self.load(src, index, d, cx),
-            CKind::Reduce { kind, vars, body } => self.reduce(*kind, vars, body, d, cx)?,
+            CKind::Reduce { kind, vars, body } => {
+                let n = cx.groups.len();
+                if self.depth == 0 {
+                    if let Some(m) = self.memo.iter().find(|m| m.1 == n && m.0 == *e) {
+                        return Ok(m.2.clone());
+                    }
+                }
+                self.depth += 1;
+                let r = self.reduce(*kind, vars, body, d, cx);
+                self.depth -= 1;
+                let r = r?;
+                if self.depth == 0 {
+                    self.memo.push((e.clone(), n, r.clone()));
+                }
+                r
+            }
             CKind::Call(f, args) => {
                 let vals: Vec<Vec<V>> = args.iter().map(|a| self.eval(a, cx)).collect::<R<_>>()?;
                 let ad: Vec<DType> = args.iter().map(|a| a.dtype).collect();
@@ -1095,7 +1091,10 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let mut lane = lane.map(|l| l.1);
         if let Some(j) = lane {
             let along_red = red && self.reduce_contiguous(&st.value);
-            if along_red && self.contiguous_loads(&st.value, j) == 0 {
+            if along_red
+                && self.contiguous_loads(&st.value, j) == 0
+                && !self.packs_strided(st, &lv, j)
+            {
                 lane = None;
             }
         }
@@ -1111,6 +1110,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 }],
             };
             return self.point_loops(&lv, &mut |k| {
+                k.memo.clear();
                 let v = k.eval(&st.value, &cx)?;
                 k.store(st, v, st.value.dtype, &cx);
                 Ok(())
@@ -1255,8 +1255,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .expect("positioned")
     }
 
-    /// Loads worth packing: in a top-level reduction, contiguous along `j`, independent of
-    /// `i`, moving with the reduction (so the panel is reused by every value of `i`).
+    /// Loads worth packing: in a top-level reduction, varying along `j` (contiguous, or
+    /// strided: a transposed operand, gathered once into the panel), independent of `i`,
+    /// moving with the reduction (so the panel is reused by every value of `i`).
     #[allow(clippy::type_complexity)]
     fn pack_candidates(
         &self,
@@ -1278,7 +1279,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                         match &b.kind {
                             CKind::Load { src, index, .. } => {
                                 let a = self.lin(src, index);
-                                let ok = a.coeff(j) == 1
+                                let ok = a.coeff(j) != 0
                                     && a.coeff(i) == 0
                                     && vars.iter().any(|&v| a.coeff(v) != 0)
                                     && b.dtype != DType::Bool
@@ -1433,6 +1434,29 @@ impl<'ctx> K<'_, '_, 'ctx> {
         }
     }
 
+    /// Whether lanes along `j` get register blocking with every load that strides along `j`
+    /// packed (A·Bᵀ through a transposed view): then vectorising along `j` beats a dot
+    /// product per point along the contiguous reduction.
+    fn packs_strided(&self, st: &CStmt, lv: &[usize], j: usize) -> bool {
+        let w = self.g.w as i64;
+        let u = ((ext(self.inst, j) + w - 1) / w).clamp(1, 4);
+        let Some(i) = self.block_var(st, lv, j, u) else {
+            return false;
+        };
+        if (16 / u).clamp(1, 8).min(ext(self.inst, i)) < 2 {
+            return false;
+        }
+        let packs = self.pack_candidates(&st.value, j, i);
+        let mut all = !packs.is_empty();
+        visit_loads(&st.value, &mut |src, index| {
+            let c = self.lin(&src, index).coeff(j);
+            if c != 0 && c != 1 && !packs.iter().any(|p| p.0 == src && p.1 == index) {
+                all = false;
+            }
+        });
+        all
+    }
+
     /// The variable to block rows over: the one whose blocking reuses loads best (loads not
     /// depending on it are shared by every row of the block).
     fn block_var(&self, st: &CStmt, lv: &[usize], j: usize, u: i64) -> Option<usize> {
@@ -1448,7 +1472,11 @@ impl<'ctx> K<'_, '_, 'ctx> {
             let cost: i64 = loads
                 .iter()
                 .filter(|a| a.coeff(v) != 0)
-                .map(|a| if a.coeff(j) != 0 { u } else { 1 })
+                .map(|a| match a.coeff(j) {
+                    0 => 1,
+                    1 => u,
+                    _ => 4 * u, // a gather per row (packed instead when another var is blocked)
+                })
                 .sum();
             if best.is_none_or(|(c, _)| cost <= c) {
                 best = Some((cost, v));
@@ -1516,6 +1544,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             lane: Some(j),
             groups,
         };
+        self.memo.clear();
         let vals = self.eval(&st.value, &cx)?;
         self.store(st, vals, st.value.dtype, &cx);
         Ok(())

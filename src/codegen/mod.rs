@@ -14,6 +14,7 @@
 //! All pointer typing lives in [`ptr`], so a newer (opaque-pointer) LLVM is a change there.
 
 pub mod copy;
+pub mod epilogue;
 pub mod kernel;
 pub mod link;
 pub mod math;
@@ -21,6 +22,7 @@ pub mod ops;
 pub mod ptr;
 pub mod schedule;
 pub mod target;
+pub mod vmem;
 
 use crate::diag::{codes, Diagnostic};
 use crate::ir::Module;

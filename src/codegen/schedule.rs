@@ -28,6 +28,17 @@ pub struct SView {
     pub shape: Vec<i64>,
     /// In elements.
     pub strides: Vec<i64>,
+    /// A constant `pad` folded into the reader's loads: `strides` are the unpadded tensor's.
+    pub pad: Option<Padding>,
+}
+
+/// A constant pad seen by a kernel: padded coordinate `c` reads element `c - lo` of the
+/// unpadded tensor (shape `inner`) when in bounds, `fill` otherwise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Padding {
+    pub lo: Vec<i64>,
+    pub inner: Vec<i64>,
+    pub fill: Scalar,
 }
 
 /// How one output coordinate of a gather maps to its source coordinate.
@@ -88,6 +99,7 @@ struct Loc {
     shape: Vec<i64>,
     dtype: DType,
     producers: Vec<u32>,
+    pad: Option<Padding>,
 }
 
 impl Loc {
@@ -96,6 +108,7 @@ impl Loc {
             dtype: self.dtype,
             shape: self.shape.clone(),
             strides: self.strides.clone(),
+            pad: self.pad.clone(),
         }
     }
     fn arg(&self) -> Arg {
@@ -195,6 +208,21 @@ struct Builder<'a> {
     /// Each distinct kernel spec (by its full `Debug` form) and its index: structurally
     /// identical kernels (a chain of the same op at the same shapes) compile once.
     kernel_ids: HashMap<String, u32>,
+    /// Per value: only ever an apply's argument (so a constant `pad` of it can be folded).
+    apply_only: Vec<bool>,
+}
+
+/// Per value of `g`: used, and only as an apply's argument.
+fn apply_only(g: &Graph) -> Vec<bool> {
+    let mut uses = vec![0u8; g.values.len()]; // 0 unused, 1 applies only, 2 other uses
+    for n in &g.nodes {
+        let by_apply = matches!(n.kind, NodeKind::Apply(_));
+        for v in n.kind.operands() {
+            let u = &mut uses[v.index()];
+            *u = if by_apply { (*u).max(1) } else { 2 };
+        }
+    }
+    uses.into_iter().map(|u| u == 1).collect()
 }
 
 /// Builds the schedule of graph `g` of `m`; `lanes` is the kernels' vector width.
@@ -220,6 +248,7 @@ pub fn build(
         locs: vec![None; g.values.len()],
         placed: HashMap::new(),
         kernel_ids: HashMap::new(),
+        apply_only: apply_only(g),
     };
     b.place_regions();
     for (i, n) in g.nodes.iter().enumerate() {
@@ -269,6 +298,7 @@ impl Builder<'_> {
             shape: t.shape,
             dtype: t.dtype,
             producers: vec![],
+            pad: None,
         })
     }
 
@@ -426,6 +456,7 @@ impl Builder<'_> {
                     shape: ty.shape.clone(),
                     dtype: ty.dtype,
                     producers: vec![],
+                    pad: None,
                 });
             }
             NodeKind::Generator(gen) => {
@@ -447,6 +478,7 @@ impl Builder<'_> {
                             shape: ty.shape.clone(),
                             dtype: ty.dtype,
                             producers: vec![],
+                            pad: None,
                         }
                     }
                     None => {
@@ -705,6 +737,22 @@ impl Builder<'_> {
                 return Ok(out);
             }
             View::Pad { widths, mode, .. } => {
+                if let (PadMode::Constant(c), true) = (mode, self.apply_only[r.index()]) {
+                    // Folded into the readers' loads (bounds-guarded), never copied.
+                    let foldable = a0.pad.is_none()
+                        && a0.elements() > 0
+                        && (0..a0.shape.len()).all(|d| {
+                            a0.strides[d] != 0 || (a0.shape[d] == 1 && widths[d] == (0, 0))
+                        });
+                    if foldable {
+                        l.pad = Some(Padding {
+                            lo: widths.iter().map(|w| w.0).collect(),
+                            inner: a0.shape.clone(),
+                            fill: scalar_of(*c),
+                        });
+                        return Ok(l);
+                    }
+                }
                 let mut out = self.fresh(r)?;
                 let maps = widths
                     .iter()
