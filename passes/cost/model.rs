@@ -305,6 +305,13 @@ fn footprint(inst: &Instance, boxes: &[(i64, i64)], red: Option<usize>) -> (Boxe
     (ins, epi, outs)
 }
 
+/// The boxes an apply reads of each input and writes of each output: the footprint the model
+/// charges, which the MPI schedule also plans its transfers from.
+pub fn io_boxes(inst: &Instance) -> (Boxes, Boxes) {
+    let (ins, _, outs) = footprint(inst, &full_boxes(inst), None);
+    (ins, outs)
+}
+
 fn footprint_bytes(inst: &Instance, boxes: &[(i64, i64)]) -> f64 {
     let (ins, _, outs) = footprint(inst, boxes, None);
     let size = |t: &crate::ir::TensorType| t.dtype.size_bytes() as f64;

@@ -10,6 +10,7 @@
 pub mod entry;
 pub mod exec;
 pub mod fault;
+pub mod mpi;
 pub mod npy;
 pub mod plan;
 pub mod tensor;

@@ -14,6 +14,7 @@
 //! All pointer typing lives in [`ptr`], so a newer (opaque-pointer) LLVM is a change there.
 
 pub mod copy;
+pub mod distribute;
 pub mod kernel;
 pub mod link;
 pub mod ops;
@@ -60,6 +61,15 @@ pub struct Options {
     pub fast_math: bool,
 }
 
+/// Which runtime an executable links: the single-process one, or the MPI one (`--mpi`: the
+/// plan carries placement and transfers, see [`distribute`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Runtime {
+    #[default]
+    Local,
+    Mpi,
+}
+
 fn backend_error(msg: impl Into<String>) -> Diagnostic {
     Diagnostic::error(codes::NOT_AVAILABLE, msg.into())
 }
@@ -88,6 +98,7 @@ fn kernel_symbol(k: usize) -> String {
 
 /// Builds (and optimises) the module for graph `gi`; `with_main` adds the embedded plan and
 /// a C `main` for executables.
+#[allow(clippy::too_many_arguments)]
 fn build<'ctx>(
     cx: &'ctx Context,
     m: &Module,
@@ -96,10 +107,14 @@ fn build<'ctx>(
     with_main: bool,
     reloc: RelocMode,
     opts: &Options,
+    rt: Runtime,
 ) -> Result<(LModule<'ctx>, Schedule, inkwell::targets::TargetMachine), Diagnostic> {
     let host = target::host().map_err(backend_error)?;
     let g = &m.graphs[gi];
-    let sched = schedule::build(m, g, facts, host.lanes)?;
+    let mut sched = schedule::build(m, g, facts, host.lanes)?;
+    if rt == Runtime::Mpi {
+        sched.plan.dist = distribute::plan(&sched);
+    }
     let module = cx.create_module(&format!("teg.{}", g.name));
     let machine = host.machine(reloc).map_err(backend_error)?;
     module.set_triple(&machine.get_triple());
@@ -245,10 +260,24 @@ pub fn emit_to_file(
     out: &Path,
     opts: &Options,
 ) -> Result<(), Diagnostic> {
+    emit_to_file_for(m, gi, facts, kind, out, opts, Runtime::Local)
+}
+
+/// [`emit_to_file`] for runtime `rt` (`Runtime::Mpi`: a distributed plan, linked with the MPI
+/// runtime library and Open MPI).
+pub fn emit_to_file_for(
+    m: &Module,
+    gi: usize,
+    facts: &GraphFacts,
+    kind: EmitKind,
+    out: &Path,
+    opts: &Options,
+    rt: Runtime,
+) -> Result<(), Diagnostic> {
     guarded(|| {
         let cx = Context::create();
         let with_main = matches!(kind, EmitKind::Obj | EmitKind::Exe | EmitKind::Asm);
-        let (module, _, machine) = build(&cx, m, gi, facts, with_main, RelocMode::PIC, opts)?;
+        let (module, _, machine) = build(&cx, m, gi, facts, with_main, RelocMode::PIC, opts, rt)?;
         let io = |e: String| {
             Diagnostic::error(codes::IO, format!("cannot write {}: {e}", out.display()))
         };
@@ -268,7 +297,7 @@ pub fn emit_to_file(
             return Err(io(e));
         }
         if kind == EmitKind::Exe {
-            let r = link::link(&tmp, out).map_err(|e| {
+            let r = link::link(&tmp, out, rt).map_err(|e| {
                 if e.starts_with("cannot write") {
                     Diagnostic::error(codes::IO, e)
                 } else {
@@ -321,7 +350,16 @@ pub fn with_jit<T>(
 ) -> Result<T, Diagnostic> {
     let cx = Context::create();
     let (engine, sched): (ExecutionEngine, Schedule) = guarded(|| {
-        let (module, sched, _) = build(&cx, m, gi, facts, false, RelocMode::Default, opts)?;
+        let (module, sched, _) = build(
+            &cx,
+            m,
+            gi,
+            facts,
+            false,
+            RelocMode::Default,
+            opts,
+            Runtime::Local,
+        )?;
         let engine = module
             .create_jit_execution_engine(OptimizationLevel::Aggressive)
             .map_err(|e| backend_error(format!("cannot start the LLVM JIT: {e}")))?;
