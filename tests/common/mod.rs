@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod graphgen;
+pub mod mpi;
 pub mod syspkg;
 
 use std::collections::HashMap;
