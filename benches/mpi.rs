@@ -75,7 +75,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// A number after `key` in `line`.
 fn after(line: &str, key: &str) -> Option<f64> {
     let at = line.find(key)? + key.len();
-    line[at..].split_whitespace().next()?.trim_end_matches(',').parse().ok()
+    line[at..]
+        .split_whitespace()
+        .next()?
+        .trim_end_matches(',')
+        .parse()
+        .ok()
 }
 
 fn main() {

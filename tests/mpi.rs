@@ -231,6 +231,7 @@ fn time_prints_the_placement_idle_ranks_and_bytes_per_value_and_trace_has_every_
         dir.join("out").to_str().unwrap(),
         "--threads",
         "2",
+        "--inputs-on-root",
         "--time",
         "--trace",
         trace.to_str().unwrap(),
@@ -244,6 +245,8 @@ fn time_prints_the_placement_idle_ranks_and_bytes_per_value_and_trace_has_every_
     assert!(err.contains("idle rank(s): 2"), "{err}");
     assert!(err.contains("rank 1:\n"), "{err}");
     assert!(err.contains("%y.k0: sent 2560 B, received 0 B"), "{err}");
+    // The k-shard on node 1 reads rows 0..256 of %w2 (512×10 f32): half of it is sent.
+    assert!(err.contains("%w2: sent 10240 B, received 0 B"), "{err}");
     assert!(err.contains("waited"), "{err}");
     let t: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).expect("the trace is JSON");
