@@ -11,49 +11,17 @@
 
 mod common;
 
+use common::inputs;
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tapc::ir::Module;
 use tapc::verify::GraphFacts;
 use tapc_runtime::exec::Options;
-use tapc_runtime::{DType, Data, Tensor};
+use tapc_runtime::{Data, Tensor};
 
 const RTOL: f64 = 1e-4;
 const ATOL: f64 = 1e-5;
-
-/// Deterministic inputs for every source: floats in [-2, 2), ints in [-50, 50), bools.
-fn inputs(m: &Module, gi: usize) -> HashMap<String, Tensor> {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let mut out = HashMap::new();
-    for (name, ty, _) in m.graphs[gi].sources() {
-        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
-        let n: usize = shape.iter().product();
-        let data = match ty.dtype {
-            DType::F32 => Data::F32(
-                (0..n)
-                    .map(|_| (next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
-                    .collect(),
-            ),
-            DType::F64 => Data::F64(
-                (0..n)
-                    .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0)
-                    .collect(),
-            ),
-            DType::I32 => Data::I32((0..n).map(|_| (next() % 100) as i32 - 50).collect()),
-            DType::I64 => Data::I64((0..n).map(|_| (next() % 100) as i64 - 50).collect()),
-            DType::Bool => Data::Bool((0..n).map(|_| next() & 1 == 1).collect()),
-        };
-        out.insert(name.to_string(), Tensor::new(shape, data).unwrap());
-    }
-    out
-}
 
 fn close(a: f64, b: f64) -> bool {
     if a.is_nan() || b.is_nan() {

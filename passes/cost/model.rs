@@ -237,10 +237,16 @@ type Boxes = Vec<Box1>;
 /// (the epilogue, run once after the combine); otherwise the second list is empty boxes.
 fn footprint(inst: &Instance, boxes: &[(i64, i64)], red: Option<usize>) -> (Boxes, Boxes, Boxes) {
     let np = inst.parallel;
-    let clip = |b: Vec<(i64, i64)>, shape: &[i64]| -> Vec<(i64, i64)> {
+    // A shard's ports hold only its window: global coordinates minus the port's origin.
+    let clip = |b: Vec<(i64, i64)>, shape: &[i64], origin: Option<&Vec<i64>>| -> Vec<(i64, i64)> {
         b.into_iter()
             .zip(shape)
-            .map(|((l, h), &n)| (l.clamp(0, n), h.clamp(0, n).max(l.clamp(0, n))))
+            .enumerate()
+            .map(|(d, ((l, h), &n))| {
+                let o = origin.and_then(|o| o.get(d)).copied().unwrap_or(0);
+                let (l, h) = (l - o, h - o);
+                (l.clamp(0, n), h.clamp(0, n).max(l.clamp(0, n)))
+            })
             .collect()
     };
     let empty = || -> Boxes {
@@ -276,8 +282,9 @@ fn footprint(inst: &Instance, boxes: &[(i64, i64)], red: Option<usize>) -> (Boxe
             let fin = |h: Vec<Option<Vec<(i64, i64)>>>| -> Boxes {
                 h.into_iter()
                     .zip(&inst.inputs)
-                    .map(|(h, t)| match h {
-                        Some(b) => clip(b, &t.shape),
+                    .enumerate()
+                    .map(|(k, (h, t))| match h {
+                        Some(b) => clip(b, &t.shape, inst.origins.get(k)),
                         None => vec![(0, 0); t.shape.len()],
                     })
                     .collect()
@@ -290,7 +297,14 @@ fn footprint(inst: &Instance, boxes: &[(i64, i64)], red: Option<usize>) -> (Boxe
                 .inputs
                 .iter()
                 .zip(&inst.inputs)
-                .map(|(p, t)| clip(p.projection.image(&boxes[..np]), &t.shape))
+                .enumerate()
+                .map(|(k, (p, t))| {
+                    clip(
+                        p.projection.image(&boxes[..np]),
+                        &t.shape,
+                        inst.origins.get(k),
+                    )
+                })
                 .collect(),
             empty(),
         ),
@@ -300,9 +314,26 @@ fn footprint(inst: &Instance, boxes: &[(i64, i64)], red: Option<usize>) -> (Boxe
         .outputs
         .iter()
         .zip(&inst.outputs)
-        .map(|(p, t)| clip(p.projection.image(&boxes[..np]), &t.shape))
+        .map(|(p, t)| {
+            let origin: Option<Vec<i64>> = inst.sharded.then(|| {
+                let whole: Vec<(i64, i64)> = inst.range();
+                p.projection
+                    .image(&whole)
+                    .into_iter()
+                    .map(|r| r.0)
+                    .collect()
+            });
+            clip(p.projection.image(&boxes[..np]), &t.shape, origin.as_ref())
+        })
         .collect();
     (ins, epi, outs)
+}
+
+/// The boxes an apply reads of each input and writes of each output: the footprint the model
+/// charges, which the MPI schedule also plans its transfers from.
+pub fn io_boxes(inst: &Instance) -> (Boxes, Boxes) {
+    let (ins, _, outs) = footprint(inst, &full_boxes(inst), None);
+    (ins, outs)
 }
 
 fn footprint_bytes(inst: &Instance, boxes: &[(i64, i64)]) -> f64 {

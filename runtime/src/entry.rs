@@ -24,20 +24,22 @@ pub struct Outcome {
     pub code: i32,
 }
 
-const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time] [--trace FILE.json]";
+const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time] [--trace FILE.json] [--inputs-on-root]";
 
-struct Args {
+pub(crate) struct Args {
     named: Vec<(String, PathBuf)>,
     positional: Vec<PathBuf>,
     input_dir: Option<PathBuf>,
-    out_dir: PathBuf,
-    threads: usize,
-    max_memory: Option<u64>,
-    time: bool,
-    trace: Option<PathBuf>,
+    pub(crate) out_dir: PathBuf,
+    pub(crate) threads: usize,
+    pub(crate) max_memory: Option<u64>,
+    pub(crate) time: bool,
+    pub(crate) trace: Option<PathBuf>,
+    /// Distributed programs: rank 0 reads every input and sends the windows (no shared FS).
+    pub(crate) inputs_on_root: bool,
 }
 
-fn parse_args(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
+pub(crate) fn parse_args(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
     let mut a = Args {
         named: vec![],
         positional: vec![],
@@ -47,6 +49,7 @@ fn parse_args(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
         max_memory: None,
         time: false,
         trace: None,
+        inputs_on_root: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -92,6 +95,7 @@ fn parse_args(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
                 })?);
             }
             "--time" => a.time = true,
+            "--inputs-on-root" => a.inputs_on_root = true,
             "--trace" => a.trace = Some(PathBuf::from(value("--trace")?)),
             f if f.starts_with('-') && f.len() > 1 => {
                 return Err(format!("{prog}: unknown option `{f}`\n{USAGE}"))
@@ -146,7 +150,7 @@ pub fn run_program(prog: &str, args: &[String], plan: &Plan, kernels: &[KernelFn
 
 /// Binds every source to a file: named, then positional in declaration order, then the
 /// input directory.
-fn bind_inputs(a: &Args, plan: &Plan) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn bind_inputs(a: &Args, plan: &Plan) -> Result<Vec<PathBuf>, String> {
     for (n, _) in &a.named {
         if !plan.sources.iter().any(|s| &s.name == n) {
             let names: Vec<String> = plan
@@ -272,7 +276,7 @@ fn run_parsed(
 
 /// Fails early (before computing) when the output directory (or the nearest existing
 /// ancestor it would be created in) is not a directory, so a bad `--out-dir` costs no run.
-fn check_out_dir(dir: &Path) -> Result<(), String> {
+pub(crate) fn check_out_dir(dir: &Path) -> Result<(), String> {
     let mut p = Some(dir);
     while let Some(d) = p {
         match std::fs::metadata(d) {
@@ -330,6 +334,10 @@ pub unsafe extern "C" fn tapc_rt_main(
     let bytes = std::slice::from_raw_parts(plan, plan_len as usize);
     let kernels = std::slice::from_raw_parts(kernels, nkernels as usize);
     let run = std::panic::catch_unwind(|| match Plan::decode(bytes) {
+        // A `--mpi` program: every rank runs its part of the plan.
+        Ok(p) if !p.dist.nodes.is_empty() => {
+            crate::mpi::run_distributed(&prog, args.get(1..).unwrap_or(&[]), &p, kernels, bytes)
+        }
         Ok(p) => run_program(&prog, args.get(1..).unwrap_or(&[]), &p, kernels),
         Err(e) => Outcome {
             stdout: String::new(),

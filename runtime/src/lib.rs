@@ -12,6 +12,7 @@ pub mod entry;
 pub mod exec;
 pub mod fault;
 pub mod memory;
+pub mod mpi;
 pub mod npy;
 pub mod output;
 pub mod plan;

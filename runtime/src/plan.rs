@@ -24,6 +24,7 @@
 //! `k`-th tensor view and `range` holds `lo, hi` per index dimension (global coordinates).
 //! Strides and shapes are compiled into the kernel.
 
+pub use crate::mpi::dist::{Dist, Transfer};
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
@@ -70,6 +71,8 @@ pub struct Plan {
     pub tasks: Vec<Task>,
     /// In the order the graph declares them.
     pub sinks: Vec<Sink>,
+    /// Placement and transfers of a distributed (`--mpi`) plan; empty otherwise.
+    pub dist: Dist,
 }
 
 /// One allocation, 64-byte aligned.
@@ -210,6 +213,19 @@ impl Plan {
             }
             w.u32s(&s.deps);
         }
+        w.u32s(&self.dist.nodes);
+        w.u32(self.dist.transfers.len() as u32);
+        for t in &self.dist.transfers {
+            w.str(&t.value);
+            w.u32s(&[t.from, t.to, t.buffer, t.elem]);
+            w.u32(t.runs.len() as u32);
+            for &(a, n) in &t.runs {
+                w.i64(a);
+                w.i64(n);
+            }
+            w.u32(t.after.unwrap_or(u32::MAX));
+            w.u32(t.before.unwrap_or(u32::MAX));
+        }
         let sum = checksum(&w.0);
         w.u64(sum);
         w.0
@@ -319,6 +335,31 @@ impl Plan {
                 deps: r.u32s()?,
             });
         }
+        let mut dist = Dist {
+            nodes: r.u32s()?,
+            transfers: vec![],
+        };
+        let opt = |v: u32| (v != u32::MAX).then_some(v);
+        for _ in 0..r.count()? {
+            let value = r.str()?;
+            let [from, to, buffer, elem] = r.u32s()?[..] else {
+                return Err("corrupt plan: bad transfer".into());
+            };
+            let mut runs = Vec::new();
+            for _ in 0..r.count()? {
+                runs.push((r.i64()?, r.i64()?));
+            }
+            dist.transfers.push(Transfer {
+                value,
+                from,
+                to,
+                buffer,
+                elem,
+                runs,
+                after: opt(r.u32()?),
+                before: opt(r.u32()?),
+            });
+        }
         if r.at != body.len() {
             return Err("corrupt plan: trailing bytes".into());
         }
@@ -328,6 +369,7 @@ impl Plan {
             sources,
             tasks,
             sinks,
+            dist,
         };
         Ok(p)
     }
@@ -420,7 +462,8 @@ impl Plan {
                 return bad(format!("sink @{} reads outside its buffer", s.name));
             }
         }
-        Ok(())
+        let sizes: Vec<u64> = self.buffers.iter().map(|b| b.bytes).collect();
+        self.dist.validate(self.tasks.len(), &sizes)
     }
 }
 
@@ -589,6 +632,7 @@ mod tests {
                 },
                 deps: vec![0],
             }],
+            dist: Dist::default(),
         }
     }
 
@@ -599,6 +643,28 @@ mod tests {
         assert_eq!(Plan::decode(&bytes).unwrap(), p);
         p.validate(1).unwrap();
         assert!(p.validate(0).unwrap_err().contains("kernel 0"));
+    }
+
+    #[test]
+    fn distributed_section_round_trips_and_validates() {
+        let mut p = sample();
+        p.dist = Dist {
+            nodes: vec![1],
+            transfers: vec![Transfer {
+                value: "%y".into(),
+                from: 1,
+                to: 0,
+                buffer: 2,
+                elem: 4,
+                runs: vec![(0, 6)],
+                after: Some(0),
+                before: None,
+            }],
+        };
+        assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
+        p.validate(1).unwrap();
+        p.dist.transfers[0].runs = vec![(4, 3)];
+        assert!(p.validate(1).unwrap_err().contains("outside its buffer"));
     }
 
     #[test]

@@ -6,6 +6,9 @@
 //! `libtapc_runtime.a` next to the running executable and `libtapc_runtime-*.a` in the `deps/`
 //! directory of the cargo profile the executable was built in (cargo builds the runtime's
 //! staticlib whenever it builds `tapc`); the same directory as recorded when `tapc` was compiled.
+//! A `--mpi` program links the runtime built with its `mpi` feature (`$TAPC_MPI_RUNTIME_LIB`,
+//! or the one above when `tapc` itself was built with `--features mpi`) and Open MPI's libraries
+//! as `mpicc --showme:link` names them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -82,14 +85,47 @@ pub fn runtime_lib() -> Result<PathBuf, String> {
     Err("cannot find the tapc runtime library (libtapc_runtime.a); build tapc with cargo (which builds it) or set TAPC_RUNTIME_LIB to its path".into())
 }
 
-/// Links `obj` into the executable `out` (the caller stages `out`: see
-/// `tapc_runtime::output`, which puts it in place only when everything was written).
-pub fn link(obj: &Path, out: &Path) -> Result<(), String> {
-    let lib = runtime_lib()?;
+/// The runtime library built with the `mpi` feature.
+fn mpi_runtime_lib() -> Result<PathBuf, String> {
+    match std::env::var_os("TAPC_MPI_RUNTIME_LIB") {
+        Some(p) if Path::new(&p).is_file() => Ok(PathBuf::from(p)),
+        Some(p) => Err(format!("TAPC_MPI_RUNTIME_LIB={} is not a file", Path::new(&p).display())),
+        None if cfg!(feature = "mpi") => runtime_lib(),
+        None => Err("`--mpi` needs the tapc runtime built with its `mpi` feature: build tapc with `cargo build --features mpi`, or build the runtime with `cargo build -p tapc-runtime --features mpi` and set TAPC_MPI_RUNTIME_LIB to its libtapc_runtime.a".into()),
+    }
+}
+
+/// Open MPI's link flags (`mpicc --showme:link`).
+fn mpi_link_flags() -> Result<Vec<String>, String> {
+    let how = "`--mpi` needs Open MPI's `mpicc`: install it with `apt-get install libopenmpi-dev openmpi-bin`";
+    let o = Command::new("mpicc")
+        .arg("--showme:link")
+        .output()
+        .map_err(|e| format!("cannot run `mpicc --showme:link` ({e}); {how}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "`mpicc --showme:link` failed ({}); {how}",
+            o.status
+        ));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect())
+}
+
+/// Links `obj` into the executable `out` with the runtime `rt` asks for (the caller stages
+/// `out`: see `tapc_runtime::output`, which puts it in place only when everything was written).
+pub fn link(obj: &Path, out: &Path, rt: super::Runtime) -> Result<(), String> {
+    let (lib, mpi) = match rt {
+        super::Runtime::Local => (runtime_lib()?, vec![]),
+        super::Runtime::Mpi => (mpi_runtime_lib()?, mpi_link_flags()?),
+    };
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let result = Command::new(&cc)
         .arg(obj)
         .arg(&lib)
+        .args(&mpi)
         .args(NATIVE_LIBS)
         .arg("-Wl,--gc-sections,-S")
         .arg("-o")

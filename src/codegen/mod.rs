@@ -15,6 +15,7 @@
 
 pub mod copy;
 pub mod epilogue;
+pub mod distribute;
 pub mod kernel;
 pub mod link;
 pub mod math;
@@ -64,6 +65,15 @@ pub struct Options {
     pub fast_math: bool,
 }
 
+/// Which runtime an executable links: the single-process one, or the MPI one (`--mpi`: the
+/// plan carries placement and transfers, see [`distribute`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Runtime {
+    #[default]
+    Local,
+    Mpi,
+}
+
 fn backend_error(msg: impl Into<String>) -> Diagnostic {
     Diagnostic::error(codes::NOT_AVAILABLE, msg.into())
 }
@@ -92,6 +102,7 @@ fn kernel_symbol(k: usize) -> String {
 
 /// Builds (and optimises) the module for graph `gi`; `with_main` adds the embedded plan and
 /// a C `main` for executables.
+#[allow(clippy::too_many_arguments)]
 fn build<'ctx>(
     cx: &'ctx Context,
     m: &Module,
@@ -100,10 +111,14 @@ fn build<'ctx>(
     with_main: bool,
     reloc: RelocMode,
     opts: &Options,
+    rt: Runtime,
 ) -> Result<(LModule<'ctx>, Schedule, inkwell::targets::TargetMachine), Diagnostic> {
     let host = target::host().map_err(backend_error)?;
     let g = &m.graphs[gi];
-    let sched = schedule::build(m, g, facts, host.lanes)?;
+    let mut sched = schedule::build(m, g, facts, host.lanes)?;
+    if rt == Runtime::Mpi {
+        sched.plan.dist = distribute::plan(&sched);
+    }
     let module = cx.create_module(&format!("teg.{}", g.name));
     let machine = host.machine(reloc).map_err(backend_error)?;
     module.set_triple(&machine.get_triple());
@@ -249,10 +264,24 @@ pub fn emit_to_file(
     out: &Path,
     opts: &Options,
 ) -> Result<(), Diagnostic> {
+    emit_to_file_for(m, gi, facts, kind, out, opts, Runtime::Local)
+}
+
+/// [`emit_to_file`] for runtime `rt` (`Runtime::Mpi`: a distributed plan, linked with the MPI
+/// runtime library and Open MPI).
+pub fn emit_to_file_for(
+    m: &Module,
+    gi: usize,
+    facts: &GraphFacts,
+    kind: EmitKind,
+    out: &Path,
+    opts: &Options,
+    rt: Runtime,
+) -> Result<(), Diagnostic> {
     guarded(|| {
         let cx = Context::create();
         let with_main = matches!(kind, EmitKind::Obj | EmitKind::Exe | EmitKind::Asm);
-        let (module, _, machine) = build(&cx, m, gi, facts, with_main, RelocMode::PIC, opts)?;
+        let (module, _, machine) = build(&cx, m, gi, facts, with_main, RelocMode::PIC, opts, rt)?;
         let io = |e: String| Diagnostic::error(codes::IO, e);
         let cannot = |e: String| io(format!("cannot write {}: {e}", out.display()));
         // All or nothing (tapc_runtime::output): written into a staging directory beside
@@ -275,7 +304,7 @@ pub fn emit_to_file(
             EmitKind::Exe => {
                 let obj = staged.with_extension("tapc.o");
                 write(&obj, &to_memory(FileType::Object)?)?;
-                link::link(&obj, &staged).map_err(backend_error)?;
+                link::link(&obj, &staged, rt).map_err(backend_error)?;
                 let _ = std::fs::remove_file(&obj);
             }
         }
@@ -325,7 +354,16 @@ pub fn with_jit<T>(
 ) -> Result<T, Diagnostic> {
     let cx = Context::create();
     let (engine, sched): (ExecutionEngine, Schedule) = guarded(|| {
-        let (module, sched, _) = build(&cx, m, gi, facts, false, RelocMode::Default, opts)?;
+        let (module, sched, _) = build(
+            &cx,
+            m,
+            gi,
+            facts,
+            false,
+            RelocMode::Default,
+            opts,
+            Runtime::Local,
+        )?;
         let engine = module
             .create_jit_execution_engine(OptimizationLevel::Aggressive)
             .map_err(|e| backend_error(format!("cannot start the LLVM JIT: {e}")))?;

@@ -89,6 +89,31 @@ pub struct Schedule {
     pub kernels: Vec<KernelSpec>,
     /// A readable name per kernel (also its symbol suffix).
     pub names: Vec<String>,
+    /// Per task: its node and the regions it reads and writes (for `--mpi` transfers).
+    pub access: Vec<TaskAccess>,
+    /// Per sink: the region it reads.
+    pub sink_reads: Vec<Region>,
+}
+
+/// Where a task runs (`on N` of its apply; `None`: unplaced) and the strided regions of
+/// buffers it reads and writes: the footprints `distribute` plans transfers from.
+#[derive(Clone, Debug, Default)]
+pub struct TaskAccess {
+    pub node: Option<u32>,
+    pub reads: Vec<Region>,
+    pub writes: Vec<Region>,
+}
+
+/// A strided region of a buffer, in elements: `offset + Σ i_d * strides[d]`, `i_d < shape[d]`.
+#[derive(Clone, Debug)]
+pub struct Region {
+    /// The value it belongs to, e.g. `%h`.
+    pub value: String,
+    pub buffer: u32,
+    pub offset: i64,
+    pub shape: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub elem: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -124,6 +149,22 @@ impl Loc {
     }
     fn elements(&self) -> i64 {
         self.shape.iter().product()
+    }
+    /// The part of this view that the box `[lo, hi)` per dimension covers.
+    fn region(&self, value: String, bx: &[(i64, i64)]) -> Region {
+        let start: i64 = bx.iter().zip(&self.strides).map(|((l, _), s)| l * s).sum();
+        Region {
+            value,
+            buffer: self.buffer,
+            offset: self.offset + start,
+            shape: bx.iter().map(|&(l, h)| (h - l).max(0)).collect(),
+            strides: self.strides.clone(),
+            elem: self.dtype.size_bytes() as u32,
+        }
+    }
+    fn whole(&self, value: String) -> Region {
+        let bx: Vec<(i64, i64)> = self.shape.iter().map(|&n| (0, n)).collect();
+        self.region(value, &bx)
     }
 }
 
@@ -205,6 +246,8 @@ struct Builder<'a> {
     locs: Vec<Option<Loc>>,
     /// Values placed into a region of a concat/interleave result: (consumer node, operand).
     placed: HashMap<ValueId, (usize, usize)>,
+    access: Vec<TaskAccess>,
+    sink_reads: Vec<Region>,
     /// Each distinct kernel spec (by its full `Debug` form) and its index: structurally
     /// identical kernels (a chain of the same op at the same shapes) compile once.
     kernel_ids: HashMap<String, u32>,
@@ -242,6 +285,7 @@ pub fn build(
             sources: vec![],
             tasks: vec![],
             sinks: vec![],
+            dist: Default::default(),
         },
         kernels: vec![],
         names: vec![],
@@ -249,6 +293,8 @@ pub fn build(
         placed: HashMap::new(),
         kernel_ids: HashMap::new(),
         apply_only: apply_only(g),
+        access: vec![],
+        sink_reads: vec![],
     };
     b.place_regions();
     for (i, n) in g.nodes.iter().enumerate() {
@@ -258,6 +304,8 @@ pub fn build(
         plan: b.plan,
         kernels: b.kernels,
         names: b.names,
+        access: b.access,
+        sink_reads: b.sink_reads,
     })
 }
 
@@ -403,6 +451,7 @@ impl Builder<'_> {
             work,
             deps,
         });
+        self.access.push(TaskAccess::default());
         (self.plan.tasks.len() - 1) as u32
     }
 
@@ -424,8 +473,8 @@ impl Builder<'_> {
         let k = self.add_kernel(spec, name.clone());
         let range = out.shape.iter().map(|&n| (0, n)).collect::<Vec<_>>();
         let split = (!range.is_empty()).then_some(0);
-        self.add_task(
-            name,
+        let t = self.add_task(
+            name.clone(),
             k,
             vec![src.arg(), out.arg()],
             range,
@@ -433,7 +482,13 @@ impl Builder<'_> {
             1,
             out.elements() as f64,
             src.producers.clone(),
-        )
+        );
+        self.access[t as usize] = TaskAccess {
+            node: None,
+            reads: vec![src.whole(name.clone())],
+            writes: vec![out.whole(name)],
+        };
+        t
     }
 
     fn node(&mut self, i: usize, kind: &NodeKind, facts: &GraphFacts) -> Result<(), Diagnostic> {
@@ -503,6 +558,7 @@ impl Builder<'_> {
                             8.0 * l.elements() as f64,
                             vec![],
                         );
+                        self.access[t as usize].writes = vec![l.whole(vname(results[0]))];
                         l.producers = vec![t];
                         l
                     }
@@ -573,6 +629,22 @@ impl Builder<'_> {
                 let args = ins.iter().chain(&outs).map(Loc::arg).collect();
                 let deps = ins.iter().flat_map(|l| l.producers.clone()).collect();
                 let work = inst.points().max(1) as f64 * inst.signature.flops_per_point.max(1.0);
+                let (in_boxes, out_boxes) = crate::passes::cost::model::io_boxes(inst);
+                let access = TaskAccess {
+                    node: Some(a.placement.unwrap_or(0)),
+                    reads: ins
+                        .iter()
+                        .zip(&a.args)
+                        .zip(&in_boxes)
+                        .map(|((l, &v), bx)| l.region(vname(v), bx))
+                        .collect(),
+                    writes: outs
+                        .iter()
+                        .zip(&results)
+                        .zip(&out_boxes)
+                        .map(|((l, &v), bx)| l.region(vname(v), bx))
+                        .collect(),
+                };
                 let t = self.add_task(
                     name,
                     k,
@@ -583,6 +655,7 @@ impl Builder<'_> {
                     work,
                     deps,
                 );
+                self.access[t as usize] = access;
                 for (r, mut l) in results.iter().zip(outs) {
                     l.producers = vec![t];
                     self.locs[r.index()] = Some(l);
@@ -601,6 +674,7 @@ impl Builder<'_> {
                     },
                     deps: l.producers.clone(),
                 });
+                self.sink_reads.push(l.whole(format!("@{name}")));
             }
             NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
         }

@@ -47,6 +47,10 @@ struct Cli {
     /// Fuse float sums of products into multiply-adds (faster; not rounded like `tapc run`).
     #[arg(long)]
     fast_math: bool,
+    /// Compile a distributed program for `mpirun`: tasks run on rank `node mod R`, with the
+    /// transfers between nodes planned here (links the MPI runtime; see README).
+    #[arg(long)]
+    mpi: bool,
     /// Passes to run before code generation (default: the standard pipeline), e.g.
     /// `canonicalize,shard{parts=4},fuse`.
     #[arg(long, value_name = "LIST")]
@@ -249,6 +253,11 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
         format: cli.common.error_format,
         color,
         native: None,
+        runtime: if cli.mpi {
+            crate::codegen::Runtime::Mpi
+        } else {
+            crate::codegen::Runtime::Local
+        },
     };
     let ok = match cli.command {
         Some(Command::Check { file }) => cx.check(&file),
@@ -336,6 +345,8 @@ struct Cx {
     color: bool,
     /// Backend options of `tapc run`.
     native: Option<NativeRun>,
+    /// The runtime `tapc FILE -o OUT` links (`--mpi`: the distributed one).
+    runtime: crate::codegen::Runtime,
 }
 
 /// A loaded, verified file.
@@ -645,7 +656,8 @@ impl Cx {
                 })
             }
         };
-        match crate::codegen::emit_to_file(&l.module, gi, &l.facts[gi], emit, &out, opts) {
+        let rt = self.runtime;
+        match crate::codegen::emit_to_file_for(&l.module, gi, &l.facts[gi], emit, &out, opts, rt) {
             Ok(()) => true,
             Err(d) => {
                 let src = l.src.clone();

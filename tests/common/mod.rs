@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod graphgen;
+pub mod mpi;
 pub mod syspkg;
 
 use std::collections::HashMap;
@@ -110,4 +111,43 @@ impl Rng {
     pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
     }
+}
+
+/// Deterministic inputs for every source: floats in [-2, 2), ints in [-50, 50), bools.
+pub fn inputs(m: &Module, gi: usize) -> HashMap<String, Tensor> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut out = HashMap::new();
+    for (name, ty, _) in m.graphs[gi].sources() {
+        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+        let n: usize = shape.iter().product();
+        let data = match ty.dtype {
+            tapc_runtime::DType::F32 => tapc_runtime::Data::F32(
+                (0..n)
+                    .map(|_| (next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
+                    .collect(),
+            ),
+            tapc_runtime::DType::F64 => tapc_runtime::Data::F64(
+                (0..n)
+                    .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0)
+                    .collect(),
+            ),
+            tapc_runtime::DType::I32 => {
+                tapc_runtime::Data::I32((0..n).map(|_| (next() % 100) as i32 - 50).collect())
+            }
+            tapc_runtime::DType::I64 => {
+                tapc_runtime::Data::I64((0..n).map(|_| (next() % 100) as i64 - 50).collect())
+            }
+            tapc_runtime::DType::Bool => {
+                tapc_runtime::Data::Bool((0..n).map(|_| next() & 1 == 1).collect())
+            }
+        };
+        out.insert(name.to_string(), Tensor::new(shape, data).unwrap());
+    }
+    out
 }

@@ -19,16 +19,26 @@ pub fn available(program: &str) -> bool {
 /// Ensures `program` is available, installing `packages` with apt-get when it is not.
 /// Panics with a how-to-install message when that cannot be done, so a test never skips.
 pub fn ensure(program: &str, packages: &[&str]) {
+    ensure_with(&format!("`{program}`"), &|| available(program), packages);
+}
+
+/// Ensures one of `files` exists (e.g. a library), installing `packages` when none does.
+pub fn ensure_file(files: &[&str], packages: &[&str]) {
+    let present = || files.iter().any(|f| std::path::Path::new(f).exists());
+    ensure_with(&files.join(" or "), &present, packages);
+}
+
+fn ensure_with(what: &str, present: &dyn Fn() -> bool, packages: &[&str]) {
     let _guard = APT.lock().unwrap_or_else(|e| e.into_inner());
-    if available(program) {
+    if present() {
         return;
     }
     let how = format!(
-        "this test needs `{program}`; install it with: apt-get update && apt-get install -y {}",
+        "this test needs {what}; install it with: apt-get update && apt-get install -y {}",
         packages.join(" ")
     );
     if !is_root() {
-        panic!("`{program}` is missing and this test is not running as root to install it; {how}");
+        panic!("{what} is missing and this test is not running as root to install it; {how}");
     }
     let apt = |args: &[&str]| {
         Command::new("apt-get")
@@ -43,7 +53,7 @@ pub fn ensure(program: &str, packages: &[&str]) {
         apt(&args)
     });
     match result {
-        Ok(out) if out.status.success() && available(program) => {}
+        Ok(out) if out.status.success() && present() => {}
         Ok(out) => panic!(
             "installing {} failed ({}): {}\n{how}",
             packages.join(" "),

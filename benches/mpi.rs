@@ -1,0 +1,186 @@
+//! The batch-sharded MLP 4096×1024 → 4096 → 1024 (bias + ReLU) under `mpirun` (issue 10):
+//! 1 rank × 1 thread, 1 rank × 2 threads, 2 ranks × 1 thread over shared memory and over TCP.
+//! Prints per set-up the median run time (the slowest rank's executor wall time: compute,
+//! transfers and waiting, not process start-up or file reads), the bytes moved (the cost
+//! model's prediction for the plan and the measured bytes), and the time ranks waited on
+//! receives; then checks the bar: 2 ranks ≥ 1.6× faster than 1 rank × 1 thread.
+//!
+//! `cargo bench --bench mpi [-- --runs N]`. Rank 0 reads the inputs and sends the windows
+//! (`--inputs-on-root`), which is what the cost model assumes (sources on node 0).
+
+#[path = "../tests/common/mpi.rs"]
+mod mpi;
+#[path = "../tests/common/syspkg.rs"]
+mod syspkg;
+
+use mpi::{mpi_runtime, mpirun, Btl};
+use std::path::Path;
+use std::process::Command;
+use tapc_runtime::{Data, Tensor};
+
+const SRC: &str = "op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
+  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
+}
+op @relu(x: f32[..S]) -> (y: f32[..S]) {
+  y[..i] = max(x[..i], 0.0)
+}
+graph @mlp {
+  %x = source @x : f32[4096, 1024]
+  %w1 = source @w1 : f32[1024, 4096]
+  %b1 = source @b1 : f32[4096]
+  %w2 = source @w2 : f32[4096, 1024]
+  %b2 = source @b2 : f32[1024]
+  %h = apply @linear(%x, %w1, %b1)
+  %a = apply @relu(%h)
+  %y = apply @linear(%a, %w2, %b2)
+  sink @y %y
+}
+";
+const PASSES: &str = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
+
+fn tapc(args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_tapc"))
+        .args(args)
+        .env("TAPC_MPI_RUNTIME_LIB", mpi_runtime())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "tapc {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn write_input(dir: &Path, name: &str, shape: &[usize], seed: u64) {
+    let n: usize = shape.iter().product();
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let data = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1
+        })
+        .collect();
+    let t = Tensor::new(shape.to_vec(), Data::F32(data)).unwrap();
+    tapc_runtime::npy::write(&dir.join(format!("{name}.npy")), &t).unwrap();
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A number after `key` in `line`.
+fn after(line: &str, key: &str) -> Option<f64> {
+    let at = line.find(key)? + key.len();
+    line[at..]
+        .split_whitespace()
+        .next()?
+        .trim_end_matches(',')
+        .parse()
+        .ok()
+}
+
+fn main() {
+    let mut runs = 5;
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--runs") {
+        runs = args[i + 1].parse().expect("--runs N");
+    }
+    let dir = std::env::temp_dir().join(format!("tapc-mpi-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let teg = dir.join("mlp.teg");
+    std::fs::write(&teg, SRC).unwrap();
+    for (k, (n, shape)) in [
+        ("x", vec![4096, 1024]),
+        ("w1", vec![1024, 4096]),
+        ("b1", vec![4096]),
+        ("w2", vec![4096, 1024]),
+        ("b2", vec![1024]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        write_input(&dir, n, &shape, k as u64 + 1);
+    }
+    let prog = dir.join("mlp");
+    let (t, p) = (teg.to_str().unwrap(), prog.to_str().unwrap());
+    tapc(&[t, "-o", p, "--mpi", "--passes", PASSES]);
+    let report = tapc(&[
+        "opt",
+        t,
+        "--passes",
+        &format!("{PASSES},cost{{nodes=2,evals=1}}"),
+        "--emit",
+        "cost",
+    ]);
+    let predicted = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("unsharded:"))
+        .and_then(|l| after(l, "bytes moved "))
+        .expect("the cost report");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "MLP 4096×1024 → 4096 → 1024, batch-sharded ({PASSES}); medians of {runs}; load average {}",
+        load.split_whitespace().next().unwrap_or("?")
+    );
+    println!(
+        "{:<28} {:>10} {:>16} {:>16} {:>12}",
+        "set-up", "time ms", "predicted bytes", "measured bytes", "wait ms"
+    );
+    let setups = [
+        ("1 rank × 1 thread", 1, 1, Btl::SharedMemory),
+        ("1 rank × 2 threads", 1, 2, Btl::SharedMemory),
+        ("2 ranks × 1 thread, shm", 2, 1, Btl::SharedMemory),
+        ("2 ranks × 1 thread, tcp", 2, 1, Btl::Tcp),
+    ];
+    let mut times = Vec::new();
+    for (name, np, threads, btl) in setups {
+        let (mut wall, mut wait, mut moved) = (Vec::new(), Vec::new(), 0.0);
+        for _ in 0..runs {
+            let a: Vec<String> = [
+                "--input-dir",
+                dir.to_str().unwrap(),
+                "--out-dir",
+                dir.join("out").to_str().unwrap(),
+                "--threads",
+                &threads.to_string(),
+                "--inputs-on-root",
+                "--time",
+            ]
+            .map(String::from)
+            .to_vec();
+            let o = mpirun(np, btl, &prog, &a);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "{name}: {err}");
+            let w = err
+                .lines()
+                .filter_map(|l| after(l, "wall "))
+                .fold(0.0, f64::max);
+            let q: f64 = err.lines().filter_map(|l| after(l, "waited ")).sum();
+            wall.push(w);
+            wait.push(q);
+            moved = err
+                .lines()
+                .find_map(|l| after(l, "bytes moved: "))
+                .unwrap_or(0.0);
+        }
+        let t = median(wall);
+        let pred = if np > 1 { predicted } else { 0.0 };
+        println!(
+            "{name:<28} {t:>10.1} {pred:>16} {moved:>16} {:>12.1}",
+            median(wait)
+        );
+        times.push(t);
+    }
+    for (k, what) in [(2, "shm"), (3, "tcp")] {
+        let speedup = times[0] / times[k];
+        println!(
+            "2 ranks ({what}) vs 1 rank × 1 thread: {speedup:.2}× (bar 1.6×: {})",
+            if speedup >= 1.6 { "met" } else { "NOT met" }
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,83 @@
+//! Placement and transfers of a distributed (`--mpi`) schedule.
+//!
+//! Every task runs on one node: an apply on its `on N` (node 0 when unplaced), a gather or
+//! generator on the node of its first consumer (node 0 when only a sink reads it). Then, for
+//! every region a task reads (its footprint, from the same projections the cost model
+//! charges) and every earlier writer of that buffer on another node, the intersection of the
+//! two regions becomes one [`Transfer`] of exactly those elements. Sources live on node 0 and
+//! sinks are gathered there, as the cost model assumes. A node that reads the same remote
+//! bytes for two tasks receives them twice, again as the model counts.
+
+use super::schedule::{Region, Schedule};
+use tapc_runtime::mpi::dist::{intersect, region_runs, Dist, Runs, Transfer};
+use tapc_runtime::plan::Init;
+
+fn runs_of(r: &Region) -> Runs {
+    region_runs(r.offset, &r.shape, &r.strides)
+}
+
+/// A task (`None`: a source) that wrote `runs` of a buffer on a node.
+type Writer = (Option<u32>, u32, Runs);
+
+/// The distributed section for `s` (its tasks' nodes and the transfers between them).
+pub fn plan(s: &Schedule) -> Dist {
+    let tasks = &s.plan.tasks;
+    let n = tasks.len();
+    let mut dependents = vec![Vec::new(); n];
+    for (i, t) in tasks.iter().enumerate() {
+        for &d in &t.deps {
+            dependents[d as usize].push(i);
+        }
+    }
+    let mut nodes: Vec<Option<u32>> = s.access.iter().map(|a| a.node).collect();
+    for i in (0..n).rev() {
+        if nodes[i].is_none() {
+            nodes[i] = Some(dependents[i].iter().find_map(|&d| nodes[d]).unwrap_or(0));
+        }
+    }
+    let nodes: Vec<u32> = nodes.into_iter().map(|x| x.unwrap_or(0)).collect();
+    let mut writers: Vec<Vec<Writer>> = vec![Vec::new(); s.plan.buffers.len()];
+    for (b, buf) in s.plan.buffers.iter().enumerate() {
+        if let Init::Source(k) = buf.init {
+            let src = &s.plan.sources[k as usize];
+            let numel: usize = src.shape.iter().product();
+            if numel > 0 {
+                writers[b].push((None, 0, vec![(0, numel as i64)]));
+            }
+        }
+    }
+    let mut transfers = Vec::new();
+    let mut fetch = |r: &Region, to: u32, before: Option<u32>, writers: &[Vec<Writer>]| {
+        let wanted = runs_of(r);
+        for (w, from, wruns) in &writers[r.buffer as usize] {
+            if *from == to {
+                continue;
+            }
+            let runs = intersect(&wanted, wruns);
+            if !runs.is_empty() {
+                transfers.push(Transfer {
+                    value: r.value.clone(),
+                    from: *from,
+                    to,
+                    buffer: r.buffer,
+                    elem: r.elem,
+                    runs,
+                    after: *w,
+                    before,
+                });
+            }
+        }
+    };
+    for (i, a) in s.access.iter().enumerate() {
+        for r in &a.reads {
+            fetch(r, nodes[i], Some(i as u32), &writers);
+        }
+        for w in &a.writes {
+            writers[w.buffer as usize].push((Some(i as u32), nodes[i], runs_of(w)));
+        }
+    }
+    for r in &s.sink_reads {
+        fetch(r, 0, None, &writers);
+    }
+    Dist { nodes, transfers }
+}

@@ -1,0 +1,90 @@
+//! Open MPI for the tests and benchmarks that run `--mpi` programs: the runtime library built
+//! with its `mpi` feature, and `mpirun` over a chosen transport.
+
+use super::syspkg;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+/// The MPI runtime library, built once per test or bench binary.
+pub fn mpi_runtime() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        syspkg::ensure("mpirun", &["libopenmpi-dev", "openmpi-bin"]);
+        syspkg::ensure("mpicc", &["libopenmpi-dev"]);
+        syspkg::ensure_file(
+            &[
+                "/usr/lib/llvm-14/lib/libclang.so",
+                "/usr/lib/x86_64-linux-gnu/libclang.so",
+            ],
+            &["libclang-dev"],
+        );
+        // <target>/<profile>/deps/mpi-HASH: the nested build gets <target>/mpi.
+        let exe = std::env::current_exe().unwrap();
+        let target = exe.ancestors().nth(3).unwrap().join("mpi");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(cargo)
+            .args([
+                "build",
+                "--locked",
+                "-p",
+                "tapc-runtime",
+                "--features",
+                "mpi",
+            ])
+            .arg("--target-dir")
+            .arg(&target)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "building the MPI runtime failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target.join("debug/libtapc_runtime.a")
+    })
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Btl {
+    SharedMemory,
+    Tcp,
+}
+
+/// `mpirun -np N --oversubscribe` over the chosen transport (pml ob1, so the btl is used).
+pub fn mpirun(np: usize, btl: Btl, prog: &Path, args: &[String]) -> Output {
+    mpirun_with(np, btl, prog, args, |_| {})
+}
+
+/// [`mpirun`] with `more` adding to the command (environment, a second program).
+pub fn mpirun_with(
+    np: usize,
+    btl: Btl,
+    prog: &Path,
+    args: &[String],
+    more: impl FnOnce(&mut Command),
+) -> Output {
+    // One job at a time: the tests share two cores.
+    static ONE: Mutex<()> = Mutex::new(());
+    let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = Command::new("mpirun");
+    c.args([
+        "-np",
+        &np.to_string(),
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .args(["--mca", "pml", "ob1", "--mca", "btl"])
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    match btl {
+        Btl::SharedMemory => c.arg("self,vader"),
+        Btl::Tcp => c.args(["self,tcp", "--mca", "btl_tcp_if_include", "lo"]),
+    };
+    c.arg(prog).args(args);
+    more(&mut c);
+    c.output().unwrap()
+}
