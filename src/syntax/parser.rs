@@ -1,8 +1,8 @@
 //! Parser glue: runs the generated LR parser over the filtered token stream and turns parse
 //! errors (recovered or not) into diagnostics.
 
-use super::ast::File;
-use super::lexer::{lex, Tok};
+use super::ast::{File, Item};
+use super::lexer::{lex, Spanned, Tok};
 use crate::diag::{codes, Diagnostic, Diagnostics, Span};
 use lalrpop_util::{lalrpop_mod, ErrorRecovery, ParseError};
 
@@ -15,17 +15,47 @@ lalrpop_mod!(
 pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
     let tokens = lex(src, diags);
     let mut errors: Vec<ErrorRecovery<usize, Tok, ()>> = Vec::new();
+    let names = op_names(&tokens);
     let result = teg::FileParser::new().parse(&mut errors, tokens.into_iter().map(Ok));
     for e in errors {
         diags.push(describe(e.error, src.len()));
     }
-    match result {
+    let mut file = match result {
         Ok(file) => file,
         Err(e) => {
             diags.push(describe(e, src.len()));
             File::default()
         }
-    }
+    };
+    let broken: Vec<Span> = file
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Error(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    file.broken_ops = names
+        .into_iter()
+        .filter(|(at, _)| {
+            // Error items are in text order and do not overlap.
+            let k = broken.partition_point(|s| s.end as usize <= *at);
+            broken.get(k).is_some_and(|s| s.range().contains(at))
+        })
+        .map(|(_, n)| n)
+        .collect();
+    file
+}
+
+/// Every `op @name` in the token stream, with the position of `op`.
+fn op_names(tokens: &[Spanned]) -> Vec<(usize, String)> {
+    tokens
+        .windows(2)
+        .filter_map(|w| match (&w[0].1, &w[1].1) {
+            (Tok::Op, Tok::Global(n)) => Some((w[0].0, n.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 fn describe(e: ParseError<usize, Tok, ()>, len: usize) -> Diagnostic {

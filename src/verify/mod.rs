@@ -5,14 +5,17 @@
 mod bind;
 mod instance;
 mod kernel;
+mod symbolic;
 mod views;
 
 pub use bind::Site;
 pub use instance::{instantiate, visit_loads};
+pub use symbolic::check_ops;
 pub use views::{canonical_slice, checked_elements};
 
-use crate::diag::{codes, Diagnostic, Diagnostics};
+use crate::diag::{codes, Diagnostic, Diagnostics, Label, Span};
 use crate::ir::instance::Instance;
+use crate::ir::kernel::OpDef;
 use crate::ir::{Graph, Module, NodeKind, SeqRef};
 use petgraph::graph::DiGraph;
 use std::collections::HashMap;
@@ -25,29 +28,47 @@ pub struct GraphFacts {
 
 /// Verifies every graph of `m`, filling in types. Diagnostics are sorted by position.
 pub fn verify(m: &mut Module) -> (Diagnostics, Vec<GraphFacts>) {
+    verify_with(m, &[])
+}
+
+/// [`verify`], with the spans of every apply's arguments (per graph, per node; see
+/// `syntax::lower::Lowered`) so that argument errors are labelled at the argument. Values
+/// without a node (poisoned by lowering) are allowed: their users are skipped.
+pub fn verify_with(m: &mut Module, arg_spans: &[Vec<Vec<Span>>]) -> (Diagnostics, Vec<GraphFacts>) {
     let mut diags = Diagnostics::default();
     let mut facts = Vec::new();
-    let ops = m.ops.clone();
-    let lookup = Module {
-        ops,
-        graphs: vec![],
-    };
-    for g in &mut m.graphs {
-        facts.push(verify_graph(&lookup, g, &mut diags));
+    let ops: HashMap<&str, &OpDef> = m.ops.iter().map(|o| (o.name.as_str(), o)).collect();
+    let names: Vec<&str> = m.ops.iter().map(|o| o.name.as_str()).collect();
+    for (k, g) in m.graphs.iter_mut().enumerate() {
+        let cx = GraphCx {
+            ops: &ops,
+            names: &names,
+            arg_spans: arg_spans.get(k).map_or(&[], Vec::as_slice),
+        };
+        facts.push(verify_graph(&cx, g, &mut diags));
     }
     (diags.sorted(), facts)
 }
 
-fn verify_graph(m: &Module, g: &mut Graph, diags: &mut Diagnostics) -> GraphFacts {
+/// What checking one graph needs from the module: its ops by name.
+struct GraphCx<'a> {
+    ops: &'a HashMap<&'a str, &'a OpDef>,
+    names: &'a [&'a str],
+    arg_spans: &'a [Vec<Span>],
+}
+
+fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFacts {
     let mut facts = GraphFacts::default();
     for n in 0..g.nodes.len() {
         let operands = g.nodes[n].kind.operands();
-        // An operand without a type had its own error already; skip silently.
+        // An operand without a type had its own error already: skip silently, and poison
+        // this node's results so that their users are skipped too.
         let Some(args) = operands
             .iter()
             .map(|v| g.ty(*v).cloned())
             .collect::<Option<Vec<_>>>()
         else {
+            poison(g, n);
             continue;
         };
         let span = g.nodes[n].span;
@@ -59,24 +80,76 @@ fn verify_graph(m: &Module, g: &mut Graph, diags: &mut Diagnostics) -> GraphFact
             NodeKind::View(v) => views::view_type(v, &args.iter().collect::<Vec<_>>(), span)
                 .map(|t| vec![t])
                 .map_err(|d| vec![d]),
-            NodeKind::Apply(a) => match m.op(&a.op) {
-                None => Err(vec![undefined_op(m, &a.op, a.op_span)]),
+            NodeKind::Apply(a) => match cx.ops.get(a.op.as_str()) {
+                None => Err(vec![undefined_op(cx.names, &a.op, a.op_span)]),
                 Some(op) => instantiate(op, &a.params, &args, a.range.as_deref(), Site { span })
                     .map(|inst| {
                         let t = inst.outputs.clone();
                         facts.instances.insert(n, inst);
                         t
+                    })
+                    .map_err(|ds| {
+                        let at = cx.arg_spans.get(n).map_or(&[][..], Vec::as_slice);
+                        ds.into_iter()
+                            .map(|d| at_argument(d, op, at, span))
+                            .collect()
                     }),
             },
             NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => Ok(vec![]),
         };
         match tys {
-            Err(ds) => ds.into_iter().for_each(|d| diags.push(d)),
+            Err(ds) => {
+                ds.into_iter().for_each(|d| diags.push(d));
+                poison(g, n);
+            }
             Ok(tys) => assign_types(g, n, tys, diags),
         }
     }
     check_acyclic(g, diags);
     facts
+}
+
+/// A node that failed: its results get no type, so their users are not checked again.
+fn poison(g: &mut Graph, n: usize) {
+    for v in g.nodes[n].results.clone() {
+        g.values[v.index()].ty = None;
+    }
+}
+
+/// An error about an input port moves its primary label to the apply's argument (as rustc
+/// labels a call's argument), with the port as the secondary label.
+fn at_argument(mut d: Diagnostic, op: &OpDef, args: &[Span], site: Span) -> Diagnostic {
+    let Some(primary) = d.primary_span() else {
+        return d;
+    };
+    let port = op.inputs.iter().position(|p| {
+        p.span.start <= primary.start && primary.end <= p.span.end && p.span.end > p.span.start
+    });
+    let (Some(k), true) = (
+        port,
+        d.labels.iter().any(|l| !l.primary && l.span.same_as(site)),
+    ) else {
+        return d;
+    };
+    let Some(&arg) = args.get(k) else {
+        return d;
+    };
+    d.labels.retain(|l| l.primary || !l.span.same_as(site));
+    for l in &mut d.labels {
+        if l.primary {
+            l.primary = false;
+            l.message = format!("input `{}`: {}", op.inputs[k].name, l.message);
+        }
+    }
+    d.labels.insert(
+        0,
+        Label {
+            primary: true,
+            span: arg,
+            message: "this argument".into(),
+        },
+    );
+    d
 }
 
 fn assign_types(g: &mut Graph, n: usize, tys: Vec<crate::ir::TensorType>, diags: &mut Diagnostics) {
@@ -93,32 +166,32 @@ fn assign_types(g: &mut Graph, n: usize, tys: Vec<crate::ir::TensorType>, diags:
             )
             .primary(g.nodes[n].span, "results and names must pair up"),
         );
+        poison(g, n);
         return;
     }
     for (v, t) in results.into_iter().zip(tys) {
         let def = &mut g.values[v.index()];
         match &def.ty {
-            Some(written) if *written != t => diags.push(
-                Diagnostic::error(
-                    codes::ANNOTATION_MISMATCH,
-                    format!("`%{}` is written as {written} but is {t}", def.name),
-                )
-                .primary(def.span, format!("inferred {t}")),
-            ),
+            Some(written) if *written != t => {
+                diags.push(
+                    Diagnostic::error(
+                        codes::ANNOTATION_MISMATCH,
+                        format!("`%{}` is written as {written} but is {t}", def.name),
+                    )
+                    .primary(def.span, format!("inferred {t}")),
+                );
+                // Which of the two the user meant is unknown: check none of its users.
+                def.ty = None;
+            }
             _ => def.ty = Some(t),
         }
     }
 }
 
-fn undefined_op(m: &Module, name: &str, span: crate::diag::Span) -> Diagnostic {
+fn undefined_op(ops: &[&str], name: &str, span: Span) -> Diagnostic {
     let d = Diagnostic::error(codes::UNDEFINED_OP, format!("op `@{name}` is not defined"))
         .primary(span, "undefined op");
-    match m
-        .ops
-        .iter()
-        .map(|o| o.name.as_str())
-        .min_by_key(|o| edit_distance(o, name))
-    {
+    match ops.iter().copied().min_by_key(|o| edit_distance(o, name)) {
         Some(best) if edit_distance(best, name) <= 2 => {
             d.note(format!("help: did you mean `@{best}`?"))
         }
@@ -159,13 +232,15 @@ fn check_acyclic(g: &Graph, diags: &mut Diagnostics) {
             }
         })
         .collect();
+    // Poisoned values (from statements that failed to lower) have no node.
+    let defined = |v: crate::ir::ValueId| Some(g.value(v).node).filter(|&n| n < ids.len());
     let node_of = |r: &SeqRef| match r {
         SeqRef::Sink(s) => sink_node.get(s.as_str()).copied(),
-        SeqRef::Value(v) => Some(g.value(*v).node),
+        SeqRef::Value(v) => defined(*v),
     };
     for (i, n) in g.nodes.iter().enumerate() {
-        for v in n.kind.operands() {
-            dg.add_edge(ids[g.value(v).node], ids[i], ());
+        for d in n.kind.operands().into_iter().filter_map(defined) {
+            dg.add_edge(ids[d], ids[i], ());
         }
         if let NodeKind::Sequence { before, after } = &n.kind {
             for b in before.iter().filter_map(node_of) {
