@@ -13,17 +13,41 @@ lalrpop_mod!(
 
 /// Parses a whole file. Always returns a tree; problems are pushed to `diags`.
 pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
+    let before = diags.0.len();
     let tokens = lex(src, diags);
+    // Each bad character with the end of its line, in text order.
+    let mut bad_lines: Vec<(usize, usize)> = Vec::new();
+    for b in diags.0[before..]
+        .iter()
+        .filter_map(|d| d.primary_span().map(|s| s.start as usize))
+    {
+        let eol = match bad_lines.last() {
+            Some(&(_, eol)) if b <= eol => eol,
+            _ => src[b..].find('\n').map_or(src.len(), |n| b + n),
+        };
+        bad_lines.push((b, eol));
+    }
     let mut errors: Vec<ErrorRecovery<usize, Tok, ()>> = Vec::new();
     let names = op_names(&tokens);
     let result = teg::FileParser::new().parse(&mut errors, tokens.into_iter().map(Ok));
+    let mut report = |d: Diagnostic| {
+        // A skipped bad character (already reported) usually breaks the rest of its line.
+        let after_bad = d.primary_span().is_some_and(|s| {
+            let at = s.start as usize;
+            let k = bad_lines.partition_point(|&(b, _)| b <= at);
+            k > 0 && at <= bad_lines[k - 1].1
+        });
+        if !after_bad {
+            diags.push(d);
+        }
+    };
     for e in errors {
-        diags.push(describe(e.error, src.len()));
+        report(describe(e.error, src.len()));
     }
     let mut file = match result {
         Ok(file) => file,
         Err(e) => {
-            diags.push(describe(e, src.len()));
+            report(describe(e, src.len()));
             File::default()
         }
     };

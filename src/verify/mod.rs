@@ -61,6 +61,14 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
     let mut facts = GraphFacts::default();
     for n in 0..g.nodes.len() {
         let operands = g.nodes[n].kind.operands();
+        // An unknown op is reported whatever its arguments are.
+        if let NodeKind::Apply(a) = &g.nodes[n].kind {
+            if !cx.ops.contains_key(a.op.as_str()) {
+                diags.push(undefined_op(cx.names, &a.op, a.op_span));
+                poison(g, n);
+                continue;
+            }
+        }
         // An operand without a type had its own error already: skip silently, and poison
         // this node's results so that their users are skipped too.
         let Some(args) = operands
@@ -81,7 +89,7 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
                 .map(|t| vec![t])
                 .map_err(|d| vec![d]),
             NodeKind::Apply(a) => match cx.ops.get(a.op.as_str()) {
-                None => Err(vec![undefined_op(cx.names, &a.op, a.op_span)]),
+                None => Ok(vec![]), // reported above
                 Some(op) => instantiate(op, &a.params, &args, a.range.as_deref(), Site { span })
                     .map(|inst| {
                         let t = inst.outputs.clone();
