@@ -29,7 +29,8 @@ pub fn compile_source(src: &str) -> (ir::Module, Vec<verify::GraphFacts>, Diagno
     diags.extend(verify::check_ops(&lowered.module.ops));
     // Graphs with lowering errors are verified too (their bad statements are poisoned), so
     // one mistake never hides another; they are left out of the module afterwards.
-    let (vd, mut facts) = verify::verify_with(&mut lowered.module, &lowered.arg_spans);
+    let (vd, mut facts) =
+        verify::verify_with(&mut lowered.module, &lowered.arg_spans, &lowered.stubs);
     diags.extend(vd);
     let mut broken = lowered.broken.iter();
     facts.retain(|_| !broken.next().copied().unwrap_or(false));

@@ -241,6 +241,17 @@ fn filter_newlines(raw: Vec<Spanned>) -> Vec<Spanned> {
             // must not swallow the line breaks of the rest of the file.
             Tok::LBrace | Tok::RBrace => depth = 0,
             Tok::Newline => {
+                // `%v =` or `sink`/`sequence` cannot be inside brackets: a statement starts
+                // here, and an unclosed bracket above must not swallow it.
+                let starts_stmt = next_real[i + 1].is_some_and(|k| {
+                    matches!(
+                        (&raw[k].1, raw.get(k + 1).map(|t| &t.1)),
+                        (Tok::Local(_), Some(Tok::Eq)) | (Tok::Sink | Tok::Sequence, _)
+                    )
+                });
+                if starts_stmt {
+                    depth = 0;
+                }
                 let prev = out.last().map(|t| &t.1);
                 let next = next_real[i + 1].map(|k| &raw[k].1);
                 let keep = depth == 0

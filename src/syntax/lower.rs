@@ -23,6 +23,9 @@ pub struct Lowered {
     pub broken: Vec<bool>,
     /// Per graph, per node: the spans of an apply's arguments (empty for other nodes).
     pub arg_spans: Vec<Vec<Vec<Span>>>,
+    /// Ops with errors in their body but sound ports, with an empty body: their applies are
+    /// kept (in broken graphs) and typed from the ports, so their users are still checked.
+    pub stubs: Vec<OpDef>,
 }
 
 impl Lowered {
@@ -38,7 +41,7 @@ impl Lowered {
 
 /// Lowers every item; see [`Lowered`].
 pub fn lower_all(file: &ast::File, diags: &mut Diagnostics) -> Lowered {
-    let mut cx = Cx { diags };
+    let mut cx = Cx { diags, stub: None };
     let mut out = Lowered::default();
     let mut seen: HashMap<&str, Span> = HashMap::new();
     // Ops left out for their own errors (or whose header did not parse): applies of them are
@@ -60,6 +63,7 @@ pub fn lower_all(file: &ast::File, diags: &mut Diagnostics) -> Lowered {
                 Some(op) => out.module.ops.push(op),
                 None => {
                     broken.insert(op.name.text.clone());
+                    out.stubs.extend(cx.stub.take());
                 }
             },
             // Graphs come after every op is known, wherever they are in the file.
@@ -67,8 +71,9 @@ pub fn lower_all(file: &ast::File, diags: &mut Diagnostics) -> Lowered {
             ast::Item::Error(_) => {}
         }
     }
+    let stubbed: HashSet<String> = out.stubs.iter().map(|o| o.name.clone()).collect();
     for g in graphs {
-        let (g, ok, spans) = cx.graph(g, &broken);
+        let (g, ok, spans) = cx.graph(g, &broken, &stubbed);
         out.module.graphs.push(g);
         out.broken.push(!ok);
         out.arg_spans.push(spans);
@@ -78,6 +83,8 @@ pub fn lower_all(file: &ast::File, diags: &mut Diagnostics) -> Lowered {
 
 struct Cx<'d> {
     diags: &'d mut Diagnostics,
+    /// The header of the op last lowered, when its ports lowered cleanly (see `Lowered::stubs`).
+    stub: Option<OpDef>,
 }
 
 fn err(code: Code, msg: impl Into<String>, span: Span, label: impl Into<String>) -> Diagnostic {
@@ -118,6 +125,19 @@ impl Cx<'_> {
         }
         let inputs: Vec<PortDef> = op.inputs.iter().filter_map(|p| self.port(p)).collect();
         let outputs: Vec<PortDef> = op.outputs.iter().filter_map(|p| self.port(p)).collect();
+        let header_ok = self.diags.0.len() == before
+            && inputs.len() == op.inputs.len()
+            && outputs.len() == op.outputs.len();
+        let stub = || OpDef {
+            name: op.name.text.clone(),
+            params: op.params.iter().map(|p| p.text.clone()).collect(),
+            inputs: inputs.clone(),
+            outputs: outputs.clone(),
+            body: OpBody::Kernel(Vec::new()),
+            span: op.span,
+            name_span: op.name.span,
+        };
+        self.stub = header_ok.then(stub);
         let body = if op.is_extern {
             self.extern_body(op)
         } else {
@@ -552,6 +572,7 @@ impl Cx<'_> {
         &mut self,
         g: &ast::GraphDecl,
         broken_ops: &HashSet<String>,
+        stubbed: &HashSet<String>,
     ) -> (Graph, bool, Vec<Vec<Span>>) {
         let before = self.diags.0.len();
         let mut gb = GraphBuilder {
@@ -565,6 +586,7 @@ impl Cx<'_> {
             sinks: HashMap::new(),
             sources: HashMap::new(),
             broken_ops,
+            stubbed,
             applies_broken_op: false,
             arg_spans: Vec::new(),
         };
@@ -720,9 +742,12 @@ impl Cx<'_> {
                     return;
                 };
                 if gb.broken_ops.contains(&op.text) {
-                    // The op's own errors are reported; its results are poisoned.
+                    // The op's own errors are reported; the verifier types this apply from the
+                    // op's ports if they are sound (`Lowered::stubs`), else poisons it.
                     gb.applies_broken_op = true;
-                    return;
+                    if !gb.stubbed.contains(op.text.as_str()) {
+                        return;
+                    }
                 }
                 let arg_spans = ast_args.iter().map(|a| a.span).collect();
                 let kind = NodeKind::Apply(Apply {
@@ -919,6 +944,8 @@ struct GraphBuilder<'o> {
     sources: HashMap<String, Span>,
     /// Ops that failed to lower, and whether this graph applies one (it is then left out).
     broken_ops: &'o HashSet<String>,
+    /// Broken ops with sound ports (`Lowered::stubs`): their applies are kept.
+    stubbed: &'o HashSet<String>,
     applies_broken_op: bool,
     /// Per node so far: an apply's argument spans (filled up lazily).
     arg_spans: Vec<Vec<Span>>,
@@ -1017,8 +1044,8 @@ impl GraphBuilder<'_> {
 /// Parses an attribute literal (shared with instruction lowering).
 pub(super) fn literal(diags: &mut Diagnostics, lit: &ast::Literal, span: Span) -> Option<Literal> {
     match lit {
-        ast::Literal::Int(s) => Cx { diags }.signed(s).map(Literal::Int),
-        ast::Literal::Float(neg, f) => Cx { diags }
+        ast::Literal::Int(s) => Cx { diags, stub: None }.signed(s).map(Literal::Int),
+        ast::Literal::Float(neg, f) => Cx { diags, stub: None }
             .float(f, span)
             .map(|v| Literal::Float(if *neg { -v } else { v })),
         ast::Literal::Bool(b) => Some(Literal::Bool(*b)),
@@ -1027,14 +1054,14 @@ pub(super) fn literal(diags: &mut Diagnostics, lit: &ast::Literal, span: Span) -
 
 /// Parses a signed integer attribute (shared with instruction lowering).
 pub(super) fn signed(diags: &mut Diagnostics, s: &ast::Signed) -> Option<i64> {
-    Cx { diags }.signed(s)
+    Cx { diags, stub: None }.signed(s)
 }
 
 /// A list element as `(start, stop, step, is_range)`; `None` where a number did not parse.
 pub(super) type Elem = Option<(Option<i64>, Option<i64>, Option<i64>, bool)>;
 
 pub(super) fn list_elems(diags: &mut Diagnostics, v: &[ListElem]) -> Vec<Elem> {
-    let mut cx = Cx { diags };
+    let mut cx = Cx { diags, stub: None };
     v.iter()
         .map(|e| match e {
             ListElem::Single(s) => cx.signed(s).map(|v| (Some(v), None, None, false)),

@@ -29,6 +29,7 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
     }
     let mut errors: Vec<ErrorRecovery<usize, Tok, ()>> = Vec::new();
     let names = op_names(&tokens);
+    let shape = brace_shape(&tokens);
     let result = teg::FileParser::new().parse(&mut errors, tokens.into_iter().map(Ok));
     let mut report = |d: Diagnostic| {
         // A skipped bad character (already reported) usually breaks the rest of its line.
@@ -41,34 +42,120 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
             diags.push(d);
         }
     };
+    let mut header_error_until = 0;
+    let mut parse_error = |e: ParseError<usize, Tok, ()>| {
+        let at = error_start(&e);
+        // An error in an item's header (outside braces) makes the parser re-read its body
+        // as items: one diagnostic for the item, not one per body line.
+        if at < header_error_until {
+            return;
+        }
+        if depth_at(&shape, at) == 0 {
+            header_error_until = block_end_after(&shape, at);
+        }
+        report(at_line_end(describe(e, src.len()), &shape, src));
+    };
     for e in errors {
-        report(describe(e.error, src.len()));
+        parse_error(e.error);
     }
     let mut file = match result {
         Ok(file) => file,
         Err(e) => {
-            report(describe(e, src.len()));
+            parse_error(e);
             File::default()
         }
     };
-    let broken: Vec<Span> = file
+    // An `op @name` that did not become an op item is an op whose declaration did not parse.
+    let parsed: std::collections::HashSet<&str> = file
         .items
         .iter()
         .filter_map(|i| match i {
-            Item::Error(s) => Some(*s),
+            Item::Op(op) => Some(op.name.text.as_str()),
             _ => None,
         })
         .collect();
-    file.broken_ops = names
+    let broken: Vec<String> = names
         .into_iter()
-        .filter(|(at, _)| {
-            // Error items are in text order and do not overlap.
-            let k = broken.partition_point(|s| s.end as usize <= *at);
-            broken.get(k).is_some_and(|s| s.range().contains(at))
-        })
+        .filter(|(_, n)| !parsed.contains(n.as_str()))
         .map(|(_, n)| n)
         .collect();
+    file.broken_ops = broken;
     file
+}
+
+/// Token starts and ends with the brace depth before each token.
+struct Shape {
+    starts: Vec<usize>,
+    ends: Vec<usize>,
+    depth: Vec<u32>,
+    closes: Vec<bool>,
+}
+
+fn brace_shape(tokens: &[Spanned]) -> Shape {
+    let mut sh = Shape {
+        starts: Vec::with_capacity(tokens.len()),
+        ends: Vec::with_capacity(tokens.len()),
+        depth: Vec::with_capacity(tokens.len()),
+        closes: Vec::with_capacity(tokens.len()),
+    };
+    let mut d: u32 = 0;
+    for (l, t, r) in tokens {
+        sh.starts.push(*l);
+        sh.ends.push(*r);
+        sh.depth.push(d);
+        sh.closes.push(*t == Tok::RBrace);
+        match t {
+            Tok::LBrace => d += 1,
+            Tok::RBrace => d = d.saturating_sub(1),
+            _ => {}
+        }
+    }
+    sh
+}
+
+/// The brace depth at byte `at` (of the token starting there or after it).
+fn depth_at(sh: &Shape, at: usize) -> u32 {
+    let k = sh.starts.partition_point(|&s| s < at);
+    sh.depth.get(k).copied().unwrap_or(0)
+}
+
+/// The end of the first brace block that closes back to depth 0 after `at`.
+fn block_end_after(sh: &Shape, at: usize) -> usize {
+    let k = sh.starts.partition_point(|&s| s < at);
+    (k..sh.starts.len())
+        .find(|&i| sh.closes[i] && sh.depth[i] == 1)
+        .map_or(usize::MAX, |i| sh.ends[i])
+}
+
+fn error_start(e: &ParseError<usize, Tok, ()>) -> usize {
+    match e {
+        ParseError::InvalidToken { location } | ParseError::UnrecognizedEof { location, .. } => {
+            *location
+        }
+        ParseError::UnrecognizedToken { token, .. } | ParseError::ExtraToken { token } => token.0,
+        ParseError::User { .. } => 0,
+    }
+}
+
+/// A token that is unexpected at the start of a line is usually a mistake at the end of the
+/// line before (an unclosed bracket, a trailing operator): label the end of that line instead.
+fn at_line_end(mut d: Diagnostic, sh: &Shape, src: &str) -> Diagnostic {
+    let Some(at) = d.primary_span().map(|s| s.start as usize) else {
+        return d;
+    };
+    let k = sh.starts.partition_point(|&s| s < at);
+    if k == 0 || k >= sh.starts.len() || sh.starts[k] != at {
+        return d;
+    }
+    let prev_end = sh.ends[k - 1];
+    if !src.as_bytes()[prev_end.min(at)..at].contains(&b'\n') {
+        return d;
+    }
+    if let Some(l) = d.labels.iter_mut().find(|l| l.primary) {
+        l.span = Span::new(prev_end, prev_end);
+        l.message = format!("the statement does not end here ({})", l.message);
+    }
+    d
 }
 
 /// Every `op @name` in the token stream, with the position of `op`.

@@ -28,20 +28,27 @@ pub struct GraphFacts {
 
 /// Verifies every graph of `m`, filling in types. Diagnostics are sorted by position.
 pub fn verify(m: &mut Module) -> (Diagnostics, Vec<GraphFacts>) {
-    verify_with(m, &[])
+    verify_with(m, &[], &[])
 }
 
 /// [`verify`], with the spans of every apply's arguments (per graph, per node; see
 /// `syntax::lower::Lowered`) so that argument errors are labelled at the argument. Values
-/// without a node (poisoned by lowering) are allowed: their users are skipped.
-pub fn verify_with(m: &mut Module, arg_spans: &[Vec<Vec<Span>>]) -> (Diagnostics, Vec<GraphFacts>) {
+/// without a node (poisoned by lowering) are allowed: their users are skipped. Applies of
+/// `stubs` (ops whose bodies failed to lower) are typed from the stub's ports, silently.
+pub fn verify_with(
+    m: &mut Module,
+    arg_spans: &[Vec<Vec<Span>>],
+    stubs: &[OpDef],
+) -> (Diagnostics, Vec<GraphFacts>) {
     let mut diags = Diagnostics::default();
     let mut facts = Vec::new();
     let ops: HashMap<&str, &OpDef> = m.ops.iter().map(|o| (o.name.as_str(), o)).collect();
     let names: Vec<&str> = m.ops.iter().map(|o| o.name.as_str()).collect();
+    let stubs: HashMap<&str, &OpDef> = stubs.iter().map(|o| (o.name.as_str(), o)).collect();
     for (k, g) in m.graphs.iter_mut().enumerate() {
         let cx = GraphCx {
             ops: &ops,
+            stubs: &stubs,
             names: &names,
             arg_spans: arg_spans.get(k).map_or(&[], Vec::as_slice),
         };
@@ -53,6 +60,7 @@ pub fn verify_with(m: &mut Module, arg_spans: &[Vec<Vec<Span>>]) -> (Diagnostics
 /// What checking one graph needs from the module: its ops by name.
 struct GraphCx<'a> {
     ops: &'a HashMap<&'a str, &'a OpDef>,
+    stubs: &'a HashMap<&'a str, &'a OpDef>,
     names: &'a [&'a str],
     arg_spans: &'a [Vec<Span>],
 }
@@ -63,6 +71,18 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
         let operands = g.nodes[n].kind.operands();
         // An unknown op is reported whatever its arguments are.
         if let NodeKind::Apply(a) = &g.nodes[n].kind {
+            if let Some(stub) = cx.stubs.get(a.op.as_str()) {
+                let args: Option<Vec<_>> = operands.iter().map(|v| g.ty(*v).cloned()).collect();
+                let site = Site {
+                    span: g.nodes[n].span,
+                };
+                match args.and_then(|args| instance::declared_outputs(stub, &a.params, &args, site))
+                {
+                    Some(tys) if a.range.is_none() => assign_types(g, n, tys, diags),
+                    _ => poison(g, n),
+                }
+                continue;
+            }
             if !cx.ops.contains_key(a.op.as_str()) {
                 diags.push(undefined_op(cx.names, &a.op, a.op_span));
                 poison(g, n);
@@ -108,13 +128,35 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
         match tys {
             Err(ds) => {
                 ds.into_iter().for_each(|d| diags.push(d));
-                poison(g, n);
+                // An apply whose op's kernel has errors still has the types its ports declare.
+                match declared(cx, g, n, &args) {
+                    Some(tys) => assign_types(g, n, tys, diags),
+                    None => poison(g, n),
+                }
             }
             Ok(tys) => assign_types(g, n, tys, diags),
         }
     }
     check_acyclic(g, diags);
     facts
+}
+
+/// The declared output types of apply `n` when only its op's kernel failed.
+fn declared(
+    cx: &GraphCx,
+    g: &Graph,
+    n: usize,
+    args: &[crate::ir::TensorType],
+) -> Option<Vec<crate::ir::TensorType>> {
+    let NodeKind::Apply(a) = &g.nodes[n].kind else {
+        return None;
+    };
+    let op = cx.ops.get(a.op.as_str())?;
+    let span = g.nodes[n].span;
+    if a.range.is_some() {
+        return None;
+    }
+    instance::declared_outputs(op, &a.params, args, Site { span })
 }
 
 /// A node that failed: its results get no type, so their users are not checked again.
@@ -259,8 +301,19 @@ fn check_acyclic(g: &Graph, diags: &mut Diagnostics) {
             }
         }
     }
-    if let Err(c) = petgraph::algo::toposort(&dg, None) {
-        let n = dg[c.node_id()];
+    if petgraph::algo::toposort(&dg, None).is_err() {
+        // Report the sequence point written last among those in a cycle: the one that closed it.
+        let n = petgraph::algo::tarjan_scc(&dg)
+            .into_iter()
+            .filter(|c| c.len() > 1)
+            .filter_map(|c| {
+                c.into_iter()
+                    .map(|i| dg[i])
+                    .filter(|&i| matches!(g.nodes[i].kind, NodeKind::Sequence { .. }))
+                    .max()
+            })
+            .min()
+            .unwrap_or(0);
         diags.push(
             Diagnostic::error(codes::CYCLE, "sequence points form a cycle")
                 .primary(g.nodes[n].span, "this is part of the cycle")
