@@ -27,6 +27,9 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
         };
         bad_lines.push((b, eol));
     }
+    let (tokens, too_deep) = limit_nesting(tokens, diags);
+    bad_lines.extend(too_deep);
+    bad_lines.sort_unstable();
     let mut errors: Vec<ErrorRecovery<usize, Tok, ()>> = Vec::new();
     let names = op_names(&tokens);
     let shape = brace_shape(&tokens);
@@ -81,6 +84,71 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
         .collect();
     file.broken_ops = broken;
     file
+}
+
+/// The deepest expression nesting a statement may have (see docs/teg.md, E0005). Deeper
+/// input would overflow the stack of the recursive stages after the parser.
+pub const MAX_NESTING: usize = 256;
+
+/// Replaces the expression of every statement that could nest deeper than [`MAX_NESTING`]
+/// (operators plus open brackets bound the depth of its tree) by one bad token, reporting
+/// E0005 once; returns the tokens and the replaced ranges (their parse errors are not shown).
+fn limit_nesting(
+    tokens: Vec<Spanned>,
+    diags: &mut Diagnostics,
+) -> (Vec<Spanned>, Vec<(usize, usize)>) {
+    let ends_stmt = |t: &Tok| matches!(t, Tok::Newline | Tok::LBrace | Tok::RBrace);
+    let nests = |t: &Tok| {
+        t.continues_line()
+            && !matches!(
+                t,
+                Tok::Comma | Tok::Eq | Tok::Colon | Tok::Arrow | Tok::DotDot | Tok::LBrace
+            )
+    };
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut cut = Vec::new();
+    let mut start = 0;
+    while start < tokens.len() {
+        let end = (start..tokens.len())
+            .find(|&i| ends_stmt(&tokens[i].1))
+            .map_or(tokens.len(), |i| i + 1);
+        let mut count = 0;
+        let deep = (start..end).find(|&i| {
+            count += usize::from(nests(&tokens[i].1));
+            count > MAX_NESTING
+        });
+        match deep {
+            None => out.extend_from_slice(&tokens[start..end]),
+            Some(at) => {
+                let (l, _, r) = tokens[at].clone();
+                diags.push(
+                    Diagnostic::error(
+                        codes::TOO_DEEP,
+                        format!("this expression nests more than {MAX_NESTING} levels deep"),
+                    )
+                    .primary(Span::new(l, r), "too deep from here on")
+                    .note("split it into several statements or temporaries"),
+                );
+                // Keep `%a =` / `y[i] =` so that the statement still defines its target.
+                let keep = (start..at)
+                    .find(|&i| tokens[i].1 == Tok::Eq)
+                    .map_or(start, |i| i + 1);
+                let last = if ends_stmt(&tokens[end - 1].1) {
+                    end - 1
+                } else {
+                    end
+                };
+                out.extend_from_slice(&tokens[start..keep]);
+                let from = tokens.get(keep).map_or(l, |t| t.0);
+                let to = tokens[last - 1].2;
+                out.push((from, Tok::At, from + 1));
+                cut.push((from, to));
+                out.extend_from_slice(&tokens[last..end]);
+            }
+        }
+        start = end;
+    }
+    (out, cut)
 }
 
 /// Token starts and ends with the brace depth before each token.
