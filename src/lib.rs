@@ -25,8 +25,16 @@ use diag::Diagnostics;
 pub fn compile_source(src: &str) -> (ir::Module, Vec<verify::GraphFacts>, Diagnostics) {
     let mut diags = Diagnostics::default();
     let file = syntax::parse(src, &mut diags);
-    let mut module = syntax::lower::lower(&file, &mut diags);
-    let (vd, facts) = verify::verify(&mut module);
+    let mut lowered = syntax::lower::lower_all(&file, &mut diags);
+    // Ops first, once each: an op's own mistakes are then reported once, applied or not.
+    diags.extend(verify::check_ops(&lowered.module.ops));
+    // Graphs with lowering errors are verified too (their bad statements are poisoned), so
+    // one mistake never hides another; they are left out of the module afterwards.
+    let (vd, mut facts) =
+        verify::verify_with(&mut lowered.module, &lowered.arg_spans, &lowered.stubs);
     diags.extend(vd);
-    (module, facts, diags.sorted())
+    let mut broken = lowered.broken.iter();
+    facts.retain(|_| !broken.next().copied().unwrap_or(false));
+    let module = lowered.into_clean();
+    (module, facts, diags.deduplicated().sorted())
 }

@@ -25,6 +25,8 @@ codes! {
     SYNTAX = "E0002": "unexpected token";
     UNEXPECTED_EOF = "E0003": "the file ended in the middle of a construct";
     BAD_LITERAL = "E0004": "a numeric literal that does not fit its type";
+    TOO_DEEP = "E0005": "an expression nested deeper than the front end's limit (256)";
+    BAD_ENCODING = "E0006": "bytes that are not valid UTF-8";
     DUPLICATE = "E0010": "a name defined twice (op, graph, port, value, source, index variable)";
     UNDEFINED_VALUE = "E0011": "use of a value (%name) that is not defined before the use";
     UNDEFINED_OP = "E0012": "apply of an op (@name) that is not defined";

@@ -135,6 +135,16 @@ impl Diagnostics {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+    /// Without repeats (same code, message and primary span), keeping the first: the same
+    /// mistake found twice (an op checked on its own and at an apply) is reported once.
+    pub fn deduplicated(mut self) -> Diagnostics {
+        let mut seen = std::collections::HashSet::new();
+        self.0.retain(|d| {
+            let s = d.primary_span().unwrap_or_default();
+            seen.insert((d.code.map(|c| c.0), d.message.clone(), s.start, s.end))
+        });
+        self
+    }
     /// Sorted by position so that output is stable whatever order the stages ran in.
     pub fn sorted(mut self) -> Diagnostics {
         self.0.sort_by_key(|d| {

@@ -374,19 +374,8 @@ impl Cx {
 
     fn load(&mut self, path: &Path) -> Option<Loaded> {
         let name = path.display().to_string();
-        let src = match std::fs::read(path) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(s) => s,
-                Err(e) => {
-                    let at = e.utf8_error().valid_up_to();
-                    let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
-                    let d =
-                        Diagnostic::error(codes::UNEXPECTED_CHAR, "the file is not valid UTF-8")
-                            .primary(crate::diag::Span::new(at, at + 1), "invalid byte here");
-                    self.report(&name, &text, &[d]);
-                    return None;
-                }
-            },
+        let (src, mut diags) = match std::fs::read(path) {
+            Ok(bytes) => crate::syntax::decode(bytes),
             Err(e) => {
                 self.fail(
                     &name,
@@ -395,7 +384,9 @@ impl Cx {
                 return None;
             }
         };
-        let (module, facts, diags) = crate::compile_source(&src);
+        let (module, facts, compiled) = crate::compile_source(&src);
+        diags.extend(compiled);
+        let diags = diags.sorted();
         self.report(&name, &src, &diags.0);
         (!diags.has_errors()).then_some(Loaded {
             name,

@@ -15,6 +15,9 @@ pub struct Name {
 #[derive(Clone, Debug, Default)]
 pub struct File {
     pub items: Vec<Item>,
+    /// Names of ops whose declaration did not parse (`op @name` inside an `Item::Error`), so
+    /// that their applies are not reported as undefined.
+    pub broken_ops: Vec<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -165,7 +165,7 @@ impl Tok {
     }
 
     /// Tokens after which a line break continues the statement.
-    fn continues_line(&self) -> bool {
+    pub(super) fn continues_line(&self) -> bool {
         matches!(
             self,
             Tok::LBrace
@@ -201,6 +201,10 @@ pub type Spanned = (usize, Tok, usize);
 pub fn lex(src: &str, diags: &mut Diagnostics) -> Vec<Spanned> {
     let mut raw = Vec::new();
     let mut lexer = Tok::lexer(src);
+    // A UTF-8 byte-order mark (Windows editors write one) is not part of the text.
+    if src.starts_with('\u{feff}') {
+        lexer.bump('\u{feff}'.len_utf8());
+    }
     while let Some(res) = lexer.next() {
         let r = lexer.span();
         match res {
@@ -218,18 +222,38 @@ pub fn lex(src: &str, diags: &mut Diagnostics) -> Vec<Spanned> {
 }
 
 fn filter_newlines(raw: Vec<Spanned>) -> Vec<Spanned> {
+    // For each position, the first token at or after it that is not a line break.
+    let mut next_real: Vec<Option<usize>> = vec![None; raw.len() + 1];
+    for i in (0..raw.len()).rev() {
+        next_real[i] = if raw[i].1 == Tok::Newline {
+            next_real[i + 1]
+        } else {
+            Some(i)
+        };
+    }
     let mut out: Vec<Spanned> = Vec::with_capacity(raw.len());
     let mut depth: i32 = 0;
     for (i, tok) in raw.iter().enumerate() {
         match tok.1 {
             Tok::LParen | Tok::LBracket => depth += 1,
             Tok::RParen | Tok::RBracket => depth = (depth - 1).max(0),
+            // Braces never occur inside `(...)` or `[...]`: an unclosed bracket before one
+            // must not swallow the line breaks of the rest of the file.
+            Tok::LBrace | Tok::RBrace => depth = 0,
             Tok::Newline => {
+                // `%v =` or `sink`/`sequence` cannot be inside brackets: a statement starts
+                // here, and an unclosed bracket above must not swallow it.
+                let starts_stmt = next_real[i + 1].is_some_and(|k| {
+                    matches!(
+                        (&raw[k].1, raw.get(k + 1).map(|t| &t.1)),
+                        (Tok::Local(_), Some(Tok::Eq)) | (Tok::Sink | Tok::Sequence, _)
+                    )
+                });
+                if starts_stmt {
+                    depth = 0;
+                }
                 let prev = out.last().map(|t| &t.1);
-                let next = raw[i + 1..]
-                    .iter()
-                    .map(|t| &t.1)
-                    .find(|t| **t != Tok::Newline);
+                let next = next_real[i + 1].map(|k| &raw[k].1);
                 let keep = depth == 0
                     && prev.is_some_and(|p| *p != Tok::Newline && !p.continues_line())
                     && next.is_some_and(|n| *n != Tok::RBrace && *n != Tok::Arrow);
@@ -263,6 +287,19 @@ mod tests {
     #[test]
     fn continuation_before_arrow() {
         assert!(!kinds("op @f(x: f32[])\n  -> (y: f32[])").contains(&Tok::Newline));
+    }
+
+    #[test]
+    fn unclosed_paren_ends_at_a_brace() {
+        let toks = kinds("op @f(x: f32[N] -> (y: f32[N]) {\n}\ngraph @g {\n}\nop");
+        assert!(toks.contains(&Tok::Newline), "{toks:?}");
+    }
+
+    #[test]
+    fn byte_order_mark_is_skipped() {
+        let mut d = Diagnostics::default();
+        assert_eq!(lex("\u{feff}graph", &mut d).len(), 1);
+        assert!(d.is_empty());
     }
 
     #[test]

@@ -11,11 +11,42 @@ use std::collections::{HashMap, HashSet};
 
 /// Lowers a parsed file; items with errors are left out so later stages see only sound IR.
 pub fn lower(file: &ast::File, diags: &mut Diagnostics) -> Module {
-    let mut cx = Cx { diags };
-    let mut module = Module::default();
+    lower_all(file, diags).into_clean()
+}
+
+/// Everything lowering produced, including graphs with errors (whose bad statements define
+/// poisoned values: no node, no type), so that the verifier can still check the rest of them.
+#[derive(Debug, Default)]
+pub struct Lowered {
+    pub module: Module,
+    /// Per graph: true when it had errors (it is verified for diagnostics, then left out).
+    pub broken: Vec<bool>,
+    /// Per graph, per node: the spans of an apply's arguments (empty for other nodes).
+    pub arg_spans: Vec<Vec<Vec<Span>>>,
+    /// Ops with errors in their body but sound ports, with an empty body: their applies are
+    /// kept (in broken graphs) and typed from the ports, so their users are still checked.
+    pub stubs: Vec<OpDef>,
+}
+
+impl Lowered {
+    /// The module without its broken graphs.
+    pub fn into_clean(mut self) -> Module {
+        let mut broken = self.broken.into_iter();
+        self.module
+            .graphs
+            .retain(|_| !broken.next().unwrap_or(false));
+        self.module
+    }
+}
+
+/// Lowers every item; see [`Lowered`].
+pub fn lower_all(file: &ast::File, diags: &mut Diagnostics) -> Lowered {
+    let mut cx = Cx { diags, stub: None };
+    let mut out = Lowered::default();
     let mut seen: HashMap<&str, Span> = HashMap::new();
-    // Ops left out for their own errors: applies of them are not reported again as undefined.
-    let mut broken: HashSet<String> = HashSet::new();
+    // Ops left out for their own errors (or whose header did not parse): applies of them are
+    // not reported again as undefined.
+    let mut broken: HashSet<String> = file.broken_ops.iter().cloned().collect();
     let mut graphs = Vec::new();
     for item in &file.items {
         let name = match item {
@@ -29,9 +60,10 @@ pub fn lower(file: &ast::File, diags: &mut Diagnostics) -> Module {
         }
         match item {
             ast::Item::Op(op) => match cx.op(op) {
-                Some(op) => module.ops.push(op),
+                Some(op) => out.module.ops.push(op),
                 None => {
                     broken.insert(op.name.text.clone());
+                    out.stubs.extend(cx.stub.take());
                 }
             },
             // Graphs come after every op is known, wherever they are in the file.
@@ -39,16 +71,20 @@ pub fn lower(file: &ast::File, diags: &mut Diagnostics) -> Module {
             ast::Item::Error(_) => {}
         }
     }
+    let stubbed: HashSet<String> = out.stubs.iter().map(|o| o.name.clone()).collect();
     for g in graphs {
-        if let Some(g) = cx.graph(g, &broken) {
-            module.graphs.push(g);
-        }
+        let (g, ok, spans) = cx.graph(g, &broken, &stubbed);
+        out.module.graphs.push(g);
+        out.broken.push(!ok);
+        out.arg_spans.push(spans);
     }
-    module
+    out
 }
 
 struct Cx<'d> {
     diags: &'d mut Diagnostics,
+    /// The header of the op last lowered, when its ports lowered cleanly (see `Lowered::stubs`).
+    stub: Option<OpDef>,
 }
 
 fn err(code: Code, msg: impl Into<String>, span: Span, label: impl Into<String>) -> Diagnostic {
@@ -89,6 +125,19 @@ impl Cx<'_> {
         }
         let inputs: Vec<PortDef> = op.inputs.iter().filter_map(|p| self.port(p)).collect();
         let outputs: Vec<PortDef> = op.outputs.iter().filter_map(|p| self.port(p)).collect();
+        let header_ok = self.diags.0.len() == before
+            && inputs.len() == op.inputs.len()
+            && outputs.len() == op.outputs.len();
+        let stub = || OpDef {
+            name: op.name.text.clone(),
+            params: op.params.iter().map(|p| p.text.clone()).collect(),
+            inputs: inputs.clone(),
+            outputs: outputs.clone(),
+            body: OpBody::Kernel(Vec::new()),
+            span: op.span,
+            name_span: op.name.span,
+        };
+        self.stub = header_ok.then(stub);
         let body = if op.is_extern {
             self.extern_body(op)
         } else {
@@ -518,7 +567,13 @@ impl Cx<'_> {
 
     // ---- graphs ---------------------------------------------------------------------------
 
-    fn graph(&mut self, g: &ast::GraphDecl, broken_ops: &HashSet<String>) -> Option<Graph> {
+    /// The graph, whether it lowered cleanly, and the argument spans of its applies.
+    fn graph(
+        &mut self,
+        g: &ast::GraphDecl,
+        broken_ops: &HashSet<String>,
+        stubbed: &HashSet<String>,
+    ) -> (Graph, bool, Vec<Vec<Span>>) {
         let before = self.diags.0.len();
         let mut gb = GraphBuilder {
             graph: Graph {
@@ -530,8 +585,10 @@ impl Cx<'_> {
             names: HashMap::new(),
             sinks: HashMap::new(),
             sources: HashMap::new(),
-            broken_ops: broken_ops.clone(),
+            broken_ops,
+            stubbed,
             applies_broken_op: false,
+            arg_spans: Vec::new(),
         };
         for st in &g.stmts {
             self.graph_stmt(&mut gb, st);
@@ -541,7 +598,9 @@ impl Cx<'_> {
             .stmts
             .iter()
             .any(|st| matches!(st, GraphStmt::Error(_) | GraphStmt::Broken { .. }));
-        (self.diags.0.len() == before && parsed && !gb.applies_broken_op).then_some(gb.graph)
+        let ok = self.diags.0.len() == before && parsed && !gb.applies_broken_op;
+        gb.arg_spans.resize(gb.graph.nodes.len(), Vec::new());
+        (gb.graph, ok, gb.arg_spans)
     }
 
     fn graph_stmt(&mut self, gb: &mut GraphBuilder, st: &GraphStmt) {
@@ -651,6 +710,7 @@ impl Cx<'_> {
                 types,
                 ..
             } => {
+                let ast_args = args;
                 let args: Vec<_> = args.iter().map(|a| gb.resolve(self, a)).collect();
                 let params: Vec<_> = params
                     .iter()
@@ -682,10 +742,14 @@ impl Cx<'_> {
                     return;
                 };
                 if gb.broken_ops.contains(&op.text) {
-                    // The op's own errors are reported; the graph cannot be verified without it.
+                    // The op's own errors are reported; the verifier types this apply from the
+                    // op's ports if they are sound (`Lowered::stubs`), else poisons it.
                     gb.applies_broken_op = true;
-                    return;
+                    if !gb.stubbed.contains(op.text.as_str()) {
+                        return;
+                    }
                 }
+                let arg_spans = ast_args.iter().map(|a| a.span).collect();
                 let kind = NodeKind::Apply(Apply {
                     op: op.text.clone(),
                     params,
@@ -694,6 +758,8 @@ impl Cx<'_> {
                     placement,
                     op_span: op.span,
                 });
+                gb.arg_spans.resize(gb.graph.nodes.len(), Vec::new());
+                gb.arg_spans.push(arg_spans);
                 return gb.push(self, kind, results, tys, span);
             }
             GraphStmt::Instr {
@@ -871,19 +937,23 @@ impl Cx<'_> {
     }
 }
 
-struct GraphBuilder {
+struct GraphBuilder<'o> {
     graph: Graph,
     names: HashMap<String, ValueId>,
     sinks: HashMap<String, Span>,
     sources: HashMap<String, Span>,
     /// Ops that failed to lower, and whether this graph applies one (it is then left out).
-    broken_ops: HashSet<String>,
+    broken_ops: &'o HashSet<String>,
+    /// Broken ops with sound ports (`Lowered::stubs`): their applies are kept.
+    stubbed: &'o HashSet<String>,
     applies_broken_op: bool,
+    /// Per node so far: an apply's argument spans (filled up lazily).
+    arg_spans: Vec<Vec<Span>>,
 }
 
-impl GraphBuilder {
+impl GraphBuilder<'_> {
     /// Defines the results of a statement that failed, so later uses do not report again.
-    /// (A graph with errors is dropped, so these never reach the IR.)
+    /// These values have no node (`usize::MAX`) and no type; the graph is left out of the module.
     fn poison(&mut self, st: &GraphStmt) {
         let results = match st {
             GraphStmt::Source { results, .. }
@@ -934,6 +1004,7 @@ impl GraphBuilder {
     ) {
         let node = self.graph.nodes.len();
         let mut ids = Vec::new();
+        let mut dup = false;
         for (r, ty) in results.iter().zip(tys) {
             if let Some(&prev) = self.names.get(&r.text) {
                 cx.duplicate(
@@ -941,6 +1012,7 @@ impl GraphBuilder {
                     r.span,
                     self.graph.values[prev.index()].span,
                 );
+                dup = true;
                 continue;
             }
             let id = ValueId(self.graph.values.len() as u32);
@@ -953,6 +1025,14 @@ impl GraphBuilder {
             self.names.insert(r.text.clone(), id);
             ids.push(id);
         }
+        if dup {
+            // Left out: checking it would only find that its results do not pair up. Its
+            // fresh results are poisoned (no node).
+            for id in ids {
+                self.graph.values[id.index()].node = usize::MAX;
+            }
+            return;
+        }
         self.graph.nodes.push(Node {
             kind,
             results: ids,
@@ -964,8 +1044,8 @@ impl GraphBuilder {
 /// Parses an attribute literal (shared with instruction lowering).
 pub(super) fn literal(diags: &mut Diagnostics, lit: &ast::Literal, span: Span) -> Option<Literal> {
     match lit {
-        ast::Literal::Int(s) => Cx { diags }.signed(s).map(Literal::Int),
-        ast::Literal::Float(neg, f) => Cx { diags }
+        ast::Literal::Int(s) => Cx { diags, stub: None }.signed(s).map(Literal::Int),
+        ast::Literal::Float(neg, f) => Cx { diags, stub: None }
             .float(f, span)
             .map(|v| Literal::Float(if *neg { -v } else { v })),
         ast::Literal::Bool(b) => Some(Literal::Bool(*b)),
@@ -974,14 +1054,14 @@ pub(super) fn literal(diags: &mut Diagnostics, lit: &ast::Literal, span: Span) -
 
 /// Parses a signed integer attribute (shared with instruction lowering).
 pub(super) fn signed(diags: &mut Diagnostics, s: &ast::Signed) -> Option<i64> {
-    Cx { diags }.signed(s)
+    Cx { diags, stub: None }.signed(s)
 }
 
 /// A list element as `(start, stop, step, is_range)`; `None` where a number did not parse.
 pub(super) type Elem = Option<(Option<i64>, Option<i64>, Option<i64>, bool)>;
 
 pub(super) fn list_elems(diags: &mut Diagnostics, v: &[ListElem]) -> Vec<Elem> {
-    let mut cx = Cx { diags };
+    let mut cx = Cx { diags, stub: None };
     v.iter()
         .map(|e| match e {
             ListElem::Single(s) => cx.signed(s).map(|v| (Some(v), None, None, false)),

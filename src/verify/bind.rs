@@ -44,14 +44,25 @@ pub fn bind(
 ) -> Result<Bindings, Vec<Diagnostic>> {
     let mut b = Bindings::default();
     let mut errs = Vec::new();
+    let missing: Vec<&String> = op
+        .params
+        .iter()
+        .filter(|p| !params.iter().any(|(n, _)| n == *p))
+        .collect();
+    // An unknown parameter is usually a misspelt missing one: one mistake, one diagnostic.
+    let mut unpaired = missing.iter();
     for (n, v) in params {
         if !op.params.contains(n) {
-            errs.push(site.err(
+            let d = site.err(
                 codes::BAD_PARAM,
                 format!("`@{}` has no parameter `{n}`", op.name),
                 site.span,
                 "unknown parameter",
-            ));
+            );
+            errs.push(match unpaired.next() {
+                Some(p) => d.note(format!("help: did you mean `{p}`?")),
+                None => d,
+            });
         } else if b.syms.insert(n.clone(), *v).is_some() {
             errs.push(site.err(
                 codes::BAD_PARAM,
@@ -61,20 +72,18 @@ pub fn bind(
             ));
         }
     }
-    for p in &op.params {
-        if !b.syms.contains_key(p) {
-            errs.push(
-                Diagnostic::error(
-                    codes::BAD_PARAM,
-                    format!("missing parameter `{p}` for `@{}`", op.name),
-                )
-                .primary(
-                    site.span,
-                    format!("write `apply @{}<{p} = ...>(...)`", op.name),
-                )
-                .secondary(op.name_span, "op defined here"),
-            );
-        }
+    for p in unpaired {
+        errs.push(
+            Diagnostic::error(
+                codes::BAD_PARAM,
+                format!("missing parameter `{p}` for `@{}`", op.name),
+            )
+            .primary(
+                site.span,
+                format!("write `apply @{}<{p} = ...>(...)`", op.name),
+            )
+            .secondary(op.name_span, "op defined here"),
+        );
     }
     if args.len() != op.inputs.len() {
         errs.push(

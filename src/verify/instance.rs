@@ -61,6 +61,25 @@ pub fn instantiate(
     Ok(inst)
 }
 
+/// The output types of a whole (unsharded) apply from its port shapes alone, when binding
+/// succeeds: an apply of an op whose kernel has errors still has these types.
+pub(super) fn declared_outputs(
+    op: &OpDef,
+    params: &[(String, i64)],
+    args: &[TensorType],
+    site: Site,
+) -> Option<Vec<TensorType>> {
+    let b = bind(op, params, args, site).ok()?;
+    op.outputs
+        .iter()
+        .map(|p| {
+            output_shape(&b, p, site)
+                .ok()
+                .map(|s| TensorType::new(p.dtype, s))
+        })
+        .collect()
+}
+
 fn from_kernel(
     op: &OpDef,
     stmts: &[crate::ir::kernel::Stmt],

@@ -7,7 +7,7 @@ use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::instance::*;
 use crate::ir::kernel::*;
 use crate::ir::TensorType;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use tapc_runtime::DType;
 
 pub struct Lowered {
@@ -41,6 +41,12 @@ struct Lx<'a> {
     temps: Vec<Temp>,
     /// Extent of each temp dimension (the shard's range of its variable).
     temp_shapes: Vec<Vec<(i64, i64)>>,
+    /// Each temp's index in `temps`, by name (lookups stay constant-time in big kernels).
+    temp_of: HashMap<String, usize>,
+    /// Every assignment target of the kernel.
+    targets: HashSet<&'a str>,
+    /// Temporaries whose assignment failed (already reported): their uses are not reported.
+    failed: HashSet<String>,
     errs: Vec<Diagnostic>,
 }
 
@@ -64,6 +70,9 @@ pub fn lower(
         vars: vec![],
         temps: vec![],
         temp_shapes: vec![],
+        temp_of: HashMap::new(),
+        targets: stmts.iter().map(|s| s.target.as_str()).collect(),
+        failed: HashSet::new(),
         errs: vec![],
     };
     let parallel = lx.index_space(stmts, outputs, range);
@@ -77,12 +86,14 @@ pub fn lower(
     for st in stmts {
         match lx.stmt(st, &parallel, &mut assigned) {
             Ok(s) => out.push(s),
-            // Its own error was reported; do not also call the output unassigned.
-            Err(()) => {
-                if let Some(k) = op.outputs.iter().position(|p| p.name == st.target) {
-                    assigned[k] = true;
+            // Its own error was reported; do not also call the output unassigned, or a
+            // temporary's uses unassigned.
+            Err(()) => match op.outputs.iter().position(|p| p.name == st.target) {
+                Some(k) => assigned[k] = true,
+                None => {
+                    lx.failed.insert(st.target.clone());
                 }
-            }
+            },
         }
     }
     for (k, done) in assigned.iter().enumerate() {
@@ -344,7 +355,7 @@ impl Lx<'_> {
                 Target::Output(k)
             }
             None => {
-                if self.temps.iter().any(|t| t.name == st.target) {
+                if self.temp_of.contains_key(&st.target) {
                     self.err(
                         codes::BAD_TARGET,
                         format!("temporary `{}` is assigned twice", st.target),
@@ -358,6 +369,7 @@ impl Lx<'_> {
                     Ty::WeakInt => DType::I64,
                     Ty::WeakFloat => DType::F32,
                 };
+                self.temp_of.insert(st.target.clone(), self.temps.len());
                 self.temps.push(Temp {
                     name: st.target.clone(),
                     dtype,
@@ -449,8 +461,7 @@ impl Lx<'_> {
     }
 
     fn undefined(&mut self, n: &str, span: Span) {
-        let is_port =
-            self.op.ports().any(|p| p.name == n) || self.temps.iter().any(|t| t.name == n);
+        let is_port = self.op.ports().any(|p| p.name == n) || self.temp_of.contains_key(n);
         let d = self.site.err(
             codes::UNDEFINED_NAME,
             format!("`{n}` is not defined here"),
@@ -478,7 +489,7 @@ impl Lx<'_> {
                     self.inputs[k].dtype,
                     self.inputs[k].shape.clone(),
                 )
-            } else if let Some(t) = self.temps.iter().position(|t| t.name == name) {
+            } else if let Some(&t) = self.temp_of.get(name) {
                 let shape = self.temp_shapes[t].iter().map(|r| r.1).collect();
                 (Src::Temp(t), self.temps[t].dtype, shape)
             } else if self.op.outputs.iter().any(|p| p.name == name) {
@@ -489,12 +500,10 @@ impl Lx<'_> {
                     "outputs are write-only",
                 );
                 return Err(());
+            } else if self.failed.contains(name) {
+                return Err(());
             } else {
-                let later = self
-                    .op
-                    .kernel()
-                    .is_some_and(|k| k.iter().any(|s| s.target == name));
-                if later {
+                if self.targets.contains(name) {
                     self.err(
                         codes::USE_BEFORE_DEF,
                         format!("temporary `{name}` is used before it is assigned"),

@@ -6,14 +6,17 @@ mod bind;
 mod instance;
 mod kernel;
 mod size;
+mod symbolic;
 mod views;
 
 pub use bind::Site;
 pub use instance::{instantiate, visit_loads};
+pub use symbolic::check_ops;
 pub use views::{canonical_slice, checked_elements};
 
-use crate::diag::{codes, Diagnostic, Diagnostics};
+use crate::diag::{codes, Diagnostic, Diagnostics, Label, Span};
 use crate::ir::instance::Instance;
+use crate::ir::kernel::OpDef;
 use crate::ir::{Graph, Module, NodeKind, SeqRef};
 use petgraph::graph::DiGraph;
 use std::collections::HashMap;
@@ -26,29 +29,75 @@ pub struct GraphFacts {
 
 /// Verifies every graph of `m`, filling in types. Diagnostics are sorted by position.
 pub fn verify(m: &mut Module) -> (Diagnostics, Vec<GraphFacts>) {
+    verify_with(m, &[], &[])
+}
+
+/// [`verify`], with the spans of every apply's arguments (per graph, per node; see
+/// `syntax::lower::Lowered`) so that argument errors are labelled at the argument. Values
+/// without a node (poisoned by lowering) are allowed: their users are skipped. Applies of
+/// `stubs` (ops whose bodies failed to lower) are typed from the stub's ports, silently.
+pub fn verify_with(
+    m: &mut Module,
+    arg_spans: &[Vec<Vec<Span>>],
+    stubs: &[OpDef],
+) -> (Diagnostics, Vec<GraphFacts>) {
     let mut diags = Diagnostics::default();
     let mut facts = Vec::new();
-    let ops = m.ops.clone();
-    let lookup = Module {
-        ops,
-        graphs: vec![],
-    };
-    for g in &mut m.graphs {
-        facts.push(verify_graph(&lookup, g, &mut diags));
+    let ops: HashMap<&str, &OpDef> = m.ops.iter().map(|o| (o.name.as_str(), o)).collect();
+    let names: Vec<&str> = m.ops.iter().map(|o| o.name.as_str()).collect();
+    let stubs: HashMap<&str, &OpDef> = stubs.iter().map(|o| (o.name.as_str(), o)).collect();
+    for (k, g) in m.graphs.iter_mut().enumerate() {
+        let cx = GraphCx {
+            ops: &ops,
+            stubs: &stubs,
+            names: &names,
+            arg_spans: arg_spans.get(k).map_or(&[], Vec::as_slice),
+        };
+        facts.push(verify_graph(&cx, g, &mut diags));
     }
     (diags.sorted(), facts)
 }
 
-fn verify_graph(m: &Module, g: &mut Graph, diags: &mut Diagnostics) -> GraphFacts {
+/// What checking one graph needs from the module: its ops by name.
+struct GraphCx<'a> {
+    ops: &'a HashMap<&'a str, &'a OpDef>,
+    stubs: &'a HashMap<&'a str, &'a OpDef>,
+    names: &'a [&'a str],
+    arg_spans: &'a [Vec<Span>],
+}
+
+fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFacts {
     let mut facts = GraphFacts::default();
     for n in 0..g.nodes.len() {
         let operands = g.nodes[n].kind.operands();
-        // An operand without a type had its own error already; skip silently.
+        // An unknown op is reported whatever its arguments are.
+        if let NodeKind::Apply(a) = &g.nodes[n].kind {
+            if let Some(stub) = cx.stubs.get(a.op.as_str()) {
+                let args: Option<Vec<_>> = operands.iter().map(|v| g.ty(*v).cloned()).collect();
+                let site = Site {
+                    span: g.nodes[n].span,
+                };
+                match args.and_then(|args| instance::declared_outputs(stub, &a.params, &args, site))
+                {
+                    Some(tys) if a.range.is_none() => assign_types(g, n, tys, diags),
+                    _ => poison(g, n),
+                }
+                continue;
+            }
+            if !cx.ops.contains_key(a.op.as_str()) {
+                diags.push(undefined_op(cx.names, &a.op, a.op_span));
+                poison(g, n);
+                continue;
+            }
+        }
+        // An operand without a type had its own error already: skip silently, and poison
+        // this node's results so that their users are skipped too.
         let Some(args) = operands
             .iter()
             .map(|v| g.ty(*v).cloned())
             .collect::<Option<Vec<_>>>()
         else {
+            poison(g, n);
             continue;
         };
         let span = g.nodes[n].span;
@@ -60,25 +109,99 @@ fn verify_graph(m: &Module, g: &mut Graph, diags: &mut Diagnostics) -> GraphFact
             NodeKind::View(v) => views::view_type(v, &args.iter().collect::<Vec<_>>(), span)
                 .map(|t| vec![t])
                 .map_err(|d| vec![d]),
-            NodeKind::Apply(a) => match m.op(&a.op) {
-                None => Err(vec![undefined_op(m, &a.op, a.op_span)]),
+            NodeKind::Apply(a) => match cx.ops.get(a.op.as_str()) {
+                None => Ok(vec![]), // reported above
                 Some(op) => instantiate(op, &a.params, &args, a.range.as_deref(), Site { span })
                     .map(|inst| {
                         let t = inst.outputs.clone();
                         facts.instances.insert(n, inst);
                         t
+                    })
+                    .map_err(|ds| {
+                        let at = cx.arg_spans.get(n).map_or(&[][..], Vec::as_slice);
+                        ds.into_iter()
+                            .map(|d| at_argument(d, op, at, span))
+                            .collect()
                     }),
             },
             NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => Ok(vec![]),
         };
         match tys {
-            Err(ds) => ds.into_iter().for_each(|d| diags.push(d)),
+            Err(ds) => {
+                ds.into_iter().for_each(|d| diags.push(d));
+                // An apply whose op's kernel has errors still has the types its ports declare.
+                match declared(cx, g, n, &args) {
+                    Some(tys) => assign_types(g, n, tys, diags),
+                    None => poison(g, n),
+                }
+            }
             Ok(tys) => assign_types(g, n, tys, diags),
         }
     }
     size::check_graph(g, &facts, diags);
     check_acyclic(g, diags);
     facts
+}
+
+/// The declared output types of apply `n` when only its op's kernel failed.
+fn declared(
+    cx: &GraphCx,
+    g: &Graph,
+    n: usize,
+    args: &[crate::ir::TensorType],
+) -> Option<Vec<crate::ir::TensorType>> {
+    let NodeKind::Apply(a) = &g.nodes[n].kind else {
+        return None;
+    };
+    let op = cx.ops.get(a.op.as_str())?;
+    let span = g.nodes[n].span;
+    if a.range.is_some() {
+        return None;
+    }
+    instance::declared_outputs(op, &a.params, args, Site { span })
+}
+
+/// A node that failed: its results get no type, so their users are not checked again.
+fn poison(g: &mut Graph, n: usize) {
+    for v in g.nodes[n].results.clone() {
+        g.values[v.index()].ty = None;
+    }
+}
+
+/// An error about an input port moves its primary label to the apply's argument (as rustc
+/// labels a call's argument), with the port as the secondary label.
+fn at_argument(mut d: Diagnostic, op: &OpDef, args: &[Span], site: Span) -> Diagnostic {
+    let Some(primary) = d.primary_span() else {
+        return d;
+    };
+    let port = op.inputs.iter().position(|p| {
+        p.span.start <= primary.start && primary.end <= p.span.end && p.span.end > p.span.start
+    });
+    let (Some(k), true) = (
+        port,
+        d.labels.iter().any(|l| !l.primary && l.span.same_as(site)),
+    ) else {
+        return d;
+    };
+    let Some(&arg) = args.get(k) else {
+        return d;
+    };
+    d.labels.retain(|l| l.primary || !l.span.same_as(site));
+    for l in &mut d.labels {
+        if l.primary {
+            l.primary = false;
+            l.message = format!("input `{}`: {}", op.inputs[k].name, l.message);
+        }
+    }
+    d.labels.insert(
+        0,
+        Label {
+            primary: true,
+            span: arg,
+            message: "this argument".into(),
+        },
+    );
+    d
 }
 
 fn assign_types(g: &mut Graph, n: usize, tys: Vec<crate::ir::TensorType>, diags: &mut Diagnostics) {
@@ -95,32 +218,32 @@ fn assign_types(g: &mut Graph, n: usize, tys: Vec<crate::ir::TensorType>, diags:
             )
             .primary(g.nodes[n].span, "results and names must pair up"),
         );
+        poison(g, n);
         return;
     }
     for (v, t) in results.into_iter().zip(tys) {
         let def = &mut g.values[v.index()];
         match &def.ty {
-            Some(written) if *written != t => diags.push(
-                Diagnostic::error(
-                    codes::ANNOTATION_MISMATCH,
-                    format!("`%{}` is written as {written} but is {t}", def.name),
-                )
-                .primary(def.span, format!("inferred {t}")),
-            ),
+            Some(written) if *written != t => {
+                diags.push(
+                    Diagnostic::error(
+                        codes::ANNOTATION_MISMATCH,
+                        format!("`%{}` is written as {written} but is {t}", def.name),
+                    )
+                    .primary(def.span, format!("inferred {t}")),
+                );
+                // Which of the two the user meant is unknown: check none of its users.
+                def.ty = None;
+            }
             _ => def.ty = Some(t),
         }
     }
 }
 
-fn undefined_op(m: &Module, name: &str, span: crate::diag::Span) -> Diagnostic {
+fn undefined_op(ops: &[&str], name: &str, span: Span) -> Diagnostic {
     let d = Diagnostic::error(codes::UNDEFINED_OP, format!("op `@{name}` is not defined"))
         .primary(span, "undefined op");
-    match m
-        .ops
-        .iter()
-        .map(|o| o.name.as_str())
-        .min_by_key(|o| edit_distance(o, name))
-    {
+    match ops.iter().copied().min_by_key(|o| edit_distance(o, name)) {
         Some(best) if edit_distance(best, name) <= 2 => {
             d.note(format!("help: did you mean `@{best}`?"))
         }
@@ -161,13 +284,15 @@ fn check_acyclic(g: &Graph, diags: &mut Diagnostics) {
             }
         })
         .collect();
+    // Poisoned values (from statements that failed to lower) have no node.
+    let defined = |v: crate::ir::ValueId| Some(g.value(v).node).filter(|&n| n < ids.len());
     let node_of = |r: &SeqRef| match r {
         SeqRef::Sink(s) => sink_node.get(s.as_str()).copied(),
-        SeqRef::Value(v) => Some(g.value(*v).node),
+        SeqRef::Value(v) => defined(*v),
     };
     for (i, n) in g.nodes.iter().enumerate() {
-        for v in n.kind.operands() {
-            dg.add_edge(ids[g.value(v).node], ids[i], ());
+        for d in n.kind.operands().into_iter().filter_map(defined) {
+            dg.add_edge(ids[d], ids[i], ());
         }
         if let NodeKind::Sequence { before, after } = &n.kind {
             for b in before.iter().filter_map(node_of) {
@@ -178,8 +303,19 @@ fn check_acyclic(g: &Graph, diags: &mut Diagnostics) {
             }
         }
     }
-    if let Err(c) = petgraph::algo::toposort(&dg, None) {
-        let n = dg[c.node_id()];
+    if petgraph::algo::toposort(&dg, None).is_err() {
+        // Report the sequence point written last among those in a cycle: the one that closed it.
+        let n = petgraph::algo::tarjan_scc(&dg)
+            .into_iter()
+            .filter(|c| c.len() > 1)
+            .filter_map(|c| {
+                c.into_iter()
+                    .map(|i| dg[i])
+                    .filter(|&i| matches!(g.nodes[i].kind, NodeKind::Sequence { .. }))
+                    .max()
+            })
+            .min()
+            .unwrap_or(0);
         diags.push(
             Diagnostic::error(codes::CYCLE, "sequence points form a cycle")
                 .primary(g.nodes[n].span, "this is part of the cycle")

@@ -1,0 +1,99 @@
+//! The multi-mistake corpus: realistic model files (tests/corpus/*.teg) with 2–6 independent
+//! planted mistakes each, annotated `// ERROR@+N: CODE`. `tapc check` must report every one on
+//! its line with its code, and nothing unannotated (no cascades). A mistake the front end does
+//! not find yet is annotated `// KNOWN MISS@+N: CODE (why)`: it counts against recall, and the
+//! test fails once it is found, so that the annotation is turned into an `ERROR`.
+
+#[allow(dead_code)]
+mod support;
+
+use std::path::Path;
+use support::annotations::{self, Severity};
+
+/// A `KNOWN MISS@+N: CODE` line: (target line, code).
+fn known_misses(source: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, text) in source.lines().enumerate() {
+        let Some(at) = text.find("KNOWN MISS@+") else {
+            continue;
+        };
+        let rest = &text[at + "KNOWN MISS@+".len()..];
+        let (n, rest) = rest.split_once(':').expect("`KNOWN MISS@+N: CODE`");
+        let n: usize = n.parse().expect("a line offset");
+        let code = rest.split_whitespace().next().expect("a code").to_string();
+        out.push((i + 1 + n, code));
+    }
+    out
+}
+
+#[test]
+fn corpus_full_recall_no_cascades() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/corpus exists")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "teg"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 20, "the corpus has {} files", files.len());
+    let (mut planted, mut found, mut cascades) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for path in &files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let source = std::fs::read_to_string(path).unwrap();
+        let expected = annotations::parse(&source).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let misses = known_misses(&source);
+        let out = tapc::driver::run(&[
+            "check".into(),
+            path.display().to_string(),
+            "--error-format=json".into(),
+        ]);
+        let actual = annotations::parse_diagnostics(&out.stderr).unwrap();
+        let errors: Vec<_> = actual
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .collect();
+        let n = expected.len() + misses.len();
+        assert!(
+            (2..=6).contains(&n),
+            "{name}: {n} planted mistakes (want 2 to 6)"
+        );
+        let reported = |line: usize, code: &str| {
+            errors
+                .iter()
+                .any(|d| d.line == Some(line) && d.code.as_deref() == Some(code))
+        };
+        let hits = expected
+            .iter()
+            .filter(|a| reported(a.line, a.code.as_deref().unwrap_or("")))
+            .count();
+        let unannotated = errors
+            .iter()
+            .filter(|d| !expected.iter().any(|a| Some(a.line) == d.line))
+            .count();
+        planted += n;
+        found += hits;
+        cascades += unannotated;
+        println!(
+            "{name:28} {hits}/{n} reported, {unannotated} unannotated, {} known miss(es)",
+            misses.len()
+        );
+        if let Err(e) = annotations::compare(&expected, &actual) {
+            failures.push(format!("{name}: {e}"));
+        }
+        for (line, code) in &misses {
+            if reported(*line, code) {
+                failures.push(format!(
+                    "{name}: the known miss {code} on line {line} is now reported; make it an ERROR annotation"
+                ));
+            }
+        }
+    }
+    println!(
+        "corpus: {} files, {found}/{planted} planted mistakes reported on their line with their code ({:.1}% recall), {cascades} unannotated diagnostics",
+        files.len(),
+        100.0 * found as f64 / planted as f64
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
