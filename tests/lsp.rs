@@ -234,7 +234,7 @@ fn diagnostics_follow_changes_and_quick_fixes_apply() {
     assert_eq!(edit["newText"], "@relu");
     assert_eq!(edit["range"], json!({"start": relu, "end": end}));
 
-    // A shape error: the related span (the apply) is related information.
+    // A shape error: the primary label is the apply's argument; the op's port is related information.
     let w = pos(SRC, "4, 3]", 0);
     let w_end = json!({"line": w["line"], "character": w["character"].as_u64().unwrap() + 1});
     c.notify(
@@ -245,13 +245,13 @@ fn diagnostics_follow_changes_and_quick_fixes_apply() {
     let shape = d.iter().find(|d| d["code"] == "E0021").expect("E0021");
     assert_eq!(
         line_of(shape),
-        0,
-        "the primary label is the op's port: {shape}"
+        12,
+        "the primary label is the apply's argument: {shape}"
     );
     let related = &shape["relatedInformation"][0];
-    assert_eq!(related["message"], "in this apply");
+    assert_eq!(related["message"], "input `w`: this is 4 here");
     assert_eq!(related["location"]["uri"], URI);
-    assert_eq!(line_of(&related["location"]), 12);
+    assert_eq!(line_of(&related["location"]), 0);
 
     // Formatting a file with errors is refused with a message, not an edit.
     let f = c.request_raw(

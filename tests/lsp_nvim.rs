@@ -4,6 +4,7 @@
 //! to install it. It never skips.
 
 #[path = "common/syspkg.rs"]
+#[allow(dead_code)] // only `ensure` is used here
 mod syspkg;
 
 use serde_json::Value;

@@ -139,7 +139,9 @@ impl Loc {
     fn arg(&self) -> Arg {
         let size = self.dtype.size_bytes();
         // The plan's validation bounds this extent against the buffer (the checksum covers it).
-        let (lo, hi) = plan::extent(&self.shape, &self.strides, size).unwrap_or((0, i64::MAX));
+        // A folded pad's kernel reads only the unpadded tensor, at its own offset and strides.
+        let shape = self.pad.as_ref().map_or(&self.shape, |p| &p.inner);
+        let (lo, hi) = plan::extent(shape, &self.strides, size).unwrap_or((0, i64::MAX));
         Arg {
             buffer: self.buffer,
             offset: self.offset * size as i64,

@@ -220,6 +220,11 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
     };
     let transfer_task = |k: usize, deps: Vec<u32>, send: bool| {
         let t = &d.transfers[k];
+        // The byte extent of the buffer the transfer's runs touch (for the plan's validation).
+        let (lo, hi) = t.runs.iter().fold((i64::MAX, 0i64), |(lo, hi), &(a, n)| {
+            (lo.min(a), hi.max(a.saturating_add(n)))
+        });
+        let elem = i64::from(t.elem);
         Task {
             name: if send {
                 format!("send {} -> rank {}", t.value, rank_of(t.to))
@@ -230,6 +235,8 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
             args: vec![Arg {
                 buffer: t.buffer,
                 offset: 0,
+                lo: lo.min(hi).saturating_mul(elem),
+                hi: hi.saturating_mul(elem),
             }],
             range: vec![(k as i64, k as i64 + 1)],
             split: None,
