@@ -14,8 +14,8 @@
 //! All pointer typing lives in [`ptr`], so a newer (opaque-pointer) LLVM is a change there.
 
 pub mod copy;
-pub mod epilogue;
 pub mod distribute;
+pub mod epilogue;
 pub mod kernel;
 pub mod link;
 pub mod math;

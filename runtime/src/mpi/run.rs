@@ -19,8 +19,8 @@
 use super::dist::Transfer;
 use crate::entry::{self, Outcome};
 use crate::exec::{execute, KernelFn, Options, Report};
-use crate::plan::{Arg, Init, Plan, Task};
 use crate::output::{self, Npy, Outputs};
+use crate::plan::{Arg, Init, Plan, Task};
 use crate::{npy, Tensor};
 use mpi::ffi;
 use mpi::traits::*;
