@@ -26,7 +26,6 @@ use mpi::ffi;
 use mpi::traits::*;
 use std::ffi::{c_int, c_void};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
