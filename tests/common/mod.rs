@@ -107,6 +107,11 @@ impl Rng {
         self.0
     }
 
+    /// Uniform in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
     /// Uniform in `[lo, hi)`.
     pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
@@ -115,13 +120,8 @@ impl Rng {
 
 /// Deterministic inputs for every source: floats in [-2, 2), ints in [-50, 50), bools.
 pub fn inputs(m: &Module, gi: usize) -> HashMap<String, Tensor> {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut next = move || rng.next();
     let mut out = HashMap::new();
     for (name, ty, _) in m.graphs[gi].sources() {
         let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
