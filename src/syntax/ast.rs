@@ -15,9 +15,6 @@ pub struct Name {
 #[derive(Clone, Debug, Default)]
 pub struct File {
     pub items: Vec<Item>,
-    /// Names of ops whose declaration did not parse (`op @name` inside an `Item::Error`), so
-    /// that their applies are not reported as undefined.
-    pub broken_ops: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -36,6 +33,29 @@ pub struct OpDecl {
     pub outputs: Vec<Port>,
     pub body: Vec<OpStmt>,
     pub span: Span,
+    /// `Some` for an op whose header did not parse, recovered in part (its syntax error is
+    /// reported): what the header is missing.
+    pub partial: Option<Partial>,
+}
+
+/// What is known of a recovered op header. The ports that parsed are in `inputs`/`outputs`.
+#[derive(Clone, Debug)]
+pub struct Partial {
+    /// False when the `<...>` parameter list did not parse (`params` is then empty).
+    pub params_known: bool,
+    /// Per input position, whether its port parsed; `None` when not even the number of inputs
+    /// is known.
+    pub inputs: Option<Vec<bool>>,
+    /// The same for the outputs.
+    pub outputs: Option<Vec<bool>>,
+}
+
+impl Partial {
+    /// Whether every parameter and port is known (only the punctuation was wrong).
+    pub fn complete(&self) -> bool {
+        let all = |m: &Option<Vec<bool>>| m.as_ref().is_some_and(|m| m.iter().all(|&k| k));
+        self.params_known && all(&self.inputs) && all(&self.outputs)
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -2,7 +2,7 @@
 //! operand counts and attribute forms. Shape-dependent checks are the verifier's.
 
 use super::ast::{self, Attr};
-use super::lower::{attr_span, list_elems, literal, signed};
+use super::literal::{attr_span, list_elems, literal, signed};
 use crate::diag::{codes, Diagnostic, Diagnostics, Span};
 use crate::ir::graph::*;
 use crate::ir::{Literal, TensorType};

@@ -1,12 +1,15 @@
 //! Lowering: syntax tree to IR. Resolves value names, dtypes and instruction names, and checks
 //! everything that needs no shapes (arity, attribute forms, duplicate names). Shape and type
 //! checks live in the verifier. Lowering reports every problem it finds and keeps going.
+//! Selector and generator instructions are lowered by `instr`, literals parsed by `literal`.
 
-use super::ast::{self, Attr, ExprKind, GraphStmt, ListElem, OpStmt};
+use super::ast::{self, ExprKind, GraphStmt, OpStmt};
+use super::literal;
 use crate::diag::{codes, Code, Diagnostic, Diagnostics, Span};
 use crate::ir::graph::*;
 use crate::ir::kernel::*;
-use crate::ir::{DType, Literal, Module, TensorType};
+use crate::ir::{DType, Module, TensorType};
+use crate::verify::Stub;
 use std::collections::{HashMap, HashSet};
 
 /// Lowers a parsed file; items with errors are left out so later stages see only sound IR.
@@ -23,9 +26,9 @@ pub struct Lowered {
     pub broken: Vec<bool>,
     /// Per graph, per node: the spans of an apply's arguments (empty for other nodes).
     pub arg_spans: Vec<Vec<Vec<Span>>>,
-    /// Ops with errors in their body but sound ports, with an empty body: their applies are
-    /// kept (in broken graphs) and typed from the ports, so their users are still checked.
-    pub stubs: Vec<OpDef>,
+    /// The known header of every op with errors: its applies are kept (in broken graphs),
+    /// checked against the known ports and typed from them, so their users are still checked.
+    pub stubs: Vec<Stub>,
 }
 
 impl Lowered {
@@ -44,9 +47,8 @@ pub fn lower_all(file: &ast::File, diags: &mut Diagnostics) -> Lowered {
     let mut cx = Cx { diags, stub: None };
     let mut out = Lowered::default();
     let mut seen: HashMap<&str, Span> = HashMap::new();
-    // Ops left out for their own errors (or whose header did not parse): applies of them are
-    // not reported again as undefined.
-    let mut broken: HashSet<String> = file.broken_ops.iter().cloned().collect();
+    // Ops left out for their own errors: applies of them are not reported again as undefined.
+    let mut broken: HashSet<String> = HashSet::new();
     let mut graphs = Vec::new();
     for item in &file.items {
         let name = match item {
@@ -83,8 +85,8 @@ pub fn lower_all(file: &ast::File, diags: &mut Diagnostics) -> Lowered {
 
 struct Cx<'d> {
     diags: &'d mut Diagnostics,
-    /// The header of the op last lowered, when its ports lowered cleanly (see `Lowered::stubs`).
-    stub: Option<OpDef>,
+    /// The known header of the op last lowered (see `Lowered::stubs`).
+    stub: Option<Stub>,
 }
 
 fn err(code: Code, msg: impl Into<String>, span: Span, label: impl Into<String>) -> Diagnostic {
@@ -123,21 +125,23 @@ impl Cx<'_> {
                 self.duplicate(&p.text, p.span, prev);
             }
         }
-        let inputs: Vec<PortDef> = op.inputs.iter().filter_map(|p| self.port(p)).collect();
-        let outputs: Vec<PortDef> = op.outputs.iter().filter_map(|p| self.port(p)).collect();
-        let header_ok = self.diags.0.len() == before
-            && inputs.len() == op.inputs.len()
-            && outputs.len() == op.outputs.len();
-        let stub = || OpDef {
+        let inputs: Vec<Option<PortDef>> = op.inputs.iter().map(|p| self.port(p)).collect();
+        let outputs: Vec<Option<PortDef>> = op.outputs.iter().map(|p| self.port(p)).collect();
+        let partial = op.partial.as_ref();
+        let params: Vec<String> = op.params.iter().map(|p| p.text.clone()).collect();
+        self.stub = Some(Stub {
             name: op.name.text.clone(),
-            params: op.params.iter().map(|p| p.text.clone()).collect(),
-            inputs: inputs.clone(),
-            outputs: outputs.clone(),
-            body: OpBody::Kernel(Vec::new()),
-            span: op.span,
             name_span: op.name.span,
-        };
-        self.stub = header_ok.then(stub);
+            params: partial
+                .is_none_or(|p| p.params_known)
+                .then(|| params.clone()),
+            inputs: by_position(partial.map(|p| &p.inputs), &inputs),
+            outputs: by_position(partial.map(|p| &p.outputs), &outputs),
+        });
+        // A body is only checked against a complete header (else its names would cascade).
+        if !partial.is_none_or(ast::Partial::complete) {
+            return None;
+        }
         let body = if op.is_extern {
             self.extern_body(op)
         } else {
@@ -145,9 +149,11 @@ impl Cx<'_> {
         };
         // A body statement with a syntax error (already reported) leaves the op incomplete.
         let parsed = !op.body.iter().any(|st| matches!(st, OpStmt::Error(_)));
-        (self.diags.0.len() == before && parsed).then(|| OpDef {
+        let inputs = inputs.into_iter().collect::<Option<Vec<_>>>()?;
+        let outputs = outputs.into_iter().collect::<Option<Vec<_>>>()?;
+        (self.diags.0.len() == before && parsed && partial.is_none()).then(|| OpDef {
             name: op.name.text.clone(),
-            params: op.params.iter().map(|p| p.text.clone()).collect(),
+            params,
             inputs,
             outputs,
             body,
@@ -251,25 +257,11 @@ impl Cx<'_> {
     }
 
     fn int(&mut self, digits: &str, negative: bool, span: Span) -> Option<i64> {
-        let text = if negative {
-            format!("-{digits}")
-        } else {
-            digits.to_string()
-        };
-        let v = text.parse::<i64>().ok();
-        if v.is_none() {
-            self.report(err(
-                codes::BAD_LITERAL,
-                format!("integer literal `{text}` does not fit in i64"),
-                span,
-                "too large",
-            ));
-        }
-        v
+        literal::int(self.diags, digits, negative, span)
     }
 
     fn signed(&mut self, s: &ast::Signed) -> Option<i64> {
-        self.int(&s.digits, s.negative, s.span)
+        literal::signed(self.diags, s)
     }
 
     fn kernel_body(&mut self, op: &ast::OpDecl) -> OpBody {
@@ -553,16 +545,7 @@ impl Cx<'_> {
     }
 
     fn float(&mut self, text: &str, span: Span) -> Option<f64> {
-        let v = text.parse::<f64>().ok().filter(|v| v.is_finite());
-        if v.is_none() {
-            self.report(err(
-                codes::BAD_LITERAL,
-                format!("float literal `{text}` is out of range"),
-                span,
-                "not a finite f64",
-            ));
-        }
-        v
+        literal::float(self.diags, text, span)
     }
 
     // ---- graphs ---------------------------------------------------------------------------
@@ -1041,47 +1024,27 @@ impl GraphBuilder<'_> {
     }
 }
 
-/// Parses an attribute literal (shared with instruction lowering).
-pub(super) fn literal(diags: &mut Diagnostics, lit: &ast::Literal, span: Span) -> Option<Literal> {
-    match lit {
-        ast::Literal::Int(s) => Cx { diags, stub: None }.signed(s).map(Literal::Int),
-        ast::Literal::Float(neg, f) => Cx { diags, stub: None }
-            .float(f, span)
-            .map(|v| Literal::Float(if *neg { -v } else { v })),
-        ast::Literal::Bool(b) => Some(Literal::Bool(*b)),
-    }
-}
-
-/// Parses a signed integer attribute (shared with instruction lowering).
-pub(super) fn signed(diags: &mut Diagnostics, s: &ast::Signed) -> Option<i64> {
-    Cx { diags, stub: None }.signed(s)
-}
-
-/// A list element as `(start, stop, step, is_range)`; `None` where a number did not parse.
-pub(super) type Elem = Option<(Option<i64>, Option<i64>, Option<i64>, bool)>;
-
-pub(super) fn list_elems(diags: &mut Diagnostics, v: &[ListElem]) -> Vec<Elem> {
-    let mut cx = Cx { diags, stub: None };
-    v.iter()
-        .map(|e| match e {
-            ListElem::Single(s) => cx.signed(s).map(|v| (Some(v), None, None, false)),
-            ListElem::Range {
-                start, stop, step, ..
-            } => {
-                let f = |cx: &mut Cx, s: &Option<ast::Signed>| s.as_ref().map(|s| cx.signed(s));
-                let (a, b, c) = (f(&mut cx, start), f(&mut cx, stop), f(&mut cx, step));
-                if [a, b, c].contains(&Some(None)) {
-                    return None;
-                }
-                Some((a.flatten(), b.flatten(), c.flatten(), true))
-            }
-        })
-        .collect()
-}
-
-pub(super) fn attr_span(a: &Attr) -> Span {
-    match a {
-        Attr::List(_, s) | Attr::Number(_, s) => *s,
-        Attr::Word(n) => n.span,
+/// Lowered ports by position: `mask` (of a recovered header) says which positions parsed.
+fn by_position(
+    mask: Option<&Option<Vec<bool>>>,
+    ports: &[Option<PortDef>],
+) -> Option<Vec<Option<PortDef>>> {
+    match mask {
+        None => Some(ports.to_vec()),
+        Some(None) => None,
+        Some(Some(mask)) => {
+            let mut known = ports.iter();
+            Some(
+                mask.iter()
+                    .map(|&k| {
+                        if k {
+                            known.next().cloned().flatten()
+                        } else {
+                            None
+                        }
+                    })
+                    .collect(),
+            )
+        }
     }
 }

@@ -5,9 +5,11 @@
 pub mod ast;
 mod instr;
 pub mod lexer;
+mod literal;
 pub mod lower;
 mod parser;
 pub mod printer;
+mod recover;
 
 pub use parser::{parse, MAX_NESTING};
 

@@ -8,7 +8,7 @@ use lalrpop_util::{lalrpop_mod, ErrorRecovery, ParseError};
 
 lalrpop_mod!(
     #[allow(clippy::all, clippy::pedantic, unused)]
-    teg
+    pub(super) teg
 );
 
 /// Parses a whole file. Always returns a tree; problems are pushed to `diags`.
@@ -31,9 +31,8 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
     bad_lines.extend(too_deep);
     bad_lines.sort_unstable();
     let mut errors: Vec<ErrorRecovery<usize, Tok, ()>> = Vec::new();
-    let names = op_names(&tokens);
     let shape = brace_shape(&tokens);
-    let result = teg::FileParser::new().parse(&mut errors, tokens.into_iter().map(Ok));
+    let result = teg::FileParser::new().parse(&mut errors, tokens.iter().cloned().map(Ok));
     let mut report = |d: Diagnostic| {
         // A skipped bad character (already reported) usually breaks the rest of its line.
         let after_bad = d.primary_span().is_some_and(|s| {
@@ -68,21 +67,39 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
             File::default()
         }
     };
-    // An `op @name` that did not become an op item is an op whose declaration did not parse.
-    let parsed: std::collections::HashSet<&str> = file
+    // An `op @name` that did not become an op item is an op whose header did not parse: it is
+    // recovered in part, and its body's own syntax errors are reported.
+    let parsed: std::collections::HashSet<u32> = file
         .items
         .iter()
         .filter_map(|i| match i {
-            Item::Op(op) => Some(op.name.text.as_str()),
+            Item::Op(op) => Some(op.span.start),
             _ => None,
         })
         .collect();
-    let broken: Vec<String> = names
-        .into_iter()
-        .filter(|(_, n)| !parsed.contains(n.as_str()))
-        .map(|(_, n)| n)
-        .collect();
-    file.broken_ops = broken;
+    for at in 0..tokens.len().saturating_sub(1) {
+        if tokens[at].1 != Tok::Op || !matches!(tokens[at + 1].1, Tok::Global(_)) {
+            continue;
+        }
+        let from = if at > 0 && tokens[at - 1].1 == Tok::Extern {
+            tokens[at - 1].0
+        } else {
+            tokens[at].0
+        };
+        if parsed.contains(&(from as u32)) {
+            continue;
+        }
+        let (op, errs) = super::recover::recover_op(&tokens, at);
+        for e in errs {
+            report(at_line_end(describe(e, src.len()), &shape, src));
+        }
+        file.items.push(Item::Op(op));
+    }
+    file.items.sort_by_key(|i| match i {
+        Item::Op(op) => op.span.start,
+        Item::Graph(g) => g.span.start,
+        Item::Error(s) => s.start,
+    });
     file
 }
 
@@ -224,17 +241,6 @@ fn at_line_end(mut d: Diagnostic, sh: &Shape, src: &str) -> Diagnostic {
         l.message = format!("the statement does not end here ({})", l.message);
     }
     d
-}
-
-/// Every `op @name` in the token stream, with the position of `op`.
-fn op_names(tokens: &[Spanned]) -> Vec<(usize, String)> {
-    tokens
-        .windows(2)
-        .filter_map(|w| match (&w[0].1, &w[1].1) {
-            (Tok::Op, Tok::Global(n)) => Some((w[0].0, n.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 fn describe(e: ParseError<usize, Tok, ()>, len: usize) -> Diagnostic {

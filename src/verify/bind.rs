@@ -86,19 +86,13 @@ pub fn bind(
         );
     }
     if args.len() != op.inputs.len() {
-        errs.push(
-            Diagnostic::error(
-                codes::ARITY,
-                format!(
-                    "`@{}` takes {} input(s) but {} were given",
-                    op.name,
-                    op.inputs.len(),
-                    args.len()
-                ),
-            )
-            .primary(site.span, "wrong number of arguments")
-            .secondary(op.name_span, "op defined here"),
-        );
+        errs.push(arity_error(
+            &op.name,
+            op.inputs.len(),
+            args.len(),
+            op.name_span,
+            site,
+        ));
     }
     if !errs.is_empty() {
         return Err(errs);
@@ -135,6 +129,22 @@ pub fn bind(
     } else {
         Err(errs)
     }
+}
+
+/// An apply of `@name` (which takes `takes` inputs) with `given` arguments.
+pub(super) fn arity_error(
+    name: &str,
+    takes: usize,
+    given: usize,
+    name_span: Span,
+    site: Site,
+) -> Diagnostic {
+    Diagnostic::error(
+        codes::ARITY,
+        format!("`@{name}` takes {takes} input(s) but {given} were given"),
+    )
+    .primary(site.span, "wrong number of arguments")
+    .secondary(name_span, "op defined here")
 }
 
 fn split_dims(port: &PortDef, rank: usize) -> Option<(usize, Option<&str>)> {

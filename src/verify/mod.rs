@@ -6,11 +6,13 @@ mod bind;
 mod instance;
 mod kernel;
 mod size;
+mod stub;
 mod symbolic;
 mod views;
 
 pub use bind::Site;
 pub use instance::{instantiate, visit_loads};
+pub use stub::Stub;
 pub use symbolic::check_ops;
 pub use views::{canonical_slice, checked_elements};
 
@@ -35,17 +37,17 @@ pub fn verify(m: &mut Module) -> (Diagnostics, Vec<GraphFacts>) {
 /// [`verify`], with the spans of every apply's arguments (per graph, per node; see
 /// `syntax::lower::Lowered`) so that argument errors are labelled at the argument. Values
 /// without a node (poisoned by lowering) are allowed: their users are skipped. Applies of
-/// `stubs` (ops whose bodies failed to lower) are typed from the stub's ports, silently.
+/// `stubs` (ops that failed to lower) are checked against their known ports (see [`Stub`]).
 pub fn verify_with(
     m: &mut Module,
     arg_spans: &[Vec<Vec<Span>>],
-    stubs: &[OpDef],
+    stubs: &[Stub],
 ) -> (Diagnostics, Vec<GraphFacts>) {
     let mut diags = Diagnostics::default();
     let mut facts = Vec::new();
     let ops: HashMap<&str, &OpDef> = m.ops.iter().map(|o| (o.name.as_str(), o)).collect();
     let names: Vec<&str> = m.ops.iter().map(|o| o.name.as_str()).collect();
-    let stubs: HashMap<&str, &OpDef> = stubs.iter().map(|o| (o.name.as_str(), o)).collect();
+    let stubs: HashMap<&str, &Stub> = stubs.iter().map(|o| (o.name.as_str(), o)).collect();
     for (k, g) in m.graphs.iter_mut().enumerate() {
         let cx = GraphCx {
             ops: &ops,
@@ -61,7 +63,7 @@ pub fn verify_with(
 /// What checking one graph needs from the module: its ops by name.
 struct GraphCx<'a> {
     ops: &'a HashMap<&'a str, &'a OpDef>,
-    stubs: &'a HashMap<&'a str, &'a OpDef>,
+    stubs: &'a HashMap<&'a str, &'a Stub>,
     names: &'a [&'a str],
     arg_spans: &'a [Vec<Span>],
 }
@@ -74,13 +76,19 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
         if let NodeKind::Apply(a) = &g.nodes[n].kind {
             if let Some(stub) = cx.stubs.get(a.op.as_str()) {
                 let args: Option<Vec<_>> = operands.iter().map(|v| g.ty(*v).cloned()).collect();
-                let site = Site {
-                    span: g.nodes[n].span,
-                };
-                match args.and_then(|args| instance::declared_outputs(stub, &a.params, &args, site))
-                {
-                    Some(tys) if a.range.is_none() => assign_types(g, n, tys, diags),
-                    _ => poison(g, n),
+                match args.filter(|_| a.range.is_none()) {
+                    Some(args) => {
+                        let at = cx.arg_spans.get(n).map_or(&[][..], Vec::as_slice);
+                        let site = Site {
+                            span: g.nodes[n].span,
+                        };
+                        let results = g.nodes[n].results.len();
+                        let (ds, tys) =
+                            stub::check_apply(stub, &a.params, &args, at, results, site);
+                        ds.into_iter().for_each(|d| diags.push(d));
+                        assign_types(g, n, tys, diags);
+                    }
+                    None => poison(g, n),
                 }
                 continue;
             }
@@ -131,11 +139,11 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
                 ds.into_iter().for_each(|d| diags.push(d));
                 // An apply whose op's kernel has errors still has the types its ports declare.
                 match declared(cx, g, n, &args) {
-                    Some(tys) => assign_types(g, n, tys, diags),
+                    Some(tys) => assign_types(g, n, tys.into_iter().map(Some).collect(), diags),
                     None => poison(g, n),
                 }
             }
-            Ok(tys) => assign_types(g, n, tys, diags),
+            Ok(tys) => assign_types(g, n, tys.into_iter().map(Some).collect(), diags),
         }
     }
     size::check_graph(g, &facts, diags);
@@ -204,7 +212,13 @@ fn at_argument(mut d: Diagnostic, op: &OpDef, args: &[Span], site: Span) -> Diag
     d
 }
 
-fn assign_types(g: &mut Graph, n: usize, tys: Vec<crate::ir::TensorType>, diags: &mut Diagnostics) {
+/// Types the results of node `n`; a `None` type (unknown) poisons its value.
+fn assign_types(
+    g: &mut Graph,
+    n: usize,
+    tys: Vec<Option<crate::ir::TensorType>>,
+    diags: &mut Diagnostics,
+) {
     let results = g.nodes[n].results.clone();
     if results.len() != tys.len() {
         diags.push(
@@ -223,6 +237,10 @@ fn assign_types(g: &mut Graph, n: usize, tys: Vec<crate::ir::TensorType>, diags:
     }
     for (v, t) in results.into_iter().zip(tys) {
         let def = &mut g.values[v.index()];
+        let Some(t) = t else {
+            def.ty = None;
+            continue;
+        };
         match &def.ty {
             Some(written) if *written != t => {
                 diags.push(

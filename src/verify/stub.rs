@@ -1,0 +1,82 @@
+//! Applies of an op that failed to lower (an error in its body, a port that did not lower, or
+//! a header that did not parse): they are checked against the part of the op's header that is
+//! known and typed from its known output ports. What is unknown is poisoned, never reported.
+
+use super::bind::{arity_error, bind, output_shape, Site};
+use crate::diag::{Diagnostic, Span};
+use crate::ir::kernel::{OpBody, OpDef, PortDef};
+use crate::ir::TensorType;
+
+/// The known header of an op with errors.
+#[derive(Clone, Debug)]
+pub struct Stub {
+    pub name: String,
+    pub name_span: Span,
+    /// `None` when the parameter list did not parse.
+    pub params: Option<Vec<String>>,
+    /// Per position, the port if it is known; `None` when not even their number is known.
+    pub inputs: Option<Vec<Option<PortDef>>>,
+    /// The same for the outputs.
+    pub outputs: Option<Vec<Option<PortDef>>>,
+}
+
+/// Checks an apply of `stub` (unsharded, with typed arguments) that binds `results` names:
+/// its diagnostics, and per result its type where the header gives it.
+pub(super) fn check_apply(
+    stub: &Stub,
+    params: &[(String, i64)],
+    args: &[TensorType],
+    arg_spans: &[Span],
+    results: usize,
+    site: Site,
+) -> (Vec<Diagnostic>, Vec<Option<TensorType>>) {
+    let unknown = vec![None; results];
+    if let Some(ins) = stub.inputs.as_ref().filter(|ins| ins.len() != args.len()) {
+        let d = arity_error(&stub.name, ins.len(), args.len(), stub.name_span, site);
+        return (vec![d], unknown);
+    }
+    // Only the known ports are bound, each with its own argument.
+    let mut known = (Vec::new(), Vec::new(), Vec::new());
+    for (k, port) in stub.inputs.iter().flatten().enumerate() {
+        if let Some(p) = port {
+            known.0.push(p.clone());
+            known.1.push(args[k].clone());
+            known.2.extend(arg_spans.get(k));
+        }
+    }
+    let op = OpDef {
+        name: stub.name.clone(),
+        // Unknown parameters: whatever the apply gives is taken.
+        params: stub
+            .params
+            .clone()
+            .unwrap_or_else(|| params.iter().map(|p| p.0.clone()).collect()),
+        inputs: known.0,
+        outputs: Vec::new(),
+        body: OpBody::Kernel(Vec::new()),
+        span: stub.name_span,
+        name_span: stub.name_span,
+    };
+    let b = match bind(&op, params, &known.1, site) {
+        Ok(b) => b,
+        Err(ds) => {
+            let ds = ds
+                .into_iter()
+                .map(|d| super::at_argument(d, &op, &known.2, site.span))
+                .collect();
+            return (ds, unknown);
+        }
+    };
+    let Some(outs) = &stub.outputs else {
+        return (Vec::new(), unknown);
+    };
+    let tys = outs
+        .iter()
+        .map(|p| {
+            let p = p.as_ref()?;
+            let shape = output_shape(&b, p, site).ok()?;
+            Some(TensorType::new(p.dtype, shape))
+        })
+        .collect();
+    (Vec::new(), tys)
+}
