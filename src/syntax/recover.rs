@@ -129,19 +129,24 @@ fn port_list(part: &[Spanned]) -> Option<Vec<Option<Port>>> {
     if part.first()?.1 != Tok::LParen {
         return None;
     }
-    // The list ends at its `)`, or with the part if that is missing.
-    let mut depth = 0i32;
+    // The list ends at its `)`, or with the part if that is missing. Brackets that do not
+    // pair up hide where ports end: then not even their number is known.
+    let mut open = Vec::new();
     let mut close = part.len();
     for (k, t) in part.iter().enumerate().skip(1) {
         match t.1 {
-            Tok::LParen | Tok::LBracket => depth += 1,
-            Tok::RParen | Tok::RBracket if depth > 0 => depth -= 1,
-            Tok::RParen => {
+            Tok::LParen | Tok::LBracket => open.push(t.1.clone()),
+            Tok::RParen if open.is_empty() => {
                 close = k;
                 break;
             }
+            Tok::RParen if open.pop() != Some(Tok::LParen) => return None,
+            Tok::RBracket if open.pop() != Some(Tok::LBracket) => return None,
             _ => {}
         }
+    }
+    if !open.is_empty() {
+        return None;
     }
     let inner = &part[1..close];
     let mut pieces = Vec::new();
@@ -164,15 +169,33 @@ fn port_list(part: &[Spanned]) -> Option<Vec<Option<Port>>> {
     Some(
         pieces
             .into_iter()
-            .map(|piece| {
-                let mut errs = Vec::new();
-                let port = teg::PortAloneParser::new()
-                    .parse(&mut errs, piece.iter().cloned().map(Ok))
-                    .ok();
-                port.filter(|_| errs.is_empty())
-            })
+            .map(|piece| port(piece).or_else(|| port(&missing_colon(piece)?)))
             .collect(),
     )
+}
+
+/// One port, if it parses on its own.
+fn port(piece: &[Spanned]) -> Option<Port> {
+    let mut errs = Vec::new();
+    let port = teg::PortAloneParser::new()
+        .parse(&mut errs, piece.iter().cloned().map(Ok))
+        .ok();
+    port.filter(|_| errs.is_empty())
+}
+
+/// `x f32[N]` with the `:` put back (a common slip), if the piece reads that way.
+fn missing_colon(piece: &[Spanned]) -> Option<Vec<Spanned>> {
+    match piece {
+        [name @ (_, Tok::Ident(_), _), rest @ ..]
+            if matches!(rest.first(), Some((_, Tok::Ident(_), _))) =>
+        {
+            let at = name.2;
+            let mut out = vec![name.clone(), (at, Tok::Colon, at)];
+            out.extend_from_slice(rest);
+            Some(out)
+        }
+        _ => None,
+    }
 }
 
 /// The index of the `}` that closes the `{` at `open`.

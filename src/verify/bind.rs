@@ -35,6 +35,15 @@ impl Site {
     }
 }
 
+/// Which input ports an apply binds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Ports {
+    /// All of them: every shape symbol must be bound.
+    All,
+    /// Only those whose types are known (see `stub`): a symbol may stay unbound.
+    Known,
+}
+
 /// Binds parameters and unifies input ports with `args`; returns the bindings or diagnostics.
 pub fn bind(
     op: &OpDef,
@@ -42,6 +51,77 @@ pub fn bind(
     args: &[TensorType],
     site: Site,
 ) -> Result<Bindings, Vec<Diagnostic>> {
+    bind_ports(op, params, args, Ports::All, site)
+}
+
+/// [`bind`], for all ports or only the known ones.
+pub(super) fn bind_ports(
+    op: &OpDef,
+    params: &[(String, i64)],
+    args: &[TensorType],
+    ports: Ports,
+    site: Site,
+) -> Result<Bindings, Vec<Diagnostic>> {
+    let (mut b, mut errs) = check_call(op, params, args.len(), site);
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    for (port, ty) in op.inputs.iter().zip(args) {
+        if port.dtype != ty.dtype {
+            errs.push(site.err(
+                codes::DTYPE_MISMATCH,
+                format!(
+                    "input `{}` of `@{}` is {} but the argument is {ty}",
+                    port.name, op.name, port.dtype
+                ),
+                port.span,
+                "port declared here",
+            ));
+        }
+    }
+    // Two rounds: bare symbols bind first, so compound dims like `(H - KH) / s + 1` can then be checked.
+    let mut failed = vec![false; args.len()];
+    for round in 0..2 {
+        for (k, (port, ty)) in op.inputs.iter().zip(args).enumerate() {
+            // A port that failed in the first round would only report the same error again.
+            if failed[k] {
+                continue;
+            }
+            if let Err(d) = unify(&mut b, port, ty, round == 1 && ports == Ports::All, site) {
+                failed[k] = true;
+                errs.push(d);
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(b)
+    } else {
+        Err(errs)
+    }
+}
+
+/// `args` with each one's dtype replaced by its port's: an argument of the wrong dtype (a
+/// reported mistake) does not change the shapes an apply binds.
+pub(super) fn with_port_dtypes(op: &OpDef, args: &[TensorType]) -> Vec<TensorType> {
+    let dtypes = op
+        .inputs
+        .iter()
+        .map(|p| Some(p.dtype))
+        .chain(std::iter::repeat(None));
+    args.iter()
+        .zip(dtypes)
+        .map(|(a, d)| TensorType::new(d.unwrap_or(a.dtype), a.shape.clone()))
+        .collect()
+}
+
+/// The checks of an apply that need no argument types: its parameters (bound into the
+/// returned bindings) and its number of arguments.
+pub(super) fn check_call(
+    op: &OpDef,
+    params: &[(String, i64)],
+    given: usize,
+    site: Site,
+) -> (Bindings, Vec<Diagnostic>) {
     let mut b = Bindings::default();
     let mut errs = Vec::new();
     let missing: Vec<&String> = op
@@ -85,50 +165,16 @@ pub fn bind(
             .secondary(op.name_span, "op defined here"),
         );
     }
-    if args.len() != op.inputs.len() {
+    if given != op.inputs.len() {
         errs.push(arity_error(
             &op.name,
             op.inputs.len(),
-            args.len(),
+            given,
             op.name_span,
             site,
         ));
     }
-    if !errs.is_empty() {
-        return Err(errs);
-    }
-    for (port, ty) in op.inputs.iter().zip(args) {
-        if port.dtype != ty.dtype {
-            errs.push(site.err(
-                codes::DTYPE_MISMATCH,
-                format!(
-                    "input `{}` of `@{}` is {} but the argument is {ty}",
-                    port.name, op.name, port.dtype
-                ),
-                port.span,
-                "port declared here",
-            ));
-        }
-    }
-    // Two rounds: bare symbols bind first, so compound dims like `(H - KH) / s + 1` can then be checked.
-    let mut failed = vec![false; args.len()];
-    for round in 0..2 {
-        for (k, (port, ty)) in op.inputs.iter().zip(args).enumerate() {
-            // A port that failed in the first round would only report the same error again.
-            if failed[k] {
-                continue;
-            }
-            if let Err(d) = unify(&mut b, port, ty, round == 1, site) {
-                failed[k] = true;
-                errs.push(d);
-            }
-        }
-    }
-    if errs.is_empty() {
-        Ok(b)
-    } else {
-        Err(errs)
-    }
+    (b, errs)
 }
 
 /// An apply of `@name` (which takes `takes` inputs) with `given` arguments.
@@ -274,24 +320,31 @@ pub fn output_shape(b: &Bindings, port: &PortDef, site: Site) -> Result<Vec<i64>
             },
             Dim::Expr(e) => match b.eval(e) {
                 Ok(Some(v)) if v >= 0 => shape.push(v),
+                // Values the apply chose (its parameters, its argument sizes): labelled there.
                 Ok(Some(v)) => {
-                    return Err(site.err(
+                    return Err(Diagnostic::error(
                         codes::BAD_SHAPE,
                         format!(
                             "output `{}` would have a negative dimension ({v})",
                             port.name
                         ),
-                        e.span(),
-                        "negative here",
-                    ))
+                    )
+                    .primary(
+                        site.span,
+                        format!("output `{}` is negative here", port.name),
+                    )
+                    .secondary(e.span(), "this dimension"))
                 }
                 Ok(None) => {
-                    return Err(site.err(
+                    return Err(Diagnostic::error(
                         codes::BAD_SHAPE,
-                        "shape expression divides by zero or overflows".into(),
-                        e.span(),
-                        "cannot evaluate",
-                    ))
+                        "shape expression divides by zero or overflows",
+                    )
+                    .primary(
+                        site.span,
+                        format!("output `{}` cannot be sized here", port.name),
+                    )
+                    .secondary(e.span(), "this dimension"))
                 }
                 Err(n) => {
                     return Err(site.err(

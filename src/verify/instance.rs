@@ -1,7 +1,7 @@
 //! Building an [`Instance`] for one apply: bind, lower the kernel (or read the extern
 //! signature), derive projections, place shard windows and check every access's static bounds.
 
-use super::bind::{bind, output_shape, Bindings, Site};
+use super::bind::{bind, output_shape, with_port_dtypes, Bindings, Site};
 use super::kernel;
 use crate::diag::{codes, Diagnostic};
 use crate::ir::instance::*;
@@ -62,14 +62,15 @@ pub fn instantiate(
 }
 
 /// The output types of a whole (unsharded) apply from its port shapes alone, when binding
-/// succeeds: an apply of an op whose kernel has errors still has these types.
+/// the shapes succeeds: an apply of an op whose kernel has errors, or with an argument of the
+/// wrong dtype, still has these types.
 pub(super) fn declared_outputs(
     op: &OpDef,
     params: &[(String, i64)],
     args: &[TensorType],
     site: Site,
 ) -> Option<Vec<TensorType>> {
-    let b = bind(op, params, args, site).ok()?;
+    let b = bind(op, params, &with_port_dtypes(op, args), site).ok()?;
     op.outputs
         .iter()
         .map(|p| {

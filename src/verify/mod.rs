@@ -75,21 +75,19 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
         // An unknown op is reported whatever its arguments are.
         if let NodeKind::Apply(a) = &g.nodes[n].kind {
             if let Some(stub) = cx.stubs.get(a.op.as_str()) {
-                let args: Option<Vec<_>> = operands.iter().map(|v| g.ty(*v).cloned()).collect();
-                match args.filter(|_| a.range.is_none()) {
-                    Some(args) => {
-                        let at = cx.arg_spans.get(n).map_or(&[][..], Vec::as_slice);
-                        let site = Site {
-                            span: g.nodes[n].span,
-                        };
-                        let results = g.nodes[n].results.len();
-                        let (ds, tys) =
-                            stub::check_apply(stub, &a.params, &args, at, results, site);
-                        ds.into_iter().for_each(|d| diags.push(d));
-                        assign_types(g, n, tys, diags);
-                    }
-                    None => poison(g, n),
+                if a.range.is_some() {
+                    poison(g, n);
+                    continue;
                 }
+                let args: Vec<_> = operands.iter().map(|v| g.ty(*v).cloned()).collect();
+                let at = cx.arg_spans.get(n).map_or(&[][..], Vec::as_slice);
+                let site = Site {
+                    span: g.nodes[n].span,
+                };
+                let results = g.nodes[n].results.len();
+                let (ds, tys) = stub::check_apply(stub, &a.params, &args, at, results, site);
+                ds.into_iter().for_each(|d| diags.push(d));
+                assign_types(g, n, tys, diags);
                 continue;
             }
             if !cx.ops.contains_key(a.op.as_str()) {
@@ -105,6 +103,13 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
             .map(|v| g.ty(*v).cloned())
             .collect::<Option<Vec<_>>>()
         else {
+            // What an apply's arguments cannot change is still checked: parameters, arity.
+            if let (NodeKind::Apply(a), span) = (&g.nodes[n].kind, g.nodes[n].span) {
+                if let Some(op) = cx.ops.get(a.op.as_str()) {
+                    let (_, ds) = bind::check_call(op, &a.params, operands.len(), Site { span });
+                    ds.into_iter().for_each(|d| diags.push(d));
+                }
+            }
             poison(g, n);
             continue;
         };

@@ -2,7 +2,7 @@
 //! a header that did not parse): they are checked against the part of the op's header that is
 //! known and typed from its known output ports. What is unknown is poisoned, never reported.
 
-use super::bind::{arity_error, bind, output_shape, Site};
+use super::bind::{arity_error, bind_ports, output_shape, with_port_dtypes, Ports, Site};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::kernel::{OpBody, OpDef, PortDef};
 use crate::ir::TensorType;
@@ -20,12 +20,12 @@ pub struct Stub {
     pub outputs: Option<Vec<Option<PortDef>>>,
 }
 
-/// Checks an apply of `stub` (unsharded, with typed arguments) that binds `results` names:
-/// its diagnostics, and per result its type where the header gives it.
+/// Checks an apply of `stub` (unsharded) that binds `results` names, with its arguments' types
+/// (`None`: poisoned): its diagnostics, and per result its type where the header gives it.
 pub(super) fn check_apply(
     stub: &Stub,
     params: &[(String, i64)],
-    args: &[TensorType],
+    args: &[Option<TensorType>],
     arg_spans: &[Span],
     results: usize,
     site: Site,
@@ -35,15 +35,24 @@ pub(super) fn check_apply(
         let d = arity_error(&stub.name, ins.len(), args.len(), stub.name_span, site);
         return (vec![d], unknown);
     }
-    // Only the known ports are bound, each with its own argument.
+    // Only the known ports with typed arguments are bound.
     let mut known = (Vec::new(), Vec::new(), Vec::new());
     for (k, port) in stub.inputs.iter().flatten().enumerate() {
-        if let Some(p) = port {
+        if let (Some(p), Some(a)) = (port, &args[k]) {
             known.0.push(p.clone());
-            known.1.push(args[k].clone());
+            known.1.push(a.clone());
             known.2.extend(arg_spans.get(k));
         }
     }
+    let ports = if stub
+        .inputs
+        .as_ref()
+        .is_some_and(|i| i.len() == known.0.len())
+    {
+        Ports::All
+    } else {
+        Ports::Known
+    };
     let op = OpDef {
         name: stub.name.clone(),
         // Unknown parameters: whatever the apply gives is taken.
@@ -57,18 +66,21 @@ pub(super) fn check_apply(
         span: stub.name_span,
         name_span: stub.name_span,
     };
-    let b = match bind(&op, params, &known.1, site) {
-        Ok(b) => b,
+    let (ds, b) = match bind_ports(&op, params, &known.1, ports, site) {
+        Ok(b) => (Vec::new(), b),
         Err(ds) => {
             let ds = ds
                 .into_iter()
                 .map(|d| super::at_argument(d, &op, &known.2, site.span))
                 .collect();
-            return (ds, unknown);
+            match bind_ports(&op, params, &with_port_dtypes(&op, &known.1), ports, site) {
+                Ok(b) => (ds, b),
+                Err(_) => return (ds, unknown),
+            }
         }
     };
     let Some(outs) = &stub.outputs else {
-        return (Vec::new(), unknown);
+        return (ds, unknown);
     };
     let tys = outs
         .iter()
@@ -78,5 +90,5 @@ pub(super) fn check_apply(
             Some(TensorType::new(p.dtype, shape))
         })
         .collect();
-    (Vec::new(), tys)
+    (ds, tys)
 }
