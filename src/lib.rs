@@ -27,7 +27,10 @@ pub fn compile_source(src: &str) -> (ir::Module, Vec<verify::GraphFacts>, Diagno
     let file = syntax::parse(src, &mut diags);
     let mut lowered = syntax::lower::lower_all(&file, &mut diags);
     // Ops first, once each: an op's own mistakes are then reported once, applied or not.
-    diags.extend(verify::check_ops(&lowered.module.ops));
+    let with_errors = lowered.stubs.iter().filter_map(|s| s.kernel.as_ref());
+    diags.extend(verify::check_ops(
+        lowered.module.ops.iter().chain(with_errors),
+    ));
     // Graphs with lowering errors are verified too (their bad statements are poisoned), so
     // one mistake never hides another; they are left out of the module afterwards.
     let (vd, mut facts) =

@@ -127,6 +127,7 @@ impl Cx<'_> {
         }
         let inputs: Vec<Option<PortDef>> = op.inputs.iter().map(|p| self.port(p)).collect();
         let outputs: Vec<Option<PortDef>> = op.outputs.iter().map(|p| self.port(p)).collect();
+        let header_clean = self.diags.0.len() == before;
         let partial = op.partial.as_ref();
         let params: Vec<String> = op.params.iter().map(|p| p.text.clone()).collect();
         self.stub = Some(Stub {
@@ -137,6 +138,7 @@ impl Cx<'_> {
                 .then(|| params.clone()),
             inputs: by_position(partial.map(|p| &p.inputs), &inputs),
             outputs: by_position(partial.map(|p| &p.outputs), &outputs),
+            kernel: None,
         });
         // A body is only checked against a complete header (else its names would cascade).
         if !partial.is_none_or(ast::Partial::complete) {
@@ -151,7 +153,19 @@ impl Cx<'_> {
         let parsed = !op.body.iter().any(|st| matches!(st, OpStmt::Error(_)));
         let inputs = inputs.into_iter().collect::<Option<Vec<_>>>()?;
         let outputs = outputs.into_iter().collect::<Option<Vec<_>>>()?;
-        (self.diags.0.len() == before && parsed && partial.is_none()).then(|| OpDef {
+        let clean = self.diags.0.len() == before && parsed && partial.is_none();
+        // Every kernel statement kept (a failed value poisoned): the kernel can still be checked.
+        let kept = match &body {
+            OpBody::Kernel(stmts) => {
+                let written = op
+                    .body
+                    .iter()
+                    .filter(|st| matches!(st, OpStmt::Assign { .. }));
+                stmts.len() == written.count()
+            }
+            OpBody::Extern(_) => false,
+        };
+        let def = OpDef {
             name: op.name.text.clone(),
             params,
             inputs,
@@ -159,7 +173,14 @@ impl Cx<'_> {
             body,
             span: op.span,
             name_span: op.name.span,
-        })
+        };
+        if clean {
+            return Some(def);
+        }
+        if let (Some(stub), true) = (&mut self.stub, header_clean && parsed && kept) {
+            stub.kernel = Some(def);
+        }
+        None
     }
 
     fn port(&mut self, p: &ast::Port) -> Option<PortDef> {
@@ -441,12 +462,19 @@ impl Cx<'_> {
                 ),
             }
         }
+        let value_span = value.span;
         let value = self.kexpr(value);
         (vars.len() == indices.len()).then_some(())?;
+        // A value that failed (reported) is poisoned: the op is left out, but the rest of its
+        // kernel can still be checked (see `Stub::kernel`).
+        let value = value.unwrap_or_else(|| KExpr {
+            kind: KExprKind::Access(crate::verify::POISONED.into(), Vec::new()),
+            span: value_span,
+        });
         Some(Stmt {
             target: target.text.clone(),
             indices: vars,
-            value: value?,
+            value,
             span: *span,
             target_span: target.span,
         })

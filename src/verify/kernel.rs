@@ -52,6 +52,10 @@ struct Lx<'a> {
 
 type R<T> = Result<T, ()>;
 
+/// The tensor a kernel statement whose value failed to lower reads instead (not a valid name):
+/// the statement then fails silently, like one whose error was already reported.
+pub const POISONED: &str = "<poisoned>";
+
 /// Lowers `stmts` of `op`; `outputs` are the full output types, `range` the shard's sub-range.
 pub fn lower(
     op: &OpDef,
@@ -72,7 +76,7 @@ pub fn lower(
         temp_shapes: vec![],
         temp_of: HashMap::new(),
         targets: stmts.iter().map(|s| s.target.as_str()).collect(),
-        failed: HashSet::new(),
+        failed: HashSet::from([POISONED.to_string()]),
         errs: vec![],
     };
     let parallel = lx.index_space(stmts, outputs, range);

@@ -12,6 +12,7 @@ mod views;
 
 pub use bind::Site;
 pub use instance::{instantiate, visit_loads};
+pub use kernel::POISONED;
 pub use stub::Stub;
 pub use symbolic::check_ops;
 pub use views::{canonical_slice, checked_elements};

@@ -18,6 +18,9 @@ pub struct Stub {
     pub inputs: Option<Vec<Option<PortDef>>>,
     /// The same for the outputs.
     pub outputs: Option<Vec<Option<PortDef>>>,
+    /// The op with its failed kernel statements poisoned, when its header is sound and every
+    /// statement kept its target: checked on its own like any op (`check_ops`).
+    pub kernel: Option<OpDef>,
 }
 
 /// Checks an apply of `stub` (unsharded) that binds `results` names, with its arguments' types

@@ -25,7 +25,7 @@ const SIZE_FREE: [Code; 10] = [
 ];
 
 /// Checks each op of `ops` at stand-in sizes; see the module doc.
-pub fn check_ops(ops: &[OpDef]) -> Diagnostics {
+pub fn check_ops<'a>(ops: impl IntoIterator<Item = &'a OpDef>) -> Diagnostics {
     let mut diags = Diagnostics::default();
     for op in ops {
         let Some((params, args)) = stand_in(op) else {
