@@ -36,7 +36,7 @@ fn corpus_full_recall_no_cascades() {
         .filter(|p| p.extension().is_some_and(|x| x == "teg"))
         .collect();
     files.sort();
-    assert!(files.len() >= 20, "the corpus has {} files", files.len());
+    assert!(files.len() >= 35, "the corpus has {} files", files.len());
     let (mut planted, mut found, mut cascades) = (0, 0, 0);
     let mut failures = Vec::new();
     for path in &files {
