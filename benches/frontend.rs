@@ -1,6 +1,7 @@
 //! Front-end scaling: `compile_source` (parse, lower, check ops, verify) on generated files
 //! of 1k, 10k and 100k units of each shape, with the time per unit, so that anything
-//! superlinear shows as a growing per-unit time. `cargo bench --bench frontend`.
+//! superlinear shows as a growing per-unit time. `cargo bench --bench frontend`
+//! (`-- --only WORD` runs the shapes whose name contains WORD).
 
 use std::time::Instant;
 
@@ -13,6 +14,18 @@ fn shapes() -> Vec<Shape> {
             let mut s = String::new();
             for k in 0..n {
                 s += &format!("op @f{k}(x: f32[N]) -> (y: f32[N]) {{\n  y[i] = x[i] * 2.0\n}}\n");
+            }
+            s += "graph @g {\n  %v0 = rand seed 1 : f32[4]\n";
+            for k in 0..n {
+                s += &format!("  %v{} = apply @f{k}(%v{k})\n", k + 1);
+            }
+            s + &format!("  sink @y %v{n}\n}}\n")
+        }),
+        ("ops with broken headers, applied", |n| {
+            // Each header misses its `)`: recovered in part, and its applies still checked.
+            let mut s = String::new();
+            for k in 0..n {
+                s += &format!("op @f{k}(x: f32[N] -> (y: f32[N]) {{\n  y[i] = x[i] * 2.0\n}}\n");
             }
             s += "graph @g {\n  %v0 = rand seed 1 : f32[4]\n";
             for k in 0..n {
@@ -72,7 +85,15 @@ fn main() {
         "{:32} {:>8} {:>12} {:>14}",
         "shape", "n", "time", "per unit"
     );
+    let args: Vec<String> = std::env::args().collect();
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1));
     for (name, gen) in shapes() {
+        if only.is_some_and(|w| !name.contains(w.as_str())) {
+            continue;
+        }
         for n in [1_000, 10_000, 100_000] {
             let src = gen(n);
             let t = Instant::now();
@@ -84,7 +105,7 @@ fn main() {
                 dt.as_secs_f64() * 1e3,
                 dt.as_secs_f64() * 1e6 / n as f64,
                 if errors > 0 {
-                    format!("  ({errors} errors!)")
+                    format!("  ({errors} errors)")
                 } else {
                     String::new()
                 }

@@ -198,11 +198,13 @@ fn missing_colon(piece: &[Spanned]) -> Option<Vec<Spanned>> {
     }
 }
 
-/// The index of the `}` that closes the `{` at `open`.
+/// The index of the `}` that closes the `{` at `open`; `None` if another item starts first
+/// (which also keeps recovering many unclosed ops linear in the file's size).
 fn matching_brace(tokens: &[Spanned], open: usize) -> Option<usize> {
     let mut depth = 0usize;
     for (k, t) in tokens.iter().enumerate().skip(open) {
         match t.1 {
+            Tok::Op | Tok::Extern | Tok::Graph => return None,
             Tok::LBrace => depth += 1,
             Tok::RBrace => {
                 depth -= 1;
