@@ -11,27 +11,11 @@ type Shape = (&'static str, fn(usize) -> String);
 fn shapes() -> Vec<Shape> {
     vec![
         ("ops, each applied once", |n| {
-            let mut s = String::new();
-            for k in 0..n {
-                s += &format!("op @f{k}(x: f32[N]) -> (y: f32[N]) {{\n  y[i] = x[i] * 2.0\n}}\n");
-            }
-            s += "graph @g {\n  %v0 = rand seed 1 : f32[4]\n";
-            for k in 0..n {
-                s += &format!("  %v{} = apply @f{k}(%v{k})\n", k + 1);
-            }
-            s + &format!("  sink @y %v{n}\n}}\n")
+            ops_applied(n, "(x: f32[N]) -> (y: f32[N])")
         }),
+        // Each header misses its `)`: recovered in part, and its applies still checked.
         ("ops with broken headers, applied", |n| {
-            // Each header misses its `)`: recovered in part, and its applies still checked.
-            let mut s = String::new();
-            for k in 0..n {
-                s += &format!("op @f{k}(x: f32[N] -> (y: f32[N]) {{\n  y[i] = x[i] * 2.0\n}}\n");
-            }
-            s += "graph @g {\n  %v0 = rand seed 1 : f32[4]\n";
-            for k in 0..n {
-                s += &format!("  %v{} = apply @f{k}(%v{k})\n", k + 1);
-            }
-            s + &format!("  sink @y %v{n}\n}}\n")
+            ops_applied(n, "(x: f32[N] -> (y: f32[N])")
         }),
         ("statements in one graph", |n| {
             let mut s = String::from("graph @g {\n  %v0 = rand seed 1 : f32[4, 4]\n");
@@ -73,6 +57,19 @@ fn shapes() -> Vec<Shape> {
             s + &format!("  sink @y %v{n}\n}}\n")
         }),
     ]
+}
+
+/// `n` ops with this header (after `op @fK`), applied once each in a chain.
+fn ops_applied(n: usize, header: &str) -> String {
+    let mut s = String::new();
+    for k in 0..n {
+        s += &format!("op @f{k}{header} {{\n  y[i] = x[i] * 2.0\n}}\n");
+    }
+    s += "graph @g {\n  %v0 = rand seed 1 : f32[4]\n";
+    for k in 0..n {
+        s += &format!("  %v{} = apply @f{k}(%v{k})\n", k + 1);
+    }
+    s + &format!("  sink @y %v{n}\n}}\n")
 }
 
 fn main() {
