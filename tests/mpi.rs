@@ -267,6 +267,94 @@ fn time_prints_the_placement_idle_ranks_and_bytes_per_value_and_trace_has_every_
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The batch-sharded MLP of `benches/mpi.rs` at a small size: the shard on node `n` reads rows
+/// `4n..4n+4` of `@x` and all of the weights.
+const SHARDED_MLP: &str = "op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
+  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
+}
+op @relu(x: f32[..S]) -> (y: f32[..S]) {
+  y[..i] = max(x[..i], 0.0)
+}
+graph @mlp {
+  %x = source @x : f32[8, 16]
+  %w1 = source @w1 : f32[16, 12]
+  %b1 = source @b1 : f32[12]
+  %w2 = source @w2 : f32[12, 4]
+  %b2 = source @b2 : f32[4]
+  %h = apply @linear(%x, %w1, %b1)
+  %a = apply @relu(%h)
+  %y = apply @linear(%a, %w2, %b2)
+  sink @y %y
+}
+";
+
+/// `rank R bytes read from inputs: N` of every rank in a `--time` report, by rank.
+fn input_bytes(stderr: &str, ranks: usize) -> Vec<u64> {
+    (0..ranks)
+        .map(|r| {
+            let key = format!("rank {r} bytes read from inputs: ");
+            let line = stderr
+                .lines()
+                .find_map(|l| l.trim_start().strip_prefix(key.as_str()))
+                .unwrap_or_else(|| panic!("no `{key}` in:\n{stderr}"));
+            line.parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn each_rank_reads_only_its_input_windows() {
+    let dir = scratch("windows");
+    let file = dir.join("mlp.teg");
+    std::fs::write(&file, SHARDED_MLP).unwrap();
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    write_inputs(&file, 0, &inputs);
+    let passes = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
+    let (single, prog) = (dir.join("single"), dir.join("mlp"));
+    compile(&file, "mlp", passes, &single, false);
+    compile(&file, "mlp", passes, &prog, true);
+    let want_dir = dir.join("want");
+    let o = Command::new(&single)
+        .args(["--input-dir", inputs.to_str().unwrap(), "--out-dir"])
+        .arg(&want_dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f32s = |n: u64| 4 * n;
+    let (half_x, weights) = (f32s(4 * 16), f32s(16 * 12 + 12 + 12 * 4 + 4));
+    let all = 2 * half_x + weights;
+    let cases: [(usize, Btl, bool, Vec<u64>); 5] = [
+        (1, Btl::SharedMemory, false, vec![all]),
+        (2, Btl::SharedMemory, false, vec![half_x + weights; 2]),
+        (2, Btl::Tcp, false, vec![half_x + weights; 2]),
+        (
+            3,
+            Btl::SharedMemory,
+            false,
+            vec![half_x + weights, half_x + weights, 0],
+        ),
+        (2, Btl::SharedMemory, true, vec![all, 0]),
+    ];
+    for (np, btl, on_root, want) in cases {
+        let got_dir = dir.join(format!("got-{np}-{btl:?}-{on_root}"));
+        let mut args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--time"]
+            .map(String::from)
+            .to_vec();
+        args.extend(["--out-dir".into(), got_dir.display().to_string()]);
+        if on_root {
+            args.push("--inputs-on-root".into());
+        }
+        let o = mpirun(np, btl, &prog, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        let what = format!("-np {np} {btl:?} inputs-on-root {on_root}");
+        assert!(o.status.success(), "{what}: {err}");
+        assert_eq!(input_bytes(&err, np), want, "{what}:\n{err}");
+        assert_eq!(files(&got_dir), files(&want_dir), "{what}: sinks");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     let file = root().join("examples/mlp.teg");

@@ -24,7 +24,7 @@
 //! `k`-th tensor view and `range` holds `lo, hi` per index dimension (global coordinates).
 //! Strides and shapes are compiled into the kernel.
 
-pub use crate::mpi::dist::{Dist, Transfer};
+pub use crate::mpi::dist::{Dist, Transfer, Window};
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
@@ -226,6 +226,15 @@ impl Plan {
             w.u32(t.after.unwrap_or(u32::MAX));
             w.u32(t.before.unwrap_or(u32::MAX));
         }
+        w.u32(self.dist.windows.len() as u32);
+        for x in &self.dist.windows {
+            w.u32s(&[x.node, x.buffer, x.elem]);
+            w.u32(x.runs.len() as u32);
+            for &(a, n) in &x.runs {
+                w.i64(a);
+                w.i64(n);
+            }
+        }
         let sum = checksum(&w.0);
         w.u64(sum);
         w.0
@@ -337,7 +346,7 @@ impl Plan {
         }
         let mut dist = Dist {
             nodes: r.u32s()?,
-            transfers: vec![],
+            ..Dist::default()
         };
         let opt = |v: u32| (v != u32::MAX).then_some(v);
         for _ in 0..r.count()? {
@@ -358,6 +367,21 @@ impl Plan {
                 runs,
                 after: opt(r.u32()?),
                 before: opt(r.u32()?),
+            });
+        }
+        for _ in 0..r.count()? {
+            let [node, buffer, elem] = r.u32s()?[..] else {
+                return Err("corrupt plan: bad input window".into());
+            };
+            let mut runs = Vec::new();
+            for _ in 0..r.count()? {
+                runs.push((r.i64()?, r.i64()?));
+            }
+            dist.windows.push(Window {
+                node,
+                buffer,
+                elem,
+                runs,
             });
         }
         if r.at != body.len() {
@@ -659,6 +683,12 @@ mod tests {
                 runs: vec![(0, 6)],
                 after: Some(0),
                 before: None,
+            }],
+            windows: vec![Window {
+                node: 1,
+                buffer: 0,
+                elem: 4,
+                runs: vec![(0, 2)],
             }],
         };
         assert_eq!(Plan::decode(&p.encode()).unwrap(), p);

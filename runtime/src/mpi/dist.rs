@@ -14,6 +14,20 @@ pub struct Dist {
     pub nodes: Vec<u32>,
     /// In plan order (producers before consumers).
     pub transfers: Vec<Transfer>,
+    /// Per node and source buffer, the elements its tasks (and, on node 0, the sinks) read:
+    /// what a rank reads from the source's file when every rank reads its own inputs.
+    pub windows: Vec<Window>,
+}
+
+/// The elements of a source's buffer that the tasks of one node read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    pub node: u32,
+    pub buffer: u32,
+    /// Bytes per element.
+    pub elem: u32,
+    /// Sorted, disjoint `(first element, length)` runs.
+    pub runs: Runs,
 }
 
 /// One planned message.
@@ -65,15 +79,26 @@ impl Dist {
             {
                 return bad(format!("transfer {i} is malformed"));
             }
-            for &(at, n) in &t.runs {
-                let end = at.checked_add(n).and_then(|e| e.checked_mul(t.elem as i64));
-                if at < 0 || n <= 0 || end.is_none_or(|e| e as u64 > size) {
-                    return bad(format!("transfer {i} reaches outside its buffer"));
-                }
+            if !runs_inside(&t.runs, t.elem, size) {
+                return bad(format!("transfer {i} reaches outside its buffer"));
+            }
+        }
+        for (i, w) in self.windows.iter().enumerate() {
+            let size = buffers.get(w.buffer as usize).copied();
+            if w.elem == 0 || size.is_none_or(|size| !runs_inside(&w.runs, w.elem, size)) {
+                return bad(format!("input window {i} is malformed"));
             }
         }
         Ok(())
     }
+}
+
+/// Whether every run of `elem`-byte elements is non-empty and inside `size` bytes.
+fn runs_inside(runs: &[(i64, i64)], elem: u32, size: u64) -> bool {
+    runs.iter().all(|&(at, n)| {
+        let end = at.checked_add(n).and_then(|e| e.checked_mul(elem as i64));
+        at >= 0 && n > 0 && end.is_some_and(|e| e as u64 <= size)
+    })
 }
 
 /// Sorted, merged `(start, len)` runs of element offsets.

@@ -16,7 +16,7 @@
 //! writes the sinks atomically only after all ranks succeeded. A rank that fails prints its
 //! rank and the reason (the executor's messages name the task) and calls `MPI_Abort`.
 
-use super::dist::Transfer;
+use super::dist::{normalize, Runs, Transfer, Window};
 use crate::entry::{self, Outcome};
 use crate::exec::{execute, KernelFn, Options, Report};
 use crate::output::{self, Npy, Outputs};
@@ -173,8 +173,9 @@ enum Role {
 struct Local {
     plan: Plan,
     roles: Vec<Role>,
-    /// Sources this rank reads from files, by global index.
-    reads: Vec<usize>,
+    /// Sources this rank reads from files, by global index, with the element runs it reads
+    /// (`None`: the whole file).
+    reads: Vec<(usize, Option<Runs>)>,
     /// Transfers this rank receives.
     incoming: Vec<usize>,
 }
@@ -313,7 +314,17 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
             if used[b] && (!inputs_on_root || rank == 0) {
                 buf.init = Init::Source(sources.len() as u32);
                 sources.push(plan.sources[k as usize].clone());
-                reads.push(k as usize);
+                // Rank 0 reading for everyone reads what any node reads.
+                let mine = |w: &&Window| {
+                    w.buffer as usize == b && (inputs_on_root || rank_of(w.node) == rank)
+                };
+                let runs: Runs = d
+                    .windows
+                    .iter()
+                    .filter(mine)
+                    .flat_map(|w| w.runs.clone())
+                    .collect();
+                reads.push((k as usize, (!runs.is_empty()).then(|| normalize(runs))));
             } else {
                 buf.init = Init::Scratch;
             }
@@ -397,10 +408,23 @@ pub fn main(
     }
     let files = entry::bind_inputs(&a, plan).unwrap_or_else(|e| fail(e));
     let mut inputs: Vec<Tensor> = Vec::new();
-    for &k in &local.reads {
-        let s = &plan.sources[k];
-        match npy::read_expecting(&files[k], &s.name, s.dtype, &s.shape) {
-            Ok(t) => inputs.push(t),
+    let mut input_bytes = 0u64;
+    for (k, runs) in &local.reads {
+        let s = &plan.sources[*k];
+        let read = match runs {
+            Some(runs) => npy::read_window_expecting(&files[*k], &s.name, s.dtype, &s.shape, runs),
+            None => npy::read_expecting(&files[*k], &s.name, s.dtype, &s.shape).map(|t| {
+                (
+                    t,
+                    (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as u64,
+                )
+            }),
+        };
+        match read {
+            Ok((t, n)) => {
+                inputs.push(t);
+                input_bytes += n;
+            }
             Err(e) => fail(e.to_string()),
         }
     }
@@ -471,7 +495,7 @@ pub fn main(
     drop(sends);
     let stats = c.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
     // Every rank's summary, trace events and bytes go to rank 0, which reports.
-    let summary = rank_summary(plan, &local, &report, &stats, rank, send_wait);
+    let summary = rank_summary(plan, &local, &report, &stats, rank, send_wait, input_bytes);
     let trace = if a.trace.is_some() {
         trace_events(&local, &report, rank, start)
     } else {
@@ -556,6 +580,7 @@ fn rank_summary(
     stats: &[(u64, u64, Duration)],
     rank: i32,
     send_wait: Duration,
+    input_bytes: u64,
 ) -> String {
     let mut s = format!("rank {rank}:\n");
     s.push_str(&report.time_summary());
@@ -586,6 +611,7 @@ fn rank_summary(
         send_wait.as_secs_f64() * 1e3,
         local.roles.iter().filter(|r| **r == Role::Compute).count()
     );
+    let _ = writeln!(s, "  rank {rank} bytes read from inputs: {input_bytes}");
     s
 }
 
