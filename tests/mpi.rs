@@ -399,6 +399,17 @@ fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     assert!(err.contains("rank 1: error:"), "{err}");
     assert!(err.contains("apply @linear.relu @[0:64, 0:256]"), "{err}");
     assert!(files(&out).is_empty(), "no sink is written");
+    // A bad progress-thread setting (`TAPC_MPI_PROGRESS_US`) is an error, not a default.
+    let o = mpirun_with(2, Btl::Tcp, &prog, &args, |c| {
+        c.env("TAPC_MPI_PROGRESS_US", "soon");
+    });
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("TAPC_MPI_PROGRESS_US: expected a number of microseconds, found `soon`"),
+        "{err}"
+    );
+    assert!(files(&out).is_empty(), "no sink is written");
     // A rank running a program built from another plan.
     let other = dir.join("other");
     compile(&file, "mlp", SHARD, &other, true);

@@ -26,6 +26,7 @@ use mpi::ffi;
 use mpi::traits::*;
 use std::ffi::{c_int, c_void};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,27 @@ impl Comm {
     fn mpi<T>(&self, f: impl FnOnce() -> T) -> T {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         f()
+    }
+
+    /// Drives MPI's progress engine every `every` until `stop`: over TCP a message moves only
+    /// while its sender or receiver is inside an MPI call, so without this a send posted early
+    /// would wait for the end of its sender's compute (the receiver's too, for the handshake
+    /// of a large message).
+    fn progress(&self, stop: &AtomicBool, every: Duration) {
+        while !stop.load(Ordering::Relaxed) {
+            let mut flag: c_int = 0;
+            // SAFETY: a probe of this communicator; it receives nothing.
+            self.mpi(|| unsafe {
+                ffi::MPI_Iprobe(
+                    ffi::RSMPI_ANY_SOURCE,
+                    ffi::RSMPI_ANY_TAG,
+                    self.comm,
+                    &mut flag,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            });
+            std::thread::sleep(every);
+        }
     }
 
     /// Polls `req` until it completes; returns the time waited.
@@ -345,6 +367,18 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
     }
 }
 
+/// How often the progress thread polls MPI: `TAPC_MPI_PROGRESS_US` microseconds (default
+/// 200; `0`: no progress thread, for A/B runs).
+fn progress_interval() -> Result<Option<Duration>, String> {
+    let us = match std::env::var("TAPC_MPI_PROGRESS_US") {
+        Err(_) => 200,
+        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
+            format!("TAPC_MPI_PROGRESS_US: expected a number of microseconds, found `{v}`")
+        })?,
+    };
+    Ok((us > 0).then(|| Duration::from_micros(us)))
+}
+
 /// FNV-1a of the plan's encoding: equal on every rank that runs the same program.
 fn plan_hash(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
@@ -373,7 +407,7 @@ pub fn main(
         // Help and usage errors need no MPI.
         _ => return entry::run_program(prog, args, plan, kernels),
     };
-    let Some((universe, _threading)) = mpi::initialize_with_threading(mpi::Threading::Multiple)
+    let Some((universe, threading)) = mpi::initialize_with_threading(mpi::Threading::Multiple)
     else {
         return Outcome {
             stderr: format!("{prog}: error: cannot initialise MPI (run under `mpirun`)\n"),
@@ -384,6 +418,13 @@ pub fn main(
     let world = universe.world();
     let (rank, size) = (world.rank(), world.size() as u32);
     let fail = |msg: String| -> ! { die(&world, prog, rank, &msg) };
+    // Workers and the progress thread call MPI, one at a time (`Comm::lock`).
+    if matches!(threading, mpi::Threading::Single | mpi::Threading::Funneled) {
+        fail(format!(
+            "this MPI provides thread level {threading:?}; the runtime needs MPI_THREAD_SERIALIZED or more"
+        ));
+    }
+    let progress_every = progress_interval().unwrap_or_else(|e| fail(e));
     // Every rank runs the same plan.
     let mine = plan_hash(plan_bytes);
     let mut all = vec![0u64; size as usize];
@@ -484,7 +525,17 @@ pub fn main(
     let refs: Vec<&Tensor> = inputs.iter().collect();
     world.barrier();
     let start = mpi::time();
-    let (sinks, report) = execute(&local.plan, &table, &refs, &opts).unwrap_or_else(|e| fail(e));
+    let stop = AtomicBool::new(false);
+    let run = std::thread::scope(|sc| {
+        if let Some(every) = progress_every {
+            let stop = &stop;
+            sc.spawn(move || c.progress(stop, every));
+        }
+        let run = execute(&local.plan, &table, &refs, &opts);
+        stop.store(true, Ordering::Relaxed);
+        run
+    });
+    let (sinks, report) = run.unwrap_or_else(|e| fail(e));
     let mut sends = std::mem::take(&mut *c.sends.lock().unwrap_or_else(|e| e.into_inner()));
     let mut send_wait = Duration::ZERO;
     for p in &mut sends {
