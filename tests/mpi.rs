@@ -355,6 +355,146 @@ fn each_rank_reads_only_its_input_windows() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `%w`, computed on node 0, and the source `%b` are read whole by the tasks on nodes 1 to 3.
+const READ_BY_ALL: &str = "op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
+  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
+}
+op @relu(x: f32[..S]) -> (y: f32[..S]) {
+  y[..i] = max(x[..i], 0.0)
+}
+graph @bc {
+  %x = source @x : f32[8, 16]
+  %w0 = source @w0 : f32[16, 12]
+  %b = source @b : f32[12]
+  %w = apply @relu(%w0) on 0
+  %x.0 = slice %x [0:2]
+  %x.1 = slice %x [2:4]
+  %x.2 = slice %x [4:6]
+  %x.3 = slice %x [6:8]
+  %h.0 = apply @linear(%x.0, %w, %b) @[0:2, 0:12] on 0
+  %h.1 = apply @linear(%x.1, %w, %b) @[2:4, 0:12] on 1
+  %h.2 = apply @linear(%x.2, %w, %b) @[4:6, 0:12] on 2
+  %h.3 = apply @linear(%x.3, %w, %b) @[6:8, 0:12] on 3
+  %h = concat %h.0, %h.1, %h.2, %h.3 axis 0
+  sink @h %h
+}
+";
+
+/// The model's bytes moved for `file` after `passes` as placed, on `nodes` nodes.
+fn placed_bytes(file: &Path, passes: &str, nodes: u32) -> u64 {
+    let o = tapc(&[
+        "opt",
+        file.to_str().unwrap(),
+        "--passes",
+        &format!("{passes},cost{{nodes={nodes},evals=1}}"),
+        "--emit",
+        "cost",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("unsharded:"))
+        .unwrap_or_else(|| panic!("no cost report in:\n{text}"));
+    let at = line.find("bytes moved ").expect("bytes moved") + "bytes moved ".len();
+    line[at..]
+        .split([',', ' '])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn values_every_node_reads_are_broadcast_with_the_predicted_bytes() {
+    let dir = scratch("broadcast");
+    let cases = [
+        ("bc", READ_BY_ALL, "canonicalize", "%w"),
+        (
+            "mlp",
+            SHARDED_MLP,
+            "canonicalize,fuse,shard{parts=4,dim=i},canonicalize",
+            "%w1",
+        ),
+    ];
+    let mut bad = Vec::new();
+    for (name, src, passes, value) in cases {
+        let file = dir.join(format!("{name}.teg"));
+        std::fs::write(&file, src).unwrap();
+        let inputs = dir.join(format!("in-{name}"));
+        std::fs::create_dir_all(&inputs).unwrap();
+        write_inputs(&file, 0, &inputs);
+        let (single, prog) = (dir.join(format!("{name}-single")), dir.join(name));
+        compile(&file, name, passes, &single, false);
+        compile(&file, name, passes, &prog, true);
+        let want_dir = dir.join(format!("want-{name}"));
+        let o = Command::new(&single)
+            .args(["--input-dir", inputs.to_str().unwrap(), "--out-dir"])
+            .arg(&want_dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let predicted = placed_bytes(&file, passes, 4);
+        let runs = [
+            (1, Btl::SharedMemory),
+            (2, Btl::SharedMemory),
+            (3, Btl::SharedMemory),
+            (4, Btl::SharedMemory),
+            (3, Btl::Tcp),
+            (4, Btl::Tcp),
+        ];
+        for (np, btl) in runs {
+            for on_root in [false, true] {
+                let got_dir = dir.join(format!("got-{name}-{np}-{btl:?}-{on_root}"));
+                let mut args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--time"]
+                    .map(String::from)
+                    .to_vec();
+                args.extend(["--out-dir".into(), got_dir.display().to_string()]);
+                if on_root {
+                    args.push("--inputs-on-root".into());
+                }
+                let trace = dir.join(format!("trace-{name}-{np}-{btl:?}-{on_root}.json"));
+                args.extend(["--trace".into(), trace.display().to_string()]);
+                let o = mpirun(np, btl, &prog, &args);
+                let err = String::from_utf8_lossy(&o.stderr);
+                let what = format!("{name} -np {np} {btl:?} inputs-on-root {on_root}");
+                if !o.status.success() {
+                    bad.push(format!("{what}: {err}"));
+                    continue;
+                }
+                if files(&got_dir) != files(&want_dir) {
+                    bad.push(format!(
+                        "{what}: sinks differ from the single-process program"
+                    ));
+                }
+                let cast = format!("mpi: broadcast of {value} ");
+                // Sources move (and so are broadcast) only with --inputs-on-root.
+                if np == 4 && (on_root || name == "bc") && !err.contains(&cast) {
+                    bad.push(format!("{what}: no `{cast}` in:\n{err}"));
+                }
+                // A broadcast's send starts a flow arrow to every receive.
+                let t: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+                let ev = t["traceEvents"].as_array().unwrap();
+                let flows = |ph: &str| ev.iter().filter(|e| e["ph"] == ph).count();
+                if flows("s") != flows("f") {
+                    bad.push(format!(
+                        "{what}: {} flow starts, {} ends",
+                        flows("s"),
+                        flows("f")
+                    ));
+                }
+                if np == 4 && on_root && measured_bytes(&err) != predicted {
+                    bad.push(format!(
+                        "{what}: bytes moved, predicted {predicted}:\n{err}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     let file = root().join("examples/mlp.teg");

@@ -226,6 +226,10 @@ impl Plan {
             w.u32(t.after.unwrap_or(u32::MAX));
             w.u32(t.before.unwrap_or(u32::MAX));
         }
+        w.u32(self.dist.broadcasts.len() as u32);
+        for g in &self.dist.broadcasts {
+            w.u32s(g);
+        }
         w.u32(self.dist.windows.len() as u32);
         for x in &self.dist.windows {
             w.u32s(&[x.node, x.buffer, x.elem]);
@@ -368,6 +372,9 @@ impl Plan {
                 after: opt(r.u32()?),
                 before: opt(r.u32()?),
             });
+        }
+        for _ in 0..r.count()? {
+            dist.broadcasts.push(r.u32s()?);
         }
         for _ in 0..r.count()? {
             let [node, buffer, elem] = r.u32s()?[..] else {
@@ -690,9 +697,21 @@ mod tests {
                 elem: 4,
                 runs: vec![(0, 2)],
             }],
+            broadcasts: vec![],
         };
         assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
         p.validate(1).unwrap();
+        // A broadcast: the same data to two nodes.
+        let t = Transfer {
+            before: Some(0),
+            ..p.dist.transfers[0].clone()
+        };
+        p.dist.transfers = vec![t.clone(), Transfer { to: 2, ..t }];
+        p.dist.broadcasts = vec![vec![0, 1]];
+        assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
+        p.validate(1).unwrap();
+        p.dist.transfers[1].runs = vec![(0, 5)];
+        assert!(p.validate(1).unwrap_err().contains("broadcast 0"));
         p.dist.transfers[0].runs = vec![(4, 3)];
         assert!(p.validate(1).unwrap_err().contains("outside its buffer"));
     }

@@ -83,11 +83,42 @@ pub fn plan(s: &Schedule) -> Dist {
     let reads =
         (s.access.iter().zip(&nodes)).flat_map(|(a, &n)| a.reads.iter().map(move |r| (n, r)));
     let windows = windows(s, reads.chain(s.sink_reads.iter().map(|r| (0, r))));
+    let broadcasts = broadcasts(&transfers);
     Dist {
         nodes,
         transfers,
         windows,
+        broadcasts,
     }
+}
+
+/// Receivers from which a broadcast beats point-to-point sends: a binomial tree reaches `n`
+/// receivers in ⌈log2(n + 1)⌉ rounds, fewer than the root's `n` sequential sends when n ≥ 3;
+/// each receiver still gets the data once, so the bytes moved (and the model's count) are
+/// the same.
+const BROADCAST_RECEIVERS: usize = 3;
+
+/// Groups the transfers of the same data (writer, buffer, runs) to distinct task nodes into
+/// broadcasts when they reach [`BROADCAST_RECEIVERS`] nodes. A second transfer of the same
+/// data to a node already in the group stays point to point, so bytes moved are unchanged.
+fn broadcasts(transfers: &[Transfer]) -> Vec<Vec<u32>> {
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    for (k, t) in transfers.iter().enumerate() {
+        if t.before.is_none() {
+            continue;
+        }
+        let same = |g: &&mut Vec<u32>| {
+            let f = &transfers[g[0] as usize];
+            (f.from, f.buffer, f.after, &f.runs) == (t.from, t.buffer, t.after, &t.runs)
+        };
+        match groups.iter_mut().find(same) {
+            Some(g) if g.iter().all(|&j| transfers[j as usize].to != t.to) => g.push(k as u32),
+            Some(_) => {}
+            None => groups.push(vec![k as u32]),
+        }
+    }
+    groups.retain(|g| g.len() >= BROADCAST_RECEIVERS);
+    groups
 }
 
 /// Per node and source buffer, the union of the regions of it that `reads` (node, region) read.

@@ -17,6 +17,9 @@ pub struct Dist {
     /// Per node and source buffer, the elements its tasks (and, on node 0, the sinks) read:
     /// what a rank reads from the source's file when every rank reads its own inputs.
     pub windows: Vec<Window>,
+    /// Groups of transfers (indices) of the same data from one writer to distinct nodes that
+    /// run as one broadcast (`MPI_Ibcast` over the ranks involved) instead of point to point.
+    pub broadcasts: Vec<Vec<u32>>,
 }
 
 /// The elements of a source's buffer that the tasks of one node read.
@@ -81,6 +84,21 @@ impl Dist {
             }
             if !runs_inside(&t.runs, t.elem, size) {
                 return bad(format!("transfer {i} reaches outside its buffer"));
+            }
+        }
+        for (i, g) in self.broadcasts.iter().enumerate() {
+            let first = g.first().and_then(|&k| self.transfers.get(k as usize));
+            let same = |k: &u32| {
+                self.transfers.get(*k as usize).is_some_and(|t| {
+                    first.is_some_and(|f| {
+                        (t.from, t.buffer, t.elem, &t.runs, t.after)
+                            == (f.from, f.buffer, f.elem, &f.runs, f.after)
+                            && t.before.is_some()
+                    })
+                })
+            };
+            if g.len() < 2 || !g.iter().all(same) {
+                return bad(format!("broadcast {i} is malformed"));
             }
         }
         for (i, w) in self.windows.iter().enumerate() {

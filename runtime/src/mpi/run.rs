@@ -23,6 +23,7 @@ use crate::output::{self, Npy, Outputs};
 use crate::plan::{Arg, Init, Plan, Task};
 use crate::{npy, Tensor};
 use mpi::ffi;
+use mpi::topology::Color;
 use mpi::traits::*;
 use std::ffi::{c_int, c_void};
 use std::fmt::Write as _;
@@ -46,10 +47,25 @@ struct Comm {
     /// Posted receives by transfer index.
     recvs: Vec<Mutex<Option<Pending>>>,
     sends: Mutex<Vec<Pending>>,
+    /// The broadcasts, by the plan's group index.
+    groups: Vec<Broadcast>,
+    /// The broadcast of each transfer, if any.
+    group_of: Vec<Option<usize>>,
     /// Every MPI call goes through this lock (correct at any thread level MPI provides).
     lock: Mutex<()>,
     /// Per transfer: bytes sent, bytes received, time waiting for the data.
     stats: Mutex<Vec<(u64, u64, Duration)>>,
+}
+
+/// One broadcast of the plan as this rank sees it.
+struct Broadcast {
+    /// Its communicator (root is rank 0), when this rank takes part.
+    comm: Option<ffi::MPI_Comm>,
+    /// How many ranks receive the data.
+    receivers: u64,
+    /// On a receiver: the posted `MPI_Ibcast` and whether its data was unpacked already
+    /// (two receiving nodes on one rank share one copy).
+    slot: Mutex<(Option<Pending>, bool)>,
 }
 
 // SAFETY: the MPI handles are only used under `lock`.
@@ -133,22 +149,46 @@ unsafe extern "C-unwind" fn send_kernel(bases: *const *mut u8, range: *const i64
         buf.extend_from_slice(std::slice::from_raw_parts(base.add(at), n));
     }
     let mut req = ffi::RSMPI_REQUEST_NULL;
-    let rc = c.mpi(|| {
-        ffi::MPI_Isend(
-            buf.as_ptr() as *const c_void,
-            buf.len() as c_int,
-            c.byte,
-            c.rank_of(t.to),
-            id as c_int,
-            c.comm,
-            &mut req,
-        )
-    });
+    // A broadcast counts as its root sending to every receiver (the bytes the job moves).
+    let (rc, sent) = match c.group_of[id].map(|g| &c.groups[g]) {
+        Some(Broadcast {
+            comm: Some(comm),
+            receivers,
+            ..
+        }) => {
+            let rc = c.mpi(|| {
+                ffi::MPI_Ibcast(
+                    buf.as_mut_ptr() as *mut c_void,
+                    buf.len() as c_int,
+                    c.byte,
+                    0,
+                    *comm,
+                    &mut req,
+                )
+            });
+            (rc, buf.len() as u64 * receivers)
+        }
+        Some(_) => return 5,
+        None => {
+            let rc = c.mpi(|| {
+                ffi::MPI_Isend(
+                    buf.as_ptr() as *const c_void,
+                    buf.len() as c_int,
+                    c.byte,
+                    c.rank_of(t.to),
+                    id as c_int,
+                    c.comm,
+                    &mut req,
+                )
+            });
+            (rc, buf.len() as u64)
+        }
+    };
     if rc != 0 {
         return 3;
     }
     if let Ok(mut s) = c.stats.lock() {
-        s[id].0 += buf.len() as u64;
+        s[id].0 += sent;
     }
     c.sends
         .lock()
@@ -161,17 +201,31 @@ unsafe extern "C-unwind" fn send_kernel(bases: *const *mut u8, range: *const i64
 unsafe extern "C-unwind" fn recv_kernel(bases: *const *mut u8, range: *const i64) -> i32 {
     let Some(c) = COMM.get() else { return 2 };
     let id = *range as usize;
-    let t = &c.transfers[id];
+    if let Some(g) = c.group_of[id] {
+        let mut slot = c.groups[g].slot.lock().unwrap_or_else(|e| e.into_inner());
+        let (pending, unpacked) = &mut *slot;
+        if *unpacked {
+            return 0;
+        }
+        let Some(p) = pending else { return 4 };
+        let rc = recv_into(c, id, p, *bases);
+        *unpacked = true;
+        return rc;
+    }
     let Some(mut p) = c.recvs[id].lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return 4;
     };
+    recv_into(c, id, &mut p, *bases)
+}
+
+/// Waits for the message `p` of transfer `id` and unpacks it into the buffer at `base`.
+unsafe fn recv_into(c: &Comm, id: usize, p: &mut Pending, base: *mut u8) -> i32 {
     let waited = match c.wait(&mut p.req) {
         Ok(w) => w,
         Err(_) => return 3,
     };
-    let base = *bases;
     let mut from = 0;
-    for (at, n) in byte_range(t) {
+    for (at, n) in byte_range(&c.transfers[id]) {
         // SAFETY: as in `send_kernel`; nobody else writes these runs.
         std::ptr::copy_nonoverlapping(p.buf.as_ptr().add(from), base.add(at), n);
         from += n;
@@ -198,8 +252,15 @@ struct Local {
     /// Sources this rank reads from files, by global index, with the element runs it reads
     /// (`None`: the whole file).
     reads: Vec<(usize, Option<Runs>)>,
-    /// Transfers this rank receives.
+    /// Point-to-point transfers this rank receives.
     incoming: Vec<usize>,
+    /// Per broadcast of the plan, the ranks it involves, its root first (only the root when
+    /// all its receivers share the root's rank).
+    groups: Vec<Vec<u32>>,
+    /// The broadcast of each transfer, if any.
+    group_of: Vec<Option<usize>>,
+    /// Per broadcast, its transfers that move data between ranks.
+    casts: Vec<Vec<usize>>,
 }
 
 fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) -> Local {
@@ -211,6 +272,36 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
         .iter()
         .map(|t| rank_of(t.from) != rank_of(t.to) && (t.after.is_some() || inputs_on_root))
         .collect();
+    let mut group_of = vec![None; d.transfers.len()];
+    let mut leader = vec![None; d.transfers.len()];
+    let (mut groups, mut casts) = (Vec::new(), Vec::new());
+    for (g, members) in d.broadcasts.iter().enumerate() {
+        casts.push(
+            members
+                .iter()
+                .map(|&k| k as usize)
+                .filter(|&k| active[k])
+                .collect(),
+        );
+        let root = rank_of(d.transfers[members[0] as usize].from);
+        let mut ranks: Vec<u32> = members
+            .iter()
+            .filter(|&&k| active[k as usize])
+            .map(|&k| rank_of(d.transfers[k as usize].to))
+            .filter(|&r| r != root)
+            .collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        ranks.insert(0, root);
+        groups.push(ranks);
+        for &k in members {
+            group_of[k as usize] = Some(g);
+        }
+        // The root sends once, after the first of the group's (equal) transfers.
+        if let Some(&k) = members.iter().find(|&&k| active[k as usize]) {
+            leader[k as usize] = Some(g);
+        }
+    }
     let nt = plan.tasks.len();
     let (mut recv_before, mut send_after) = (vec![Vec::new(); nt], vec![Vec::new(); nt]);
     let (mut source_sends, mut sink_recvs, mut incoming) = (Vec::new(), Vec::new(), Vec::new());
@@ -219,13 +310,15 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
             continue;
         }
         if rank_of(t.to) == rank {
-            incoming.push(k);
+            if group_of[k].is_none() {
+                incoming.push(k);
+            }
             match t.before {
                 Some(b) => recv_before[b as usize].push(k),
                 None => sink_recvs.push(k),
             }
         }
-        if rank_of(t.from) == rank {
+        if rank_of(t.from) == rank && (group_of[k].is_none() || leader[k].is_some()) {
             match t.after {
                 Some(a) => send_after[a as usize].push(k),
                 None => source_sends.push(k),
@@ -364,6 +457,9 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
         roles,
         reads,
         incoming,
+        groups,
+        group_of,
+        casts,
     }
 }
 
@@ -441,12 +537,40 @@ pub fn main(
     }
     let nk = kernels.len() as u32;
     let local = local_plan(plan, rank as u32, size, nk, a.inputs_on_root);
-    for &k in &local.incoming {
-        let t = &plan.dist.transfers[k];
-        if t.bytes() > c_int::MAX as u64 {
-            fail(format!("transfer of {} is over 2 GiB", t.value));
-        }
+    if let Some(t) = plan
+        .dist
+        .transfers
+        .iter()
+        .find(|t| t.bytes() > c_int::MAX as u64)
+    {
+        fail(format!("transfer of {} is over 2 GiB", t.value));
     }
+    // A communicator per broadcast (every rank splits the world once per broadcast, in plan
+    // order), so broadcasts never need to be matched in one order across ranks.
+    let groups: Vec<Broadcast> = local
+        .groups
+        .iter()
+        .map(|ranks| {
+            let at = ranks.iter().position(|&r| r == rank as u32);
+            let color = match at {
+                Some(_) if ranks.len() > 1 => Color::with_value(0),
+                _ => Color::undefined(),
+            };
+            let comm = world
+                .split_by_color_with_key(color, at.unwrap_or(0) as c_int)
+                .map(|sub| {
+                    let raw = sub.as_raw();
+                    // Kept until MPI_Finalize: freeing is collective, and ranks finish apart.
+                    std::mem::forget(sub);
+                    raw
+                });
+            Broadcast {
+                comm,
+                receivers: ranks.len() as u64 - 1,
+                slot: Mutex::new((None, false)),
+            }
+        })
+        .collect();
     let files = entry::bind_inputs(&a, plan).unwrap_or_else(|e| fail(e));
     let mut inputs: Vec<Tensor> = Vec::new();
     let mut input_bytes = 0u64;
@@ -484,6 +608,8 @@ pub fn main(
             .map(|_| Mutex::new(None))
             .collect(),
         sends: Mutex::new(Vec::new()),
+        groups,
+        group_of: local.group_of.clone(),
         lock: Mutex::new(()),
         stats: Mutex::new(vec![(0, 0, Duration::ZERO); plan.dist.transfers.len()]),
     };
@@ -514,6 +640,31 @@ pub fn main(
             fail(format!("cannot post the receive of {}", t.value));
         }
         *c.recvs[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+    }
+    for (g, ranks) in local.groups.iter().enumerate() {
+        let Some(comm) = c.groups[g].comm.filter(|_| ranks[0] != rank as u32) else {
+            continue;
+        };
+        let t = &c.transfers[plan.dist.broadcasts[g][0] as usize];
+        let mut p = Pending {
+            req: unsafe { ffi::RSMPI_REQUEST_NULL },
+            buf: vec![0u8; t.bytes() as usize],
+        };
+        // SAFETY: as for the receives above (the buffer lives in the group's slot).
+        let rc = c.mpi(|| unsafe {
+            ffi::MPI_Ibcast(
+                p.buf.as_mut_ptr() as *mut c_void,
+                p.buf.len() as c_int,
+                c.byte,
+                0,
+                comm,
+                &mut p.req,
+            )
+        });
+        if rc != 0 {
+            fail(format!("cannot post the broadcast of {}", t.value));
+        }
+        c.groups[g].slot.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(p);
     }
     let mut table: Vec<KernelFn> = kernels.to_vec();
     table.push(send_kernel);
@@ -596,7 +747,8 @@ pub fn main(
         let _ = writeln!(out.stdout, "@{n}: {} -> {}", t.shape_string(), p.display());
     }
     if a.time {
-        out.stderr.push_str(&placement_summary(plan, size));
+        out.stderr
+            .push_str(&placement_summary(plan, size, &local.groups));
         for s in &summaries {
             out.stderr.push_str(s);
         }
@@ -605,8 +757,9 @@ pub fn main(
     out
 }
 
-/// Which rank runs which node, and the idle ranks.
-fn placement_summary(plan: &Plan, size: u32) -> String {
+/// Which rank runs which node, the idle ranks, and the broadcasts (`groups`: their ranks,
+/// root first).
+fn placement_summary(plan: &Plan, size: u32, groups: &[Vec<u32>]) -> String {
     let nodes = plan.dist.node_count();
     let mut s = format!("mpi: {size} rank(s), a plan of {nodes} node(s):");
     for n in 0..nodes {
@@ -618,6 +771,18 @@ fn placement_summary(plan: &Plan, size: u32) -> String {
         s.push_str(" no idle ranks\n");
     } else {
         let _ = writeln!(s, " idle rank(s): {}", idle.join(", "));
+    }
+    for (g, ranks) in groups.iter().enumerate().filter(|(_, r)| r.len() > 1) {
+        let t = &plan.dist.transfers[plan.dist.broadcasts[g][0] as usize];
+        let to: Vec<String> = ranks[1..].iter().map(|r| r.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "mpi: broadcast of {} ({} B) from rank {} to rank(s) {}",
+            t.value,
+            t.bytes(),
+            ranks[0],
+            to.join(", ")
+        );
     }
     s
 }
@@ -689,12 +854,17 @@ fn trace_events(local: &Local, report: &Report, rank: i32, start: f64) -> String
             esc(&local.plan.tasks[e.task].name),
             e.worker
         ));
-        let flow = match local.roles[e.task] {
-            Role::Send(k) => Some(("s", k, ts + dur)),
-            Role::Recv(k) => Some(("f", k, ts + dur)),
-            Role::Compute => None,
+        // A broadcast's one send starts the flow of each of its receiving transfers.
+        let (ph, ks) = match local.roles[e.task] {
+            Role::Send(k) => match local.group_of[k] {
+                Some(g) => ("s", local.casts[g].clone()),
+                None => ("s", vec![k]),
+            },
+            Role::Recv(k) => ("f", vec![k]),
+            Role::Compute => ("", vec![]),
         };
-        if let Some((ph, k, at)) = flow {
+        let at = ts + dur;
+        for k in ks {
             ev.push(format!(
                 "{{\"name\":\"transfer\",\"cat\":\"mpi\",\"ph\":\"{ph}\",\"bp\":\"e\",\"id\":{k},\"pid\":{pid},\"tid\":{},\"ts\":{at:.3}}}",
                 e.worker
