@@ -24,24 +24,6 @@ use std::process::Command;
 use tapc::passes::cost::machine::LOCAL_FLOPS;
 use tapc_runtime::{Data, Tensor};
 
-const SRC: &str = "op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
-  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
-}
-op @relu(x: f32[..S]) -> (y: f32[..S]) {
-  y[..i] = max(x[..i], 0.0)
-}
-graph @mlp {
-  %x = source @x : f32[4096, 1024]
-  %w1 = source @w1 : f32[1024, 4096]
-  %b1 = source @b1 : f32[4096]
-  %w2 = source @w2 : f32[4096, 1024]
-  %b2 = source @b2 : f32[1024]
-  %h = apply @linear(%x, %w1, %b1)
-  %a = apply @relu(%h)
-  %y = apply @linear(%a, %w2, %b2)
-  sink @y %y
-}
-";
 const PASSES: &str = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
 
 fn tapc(args: &[&str]) -> String {
@@ -102,7 +84,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("tapc-mpi-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let teg = dir.join("mlp.teg");
-    std::fs::write(&teg, SRC).unwrap();
+    std::fs::write(&teg, mpi::mlp(4096, 1024, 4096, 1024)).unwrap();
     for (k, (n, shape)) in [
         ("x", vec![4096, 1024]),
         ("w1", vec![1024, 4096]),

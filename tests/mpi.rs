@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::mpi::{mpi_runtime, mpirun, mpirun_with, Btl};
+use common::mpi::{mlp, mpi_runtime, mpirun, mpirun_with, Btl, MLP_OPS};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -80,6 +80,30 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v
 }
 
+/// Compiles graph `graph` of `file` after `passes` into `dir` twice: a single-process program,
+/// run on `inputs`, and a `--mpi` one. Returns the latter and the former's sink files.
+fn mpi_and_want(
+    file: &Path,
+    graph: &str,
+    passes: &str,
+    inputs: &Path,
+    dir: &Path,
+) -> (PathBuf, Vec<(String, Vec<u8>)>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (single, prog, want) = (dir.join("single"), dir.join("mpi"), dir.join("want"));
+    compile(file, graph, passes, &single, false);
+    compile(file, graph, passes, &prog, true);
+    let o = Command::new(&single)
+        .arg("--input-dir")
+        .arg(inputs)
+        .arg("--out-dir")
+        .arg(&want)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (prog, files(&want))
+}
+
 const SHARD: &str = "canonicalize,shard{parts=3},fuse,canonicalize";
 const COST: &str = "canonicalize,cost{nodes=2},fuse,canonicalize";
 
@@ -111,19 +135,8 @@ fn examples_and_filetests_match_the_single_process_program_on_1_to_4_ranks() {
         std::fs::create_dir_all(&inputs).unwrap();
         let graph = write_inputs(&file, gi, &inputs);
         for (p, passes) in [SHARD, COST].iter().enumerate() {
-            let (single, dist) = (dir.join(format!("single{p}")), dir.join(format!("dist{p}")));
-            compile(&file, &graph, passes, &single, false);
-            compile(&file, &graph, passes, &dist, true);
-            let want_dir = dir.join(format!("want{p}"));
-            let o = Command::new(&single)
-                .arg("--input-dir")
-                .arg(&inputs)
-                .arg("--out-dir")
-                .arg(&want_dir)
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            let want = files(&want_dir);
+            let (dist, want) =
+                mpi_and_want(&file, &graph, passes, &inputs, &dir.join(p.to_string()));
             assert!(!want.is_empty(), "{} writes sinks", file.display());
             for (np, btl) in runs {
                 let got_dir = dir.join(format!("got{p}-{np}-{btl:?}"));
@@ -149,22 +162,21 @@ fn examples_and_filetests_match_the_single_process_program_on_1_to_4_ranks() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-/// The model's bytes moved for the plan `cost{nodes=2}` chooses.
-fn predicted_bytes(file: &Path) -> u64 {
+/// The cost model's report (`tapc opt --emit cost`) of `file` after `passes`.
+fn cost_report(file: &Path, passes: &str) -> String {
     let o = tapc(&[
         "opt",
         file.to_str().unwrap(),
         "--passes",
-        "canonicalize,cost{nodes=2}",
+        passes,
         "--emit",
         "cost",
     ]);
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    let line = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("chosen:"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no chosen plan in:\n{text}"));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The number after `bytes moved ` in a line of a cost report.
+fn bytes_moved(line: &str) -> u64 {
     let at = line.find("bytes moved ").expect("bytes moved") + "bytes moved ".len();
     line[at..]
         .split([',', ' '])
@@ -172,6 +184,17 @@ fn predicted_bytes(file: &Path) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// The model's bytes moved for the plan `cost{nodes=2}` chooses.
+fn predicted_bytes(file: &Path) -> u64 {
+    let text = cost_report(file, "canonicalize,cost{nodes=2}");
+    let line = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("chosen:"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no chosen plan in:\n{text}"));
+    bytes_moved(line)
 }
 
 fn measured_bytes(stderr: &str) -> u64 {
@@ -267,26 +290,17 @@ fn time_prints_the_placement_idle_ranks_and_bytes_per_value_and_trace_has_every_
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The batch-sharded MLP of `benches/mpi.rs` at a small size: the shard on node `n` reads rows
-/// `4n..4n+4` of `@x` and all of the weights.
-const SHARDED_MLP: &str = "op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
-  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
+/// The arguments of a `--time` run on `inputs` into `out` (`--inputs-on-root` when `on_root`).
+fn timed_run(inputs: &Path, out: &Path, on_root: bool) -> Vec<String> {
+    let mut args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--time"]
+        .map(String::from)
+        .to_vec();
+    args.extend(["--out-dir".into(), out.display().to_string()]);
+    if on_root {
+        args.push("--inputs-on-root".into());
+    }
+    args
 }
-op @relu(x: f32[..S]) -> (y: f32[..S]) {
-  y[..i] = max(x[..i], 0.0)
-}
-graph @mlp {
-  %x = source @x : f32[8, 16]
-  %w1 = source @w1 : f32[16, 12]
-  %b1 = source @b1 : f32[12]
-  %w2 = source @w2 : f32[12, 4]
-  %b2 = source @b2 : f32[4]
-  %h = apply @linear(%x, %w1, %b1)
-  %a = apply @relu(%h)
-  %y = apply @linear(%a, %w2, %b2)
-  sink @y %y
-}
-";
 
 /// `rank R bytes read from inputs: N` of every rank in a `--time` report, by rank.
 fn input_bytes(stderr: &str, ranks: usize) -> Vec<u64> {
@@ -306,21 +320,14 @@ fn input_bytes(stderr: &str, ranks: usize) -> Vec<u64> {
 fn each_rank_reads_only_its_input_windows() {
     let dir = scratch("windows");
     let file = dir.join("mlp.teg");
-    std::fs::write(&file, SHARDED_MLP).unwrap();
+    std::fs::write(&file, mlp(8, 16, 12, 4)).unwrap();
     let inputs = dir.join("in");
     std::fs::create_dir_all(&inputs).unwrap();
     write_inputs(&file, 0, &inputs);
+    // Batch-sharded as in `benches/mpi.rs`: the shard on node `n` of two reads rows
+    // `4n..4n+4` of `@x` and all of the weights.
     let passes = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
-    let (single, prog) = (dir.join("single"), dir.join("mlp"));
-    compile(&file, "mlp", passes, &single, false);
-    compile(&file, "mlp", passes, &prog, true);
-    let want_dir = dir.join("want");
-    let o = Command::new(&single)
-        .args(["--input-dir", inputs.to_str().unwrap(), "--out-dir"])
-        .arg(&want_dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (prog, sinks) = mpi_and_want(&file, "mlp", passes, &inputs, &dir);
     let f32s = |n: u64| 4 * n;
     let (half_x, weights) = (f32s(4 * 16), f32s(16 * 12 + 12 + 12 * 4 + 4));
     let all = 2 * half_x + weights;
@@ -338,31 +345,20 @@ fn each_rank_reads_only_its_input_windows() {
     ];
     for (np, btl, on_root, want) in cases {
         let got_dir = dir.join(format!("got-{np}-{btl:?}-{on_root}"));
-        let mut args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--time"]
-            .map(String::from)
-            .to_vec();
-        args.extend(["--out-dir".into(), got_dir.display().to_string()]);
-        if on_root {
-            args.push("--inputs-on-root".into());
-        }
+        let args = timed_run(&inputs, &got_dir, on_root);
         let o = mpirun(np, btl, &prog, &args);
         let err = String::from_utf8_lossy(&o.stderr);
         let what = format!("-np {np} {btl:?} inputs-on-root {on_root}");
         assert!(o.status.success(), "{what}: {err}");
         assert_eq!(input_bytes(&err, np), want, "{what}:\n{err}");
-        assert_eq!(files(&got_dir), files(&want_dir), "{what}: sinks");
+        assert_eq!(files(&got_dir), sinks, "{what}: sinks");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `%w`, computed on node 0, and the source `%b` are read whole by the tasks on nodes 1 to 3.
-const READ_BY_ALL: &str = "op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
-  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
-}
-op @relu(x: f32[..S]) -> (y: f32[..S]) {
-  y[..i] = max(x[..i], 0.0)
-}
-graph @bc {
+/// `%w`, computed on node 0, and the source `%b` are read whole by the tasks on nodes 1 to 3
+/// (after [`MLP_OPS`]).
+const READ_BY_ALL: &str = "graph @bc {
   %x = source @x : f32[8, 16]
   %w0 = source @w0 : f32[16, 12]
   %b = source @b : f32[12]
@@ -382,36 +378,27 @@ graph @bc {
 
 /// The model's bytes moved for `file` after `passes` as placed, on `nodes` nodes.
 fn placed_bytes(file: &Path, passes: &str, nodes: u32) -> u64 {
-    let o = tapc(&[
-        "opt",
-        file.to_str().unwrap(),
-        "--passes",
-        &format!("{passes},cost{{nodes={nodes},evals=1}}"),
-        "--emit",
-        "cost",
-    ]);
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let text = cost_report(file, &format!("{passes},cost{{nodes={nodes},evals=1}}"));
     let line = text
         .lines()
         .find(|l| l.trim_start().starts_with("unsharded:"))
         .unwrap_or_else(|| panic!("no cost report in:\n{text}"));
-    let at = line.find("bytes moved ").expect("bytes moved") + "bytes moved ".len();
-    line[at..]
-        .split([',', ' '])
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    bytes_moved(line)
 }
 
 #[test]
 fn values_every_node_reads_are_broadcast_with_the_predicted_bytes() {
     let dir = scratch("broadcast");
     let cases = [
-        ("bc", READ_BY_ALL, "canonicalize", "%w"),
+        (
+            "bc",
+            &format!("{MLP_OPS}{READ_BY_ALL}"),
+            "canonicalize",
+            "%w",
+        ),
         (
             "mlp",
-            SHARDED_MLP,
+            &mlp(8, 16, 12, 4),
             "canonicalize,fuse,shard{parts=4,dim=i},canonicalize",
             "%w1",
         ),
@@ -423,16 +410,7 @@ fn values_every_node_reads_are_broadcast_with_the_predicted_bytes() {
         let inputs = dir.join(format!("in-{name}"));
         std::fs::create_dir_all(&inputs).unwrap();
         write_inputs(&file, 0, &inputs);
-        let (single, prog) = (dir.join(format!("{name}-single")), dir.join(name));
-        compile(&file, name, passes, &single, false);
-        compile(&file, name, passes, &prog, true);
-        let want_dir = dir.join(format!("want-{name}"));
-        let o = Command::new(&single)
-            .args(["--input-dir", inputs.to_str().unwrap(), "--out-dir"])
-            .arg(&want_dir)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (prog, want) = mpi_and_want(&file, name, passes, &inputs, &dir.join(name));
         let predicted = placed_bytes(&file, passes, 4);
         let runs = [
             (1, Btl::SharedMemory),
@@ -445,13 +423,7 @@ fn values_every_node_reads_are_broadcast_with_the_predicted_bytes() {
         for (np, btl) in runs {
             for on_root in [false, true] {
                 let got_dir = dir.join(format!("got-{name}-{np}-{btl:?}-{on_root}"));
-                let mut args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--time"]
-                    .map(String::from)
-                    .to_vec();
-                args.extend(["--out-dir".into(), got_dir.display().to_string()]);
-                if on_root {
-                    args.push("--inputs-on-root".into());
-                }
+                let mut args = timed_run(&inputs, &got_dir, on_root);
                 let trace = dir.join(format!("trace-{name}-{np}-{btl:?}-{on_root}.json"));
                 args.extend(["--trace".into(), trace.display().to_string()]);
                 let o = mpirun(np, btl, &prog, &args);
@@ -461,7 +433,7 @@ fn values_every_node_reads_are_broadcast_with_the_predicted_bytes() {
                     bad.push(format!("{what}: {err}"));
                     continue;
                 }
-                if files(&got_dir) != files(&want_dir) {
+                if files(&got_dir) != want {
                     bad.push(format!(
                         "{what}: sinks differ from the single-process program"
                     ));

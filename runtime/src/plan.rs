@@ -218,11 +218,7 @@ impl Plan {
         for t in &self.dist.transfers {
             w.str(&t.value);
             w.u32s(&[t.from, t.to, t.buffer, t.elem]);
-            w.u32(t.runs.len() as u32);
-            for &(a, n) in &t.runs {
-                w.i64(a);
-                w.i64(n);
-            }
+            w.runs(&t.runs);
             w.u32(t.after.unwrap_or(u32::MAX));
             w.u32(t.before.unwrap_or(u32::MAX));
         }
@@ -233,11 +229,7 @@ impl Plan {
         w.u32(self.dist.windows.len() as u32);
         for x in &self.dist.windows {
             w.u32s(&[x.node, x.buffer, x.elem]);
-            w.u32(x.runs.len() as u32);
-            for &(a, n) in &x.runs {
-                w.i64(a);
-                w.i64(n);
-            }
+            w.runs(&x.runs);
         }
         let sum = checksum(&w.0);
         w.u64(sum);
@@ -358,10 +350,7 @@ impl Plan {
             let [from, to, buffer, elem] = r.u32s()?[..] else {
                 return Err("corrupt plan: bad transfer".into());
             };
-            let mut runs = Vec::new();
-            for _ in 0..r.count()? {
-                runs.push((r.i64()?, r.i64()?));
-            }
+            let runs = r.runs()?;
             dist.transfers.push(Transfer {
                 value,
                 from,
@@ -380,10 +369,7 @@ impl Plan {
             let [node, buffer, elem] = r.u32s()?[..] else {
                 return Err("corrupt plan: bad input window".into());
             };
-            let mut runs = Vec::new();
-            for _ in 0..r.count()? {
-                runs.push((r.i64()?, r.i64()?));
-            }
+            let runs = r.runs()?;
             dist.windows.push(Window {
                 node,
                 buffer,
@@ -526,6 +512,13 @@ impl W {
             self.u64(d as u64);
         }
     }
+    fn runs(&mut self, runs: &[(i64, i64)]) {
+        self.u32(runs.len() as u32);
+        for &(a, n) in runs {
+            self.i64(a);
+            self.i64(n);
+        }
+    }
     fn u32s(&mut self, v: &[u32]) {
         self.u32(v.len() as u32);
         for &x in v {
@@ -592,6 +585,14 @@ impl<'a> R<'a> {
             s.push(usize::try_from(self.u64()?).map_err(|_| "corrupt plan: bad shape")?);
         }
         Ok(s)
+    }
+    /// `(start, length)` pairs, after their count.
+    fn runs(&mut self) -> Result<Vec<(i64, i64)>, String> {
+        let mut v = Vec::new();
+        for _ in 0..self.count()? {
+            v.push((self.i64()?, self.i64()?));
+        }
+        Ok(v)
     }
     fn u32s(&mut self) -> Result<Vec<u32>, String> {
         let mut v = Vec::new();

@@ -105,6 +105,23 @@ impl Comm {
         }
     }
 
+    /// A buffer for the data of `t` and the receiving call `start(buffer, length, request)`
+    /// posted on it; `None` when the call fails.
+    fn post(
+        &self,
+        t: &Transfer,
+        start: impl FnOnce(*mut c_void, c_int, &mut ffi::MPI_Request) -> c_int,
+    ) -> Option<Pending> {
+        let mut p = Pending {
+            // SAFETY: reads a constant of the MPI library.
+            req: unsafe { ffi::RSMPI_REQUEST_NULL },
+            buf: vec![0u8; t.bytes() as usize],
+        };
+        let (ptr, n) = (p.buf.as_mut_ptr() as *mut c_void, p.buf.len() as c_int);
+        let rc = self.mpi(|| start(ptr, n, &mut p.req));
+        (rc == 0).then_some(p)
+    }
+
     /// Polls `req` until it completes; returns the time waited.
     fn wait(&self, req: &mut ffi::MPI_Request) -> Result<Duration, c_int> {
         let t = Instant::now();
@@ -617,54 +634,27 @@ pub fn main(
         fail("the MPI runtime was started twice".into());
     }
     let c = COMM.get().expect("set above");
+    // Each buffer lives in `recvs[k]` or the broadcast's slot (its heap block does not move)
+    // until a receive task has waited for it.
     for &k in &local.incoming {
         let t = &c.transfers[k];
-        let mut p = Pending {
-            req: unsafe { ffi::RSMPI_REQUEST_NULL },
-            buf: vec![0u8; t.bytes() as usize],
-        };
-        // SAFETY: the buffer lives in `recvs[k]` (its heap block does not move) until the
-        // receive task has waited for it.
-        let rc = c.mpi(|| unsafe {
-            ffi::MPI_Irecv(
-                p.buf.as_mut_ptr() as *mut c_void,
-                p.buf.len() as c_int,
-                c.byte,
-                c.rank_of(t.from),
-                k as c_int,
-                c.comm,
-                &mut p.req,
-            )
+        let (from, tag) = (c.rank_of(t.from), k as c_int);
+        let p = c.post(t, |buf, n, req| unsafe {
+            ffi::MPI_Irecv(buf, n, c.byte, from, tag, c.comm, req)
         });
-        if rc != 0 {
-            fail(format!("cannot post the receive of {}", t.value));
-        }
-        *c.recvs[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        *c.recvs[k].lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(p.unwrap_or_else(|| fail(format!("cannot post the receive of {}", t.value))));
     }
     for (g, ranks) in local.groups.iter().enumerate() {
         let Some(comm) = c.groups[g].comm.filter(|_| ranks[0] != rank as u32) else {
             continue;
         };
         let t = &c.transfers[plan.dist.broadcasts[g][0] as usize];
-        let mut p = Pending {
-            req: unsafe { ffi::RSMPI_REQUEST_NULL },
-            buf: vec![0u8; t.bytes() as usize],
-        };
-        // SAFETY: as for the receives above (the buffer lives in the group's slot).
-        let rc = c.mpi(|| unsafe {
-            ffi::MPI_Ibcast(
-                p.buf.as_mut_ptr() as *mut c_void,
-                p.buf.len() as c_int,
-                c.byte,
-                0,
-                comm,
-                &mut p.req,
-            )
+        let p = c.post(t, |buf, n, req| unsafe {
+            ffi::MPI_Ibcast(buf, n, c.byte, 0, comm, req)
         });
-        if rc != 0 {
-            fail(format!("cannot post the broadcast of {}", t.value));
-        }
-        c.groups[g].slot.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(p);
+        c.groups[g].slot.lock().unwrap_or_else(|e| e.into_inner()).0 =
+            Some(p.unwrap_or_else(|| fail(format!("cannot post the broadcast of {}", t.value))));
     }
     let mut table: Vec<KernelFn> = kernels.to_vec();
     table.push(send_kernel);
