@@ -668,7 +668,9 @@ pub fn main(
     let start = mpi::time();
     let stop = AtomicBool::new(false);
     let run = std::thread::scope(|sc| {
-        if let Some(every) = progress_every {
+        // A rank that moves no data (one rank, an idle one) needs no progress.
+        let moves = local.roles.iter().any(|r| *r != Role::Compute);
+        if let Some(every) = progress_every.filter(|_| moves) {
             let stop = &stop;
             sc.spawn(move || c.progress(stop, every));
         }
