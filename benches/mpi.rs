@@ -1,12 +1,17 @@
 //! The batch-sharded MLP 4096×1024 → 4096 → 1024 (bias + ReLU) under `mpirun` (issue 10):
 //! 1 rank × 1 thread, 1 rank × 2 threads, 2 ranks × 1 thread over shared memory and over TCP.
-//! Prints per set-up the median run time (the slowest rank's executor wall time: compute,
-//! transfers and waiting, not process start-up or file reads), the bytes moved (the cost
-//! model's prediction for the plan and the measured bytes), and the time ranks waited on
-//! receives; then checks the bar: 2 ranks ≥ 1.6× faster than 1 rank × 1 thread.
+//! Prints per set-up the cost model's predicted time for the plan against the median measured
+//! time (the slowest rank's executor wall time: compute, transfers and waiting, not process
+//! start-up or file reads), the bytes moved (predicted and measured), and the time ranks
+//! waited on receives; then checks the bar: 2 ranks ≥ 1.6× faster than 1 rank × 1 thread.
+//! The model's machine is its default node (one core, 5e10 flop/s; links 12.5 GB/s, 5 µs),
+//! with twice the flop/s for 1 rank × 2 threads; it knows no transport, so shared memory and
+//! TCP have the same prediction.
 //!
-//! `cargo bench --bench mpi [-- --runs N]`. Rank 0 reads the inputs and sends the windows
-//! (`--inputs-on-root`), which is what the cost model assumes (sources on node 0).
+//! `cargo bench --bench mpi [-- --runs N] [--only SUBSTRING]` (e.g. `--only tcp`; set
+//! `TAPC_MPI_PROGRESS_US=0` for runs without the progress thread). Rank 0 reads the inputs
+//! and sends the windows (`--inputs-on-root`), which is what the cost model assumes (sources
+//! on node 0).
 
 #[path = "../tests/common/mpi.rs"]
 mod mpi;
@@ -16,26 +21,9 @@ mod syspkg;
 use mpi::{mpi_runtime, mpirun, Btl};
 use std::path::Path;
 use std::process::Command;
+use tapc::passes::cost::machine::LOCAL_FLOPS;
 use tapc_runtime::{Data, Tensor};
 
-const SRC: &str = "op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
-  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
-}
-op @relu(x: f32[..S]) -> (y: f32[..S]) {
-  y[..i] = max(x[..i], 0.0)
-}
-graph @mlp {
-  %x = source @x : f32[4096, 1024]
-  %w1 = source @w1 : f32[1024, 4096]
-  %b1 = source @b1 : f32[4096]
-  %w2 = source @w2 : f32[4096, 1024]
-  %b2 = source @b2 : f32[1024]
-  %h = apply @linear(%x, %w1, %b1)
-  %a = apply @relu(%h)
-  %y = apply @linear(%a, %w2, %b2)
-  sink @y %y
-}
-";
 const PASSES: &str = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
 
 fn tapc(args: &[&str]) -> String {
@@ -89,10 +77,14 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--runs") {
         runs = args[i + 1].parse().expect("--runs N");
     }
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .map(|i| args[i + 1].clone());
     let dir = std::env::temp_dir().join(format!("tapc-mpi-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let teg = dir.join("mlp.teg");
-    std::fs::write(&teg, SRC).unwrap();
+    std::fs::write(&teg, mpi::mlp(4096, 1024, 4096, 1024)).unwrap();
     for (k, (n, shape)) in [
         ("x", vec![4096, 1024]),
         ("w1", vec![1024, 4096]),
@@ -108,27 +100,38 @@ fn main() {
     let prog = dir.join("mlp");
     let (t, p) = (teg.to_str().unwrap(), prog.to_str().unwrap());
     tapc(&[t, "-o", p, "--mpi", "--passes", PASSES]);
-    let report = tapc(&[
-        "opt",
-        t,
-        "--passes",
-        &format!("{PASSES},cost{{nodes=2,evals=1}}"),
-        "--emit",
-        "cost",
-    ]);
-    let predicted = report
-        .lines()
-        .find(|l| l.trim_start().starts_with("unsharded:"))
-        .and_then(|l| after(l, "bytes moved "))
-        .expect("the cost report");
+    // The model's time and bytes moved for the plan as placed, on `nodes` nodes of `flops`.
+    let predict = |nodes: u32, flops: f64| -> (f64, f64) {
+        let machine = dir.join(format!("machine-{nodes}-{flops}.toml"));
+        std::fs::write(&machine, format!("nodes = {nodes}\nflops = {flops:e}\n")).unwrap();
+        let report = tapc(&[
+            "opt",
+            t,
+            "--passes",
+            &format!(
+                "{PASSES},cost{{nodes={nodes},evals=1,machine={}}}",
+                machine.display()
+            ),
+            "--emit",
+            "cost",
+        ]);
+        let line = report
+            .lines()
+            .find(|l| l.trim_start().starts_with("unsharded:"))
+            .expect("the cost report");
+        (
+            after(line, "time ").expect("a predicted time"),
+            after(line, "bytes moved ").expect("predicted bytes"),
+        )
+    };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "MLP 4096×1024 → 4096 → 1024, batch-sharded ({PASSES}); medians of {runs}; load average {}",
         load.split_whitespace().next().unwrap_or("?")
     );
     println!(
-        "{:<28} {:>10} {:>16} {:>16} {:>12}",
-        "set-up", "time ms", "predicted bytes", "measured bytes", "wait ms"
+        "{:<28} {:>12} {:>10} {:>16} {:>16} {:>12}",
+        "set-up", "predicted ms", "time ms", "predicted bytes", "measured bytes", "wait ms"
     );
     let setups = [
         ("1 rank × 1 thread", 1, 1, Btl::SharedMemory),
@@ -136,8 +139,12 @@ fn main() {
         ("2 ranks × 1 thread, shm", 2, 1, Btl::SharedMemory),
         ("2 ranks × 1 thread, tcp", 2, 1, Btl::Tcp),
     ];
-    let mut times = Vec::new();
-    for (name, np, threads, btl) in setups {
+    let mut times = vec![None; setups.len()];
+    for (k, (name, np, threads, btl)) in setups.into_iter().enumerate() {
+        if only.as_ref().is_some_and(|o| !name.contains(o.as_str())) {
+            continue;
+        }
+        let (pred_time, pred_bytes) = predict(np as u32, threads as f64 * LOCAL_FLOPS);
         let (mut wall, mut wait, mut moved) = (Vec::new(), Vec::new(), 0.0);
         for _ in 0..runs {
             let a: Vec<String> = [
@@ -168,15 +175,18 @@ fn main() {
                 .unwrap_or(0.0);
         }
         let t = median(wall);
-        let pred = if np > 1 { predicted } else { 0.0 };
         println!(
-            "{name:<28} {t:>10.1} {pred:>16} {moved:>16} {:>12.1}",
+            "{name:<28} {:>12.1} {t:>10.1} {pred_bytes:>16} {moved:>16} {:>12.1}",
+            pred_time * 1e3,
             median(wait)
         );
-        times.push(t);
+        times[k] = Some(t);
     }
     for (k, what) in [(2, "shm"), (3, "tcp")] {
-        let speedup = times[0] / times[k];
+        let (Some(one), Some(two)) = (times[0], times[k]) else {
+            continue;
+        };
+        let speedup = one / two;
         println!(
             "2 ranks ({what}) vs 1 rank × 1 thread: {speedup:.2}× (bar 1.6×: {})",
             if speedup >= 1.6 { "met" } else { "NOT met" }

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::mpi::{mpi_runtime, mpirun, mpirun_with, Btl};
+use common::mpi::{mlp, mpi_runtime, mpirun, mpirun_with, Btl, MLP_OPS};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -80,6 +80,30 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v
 }
 
+/// Compiles graph `graph` of `file` after `passes` into `dir` twice: a single-process program,
+/// run on `inputs`, and a `--mpi` one. Returns the latter and the former's sink files.
+fn mpi_and_want(
+    file: &Path,
+    graph: &str,
+    passes: &str,
+    inputs: &Path,
+    dir: &Path,
+) -> (PathBuf, Vec<(String, Vec<u8>)>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (single, prog, want) = (dir.join("single"), dir.join("mpi"), dir.join("want"));
+    compile(file, graph, passes, &single, false);
+    compile(file, graph, passes, &prog, true);
+    let o = Command::new(&single)
+        .arg("--input-dir")
+        .arg(inputs)
+        .arg("--out-dir")
+        .arg(&want)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (prog, files(&want))
+}
+
 const SHARD: &str = "canonicalize,shard{parts=3},fuse,canonicalize";
 const COST: &str = "canonicalize,cost{nodes=2},fuse,canonicalize";
 
@@ -111,19 +135,8 @@ fn examples_and_filetests_match_the_single_process_program_on_1_to_4_ranks() {
         std::fs::create_dir_all(&inputs).unwrap();
         let graph = write_inputs(&file, gi, &inputs);
         for (p, passes) in [SHARD, COST].iter().enumerate() {
-            let (single, dist) = (dir.join(format!("single{p}")), dir.join(format!("dist{p}")));
-            compile(&file, &graph, passes, &single, false);
-            compile(&file, &graph, passes, &dist, true);
-            let want_dir = dir.join(format!("want{p}"));
-            let o = Command::new(&single)
-                .arg("--input-dir")
-                .arg(&inputs)
-                .arg("--out-dir")
-                .arg(&want_dir)
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            let want = files(&want_dir);
+            let (dist, want) =
+                mpi_and_want(&file, &graph, passes, &inputs, &dir.join(p.to_string()));
             assert!(!want.is_empty(), "{} writes sinks", file.display());
             for (np, btl) in runs {
                 let got_dir = dir.join(format!("got{p}-{np}-{btl:?}"));
@@ -149,22 +162,21 @@ fn examples_and_filetests_match_the_single_process_program_on_1_to_4_ranks() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-/// The model's bytes moved for the plan `cost{nodes=2}` chooses.
-fn predicted_bytes(file: &Path) -> u64 {
+/// The cost model's report (`tapc opt --emit cost`) of `file` after `passes`.
+fn cost_report(file: &Path, passes: &str) -> String {
     let o = tapc(&[
         "opt",
         file.to_str().unwrap(),
         "--passes",
-        "canonicalize,cost{nodes=2}",
+        passes,
         "--emit",
         "cost",
     ]);
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    let line = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("chosen:"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no chosen plan in:\n{text}"));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The number after `bytes moved ` in a line of a cost report.
+fn bytes_moved(line: &str) -> u64 {
     let at = line.find("bytes moved ").expect("bytes moved") + "bytes moved ".len();
     line[at..]
         .split([',', ' '])
@@ -172,6 +184,17 @@ fn predicted_bytes(file: &Path) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// The model's bytes moved for the plan `cost{nodes=2}` chooses.
+fn predicted_bytes(file: &Path) -> u64 {
+    let text = cost_report(file, "canonicalize,cost{nodes=2}");
+    let line = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("chosen:"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no chosen plan in:\n{text}"));
+    bytes_moved(line)
 }
 
 fn measured_bytes(stderr: &str) -> u64 {
@@ -267,6 +290,183 @@ fn time_prints_the_placement_idle_ranks_and_bytes_per_value_and_trace_has_every_
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The arguments of a `--time` run on `inputs` into `out` (`--inputs-on-root` when `on_root`).
+fn timed_run(inputs: &Path, out: &Path, on_root: bool) -> Vec<String> {
+    let mut args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--time"]
+        .map(String::from)
+        .to_vec();
+    args.extend(["--out-dir".into(), out.display().to_string()]);
+    if on_root {
+        args.push("--inputs-on-root".into());
+    }
+    args
+}
+
+/// `rank R bytes read from inputs: N` of every rank in a `--time` report, by rank.
+fn input_bytes(stderr: &str, ranks: usize) -> Vec<u64> {
+    (0..ranks)
+        .map(|r| {
+            let key = format!("rank {r} bytes read from inputs: ");
+            let line = stderr
+                .lines()
+                .find_map(|l| l.trim_start().strip_prefix(key.as_str()))
+                .unwrap_or_else(|| panic!("no `{key}` in:\n{stderr}"));
+            line.parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn each_rank_reads_only_its_input_windows() {
+    let dir = scratch("windows");
+    let file = dir.join("mlp.teg");
+    std::fs::write(&file, mlp(8, 16, 12, 4)).unwrap();
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    write_inputs(&file, 0, &inputs);
+    // Batch-sharded as in `benches/mpi.rs`: the shard on node `n` of two reads rows
+    // `4n..4n+4` of `@x` and all of the weights.
+    let passes = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
+    let (prog, sinks) = mpi_and_want(&file, "mlp", passes, &inputs, &dir);
+    let f32s = |n: u64| 4 * n;
+    let (half_x, weights) = (f32s(4 * 16), f32s(16 * 12 + 12 + 12 * 4 + 4));
+    let all = 2 * half_x + weights;
+    let cases: [(usize, Btl, bool, Vec<u64>); 5] = [
+        (1, Btl::SharedMemory, false, vec![all]),
+        (2, Btl::SharedMemory, false, vec![half_x + weights; 2]),
+        (2, Btl::Tcp, false, vec![half_x + weights; 2]),
+        (
+            3,
+            Btl::SharedMemory,
+            false,
+            vec![half_x + weights, half_x + weights, 0],
+        ),
+        (2, Btl::SharedMemory, true, vec![all, 0]),
+    ];
+    for (np, btl, on_root, want) in cases {
+        let got_dir = dir.join(format!("got-{np}-{btl:?}-{on_root}"));
+        let args = timed_run(&inputs, &got_dir, on_root);
+        let o = mpirun(np, btl, &prog, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        let what = format!("-np {np} {btl:?} inputs-on-root {on_root}");
+        assert!(o.status.success(), "{what}: {err}");
+        assert_eq!(input_bytes(&err, np), want, "{what}:\n{err}");
+        assert_eq!(files(&got_dir), sinks, "{what}: sinks");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `%w`, computed on node 0, and the source `%b` are read whole by the tasks on nodes 1 to 3
+/// (after [`MLP_OPS`]).
+const READ_BY_ALL: &str = "graph @bc {
+  %x = source @x : f32[8, 16]
+  %w0 = source @w0 : f32[16, 12]
+  %b = source @b : f32[12]
+  %w = apply @relu(%w0) on 0
+  %x.0 = slice %x [0:2]
+  %x.1 = slice %x [2:4]
+  %x.2 = slice %x [4:6]
+  %x.3 = slice %x [6:8]
+  %h.0 = apply @linear(%x.0, %w, %b) @[0:2, 0:12] on 0
+  %h.1 = apply @linear(%x.1, %w, %b) @[2:4, 0:12] on 1
+  %h.2 = apply @linear(%x.2, %w, %b) @[4:6, 0:12] on 2
+  %h.3 = apply @linear(%x.3, %w, %b) @[6:8, 0:12] on 3
+  %h = concat %h.0, %h.1, %h.2, %h.3 axis 0
+  sink @h %h
+}
+";
+
+/// The model's bytes moved for `file` after `passes` as placed, on `nodes` nodes.
+fn placed_bytes(file: &Path, passes: &str, nodes: u32) -> u64 {
+    let text = cost_report(file, &format!("{passes},cost{{nodes={nodes},evals=1}}"));
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("unsharded:"))
+        .unwrap_or_else(|| panic!("no cost report in:\n{text}"));
+    bytes_moved(line)
+}
+
+#[test]
+fn values_every_node_reads_are_broadcast_with_the_predicted_bytes() {
+    let dir = scratch("broadcast");
+    let cases = [
+        (
+            "bc",
+            &format!("{MLP_OPS}{READ_BY_ALL}"),
+            "canonicalize",
+            "%w",
+        ),
+        (
+            "mlp",
+            &mlp(8, 16, 12, 4),
+            "canonicalize,fuse,shard{parts=4,dim=i},canonicalize",
+            "%w1",
+        ),
+    ];
+    let mut bad = Vec::new();
+    for (name, src, passes, value) in cases {
+        let file = dir.join(format!("{name}.teg"));
+        std::fs::write(&file, src).unwrap();
+        let inputs = dir.join(format!("in-{name}"));
+        std::fs::create_dir_all(&inputs).unwrap();
+        write_inputs(&file, 0, &inputs);
+        let (prog, want) = mpi_and_want(&file, name, passes, &inputs, &dir.join(name));
+        let predicted = placed_bytes(&file, passes, 4);
+        let runs = [
+            (1, Btl::SharedMemory),
+            (2, Btl::SharedMemory),
+            (3, Btl::SharedMemory),
+            (4, Btl::SharedMemory),
+            (3, Btl::Tcp),
+            (4, Btl::Tcp),
+        ];
+        for (np, btl) in runs {
+            for on_root in [false, true] {
+                let got_dir = dir.join(format!("got-{name}-{np}-{btl:?}-{on_root}"));
+                let mut args = timed_run(&inputs, &got_dir, on_root);
+                let trace = dir.join(format!("trace-{name}-{np}-{btl:?}-{on_root}.json"));
+                args.extend(["--trace".into(), trace.display().to_string()]);
+                let o = mpirun(np, btl, &prog, &args);
+                let err = String::from_utf8_lossy(&o.stderr);
+                let what = format!("{name} -np {np} {btl:?} inputs-on-root {on_root}");
+                if !o.status.success() {
+                    bad.push(format!("{what}: {err}"));
+                    continue;
+                }
+                if files(&got_dir) != want {
+                    bad.push(format!(
+                        "{what}: sinks differ from the single-process program"
+                    ));
+                }
+                let cast = format!("mpi: broadcast of {value} ");
+                // Sources move (and so are broadcast) only with --inputs-on-root.
+                if np == 4 && (on_root || name == "bc") && !err.contains(&cast) {
+                    bad.push(format!("{what}: no `{cast}` in:\n{err}"));
+                }
+                // A broadcast's send starts a flow arrow to every receive.
+                let t: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+                let ev = t["traceEvents"].as_array().unwrap();
+                let flows = |ph: &str| ev.iter().filter(|e| e["ph"] == ph).count();
+                if flows("s") != flows("f") {
+                    bad.push(format!(
+                        "{what}: {} flow starts, {} ends",
+                        flows("s"),
+                        flows("f")
+                    ));
+                }
+                if np == 4 && on_root && measured_bytes(&err) != predicted {
+                    bad.push(format!(
+                        "{what}: bytes moved, predicted {predicted}:\n{err}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     let file = root().join("examples/mlp.teg");
@@ -310,6 +510,17 @@ fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("rank 1: error:"), "{err}");
     assert!(err.contains("apply @linear.relu @[0:64, 0:256]"), "{err}");
+    assert!(files(&out).is_empty(), "no sink is written");
+    // A bad progress-thread setting (`TAPC_MPI_PROGRESS_US`) is an error, not a default.
+    let o = mpirun_with(2, Btl::Tcp, &prog, &args, |c| {
+        c.env("TAPC_MPI_PROGRESS_US", "soon");
+    });
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("TAPC_MPI_PROGRESS_US: expected a number of microseconds, found `soon`"),
+        "{err}"
+    );
     assert!(files(&out).is_empty(), "no sink is written");
     // A rank running a program built from another plan.
     let other = dir.join("other");

@@ -13,7 +13,7 @@ mod header;
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::tensor::{checked_numel, type_string, DType, Data, Tensor};
@@ -179,6 +179,48 @@ pub fn read_expecting(
     dtype: DType,
     shape: &[usize],
 ) -> Result<Tensor, NpyError> {
+    for_source(source, dtype, shape, |x| read_checked(path, Some(x)))
+}
+
+/// [`read_expecting`] of only the elements in `runs` (sorted, disjoint `(first, length)`
+/// runs of element offsets in C order; every other element is zero): the header and the
+/// file's size are checked first, then each run is one seek and one read. Returns the tensor
+/// and the number of data bytes read. A stream (no seeking) or a Fortran-order file is read
+/// whole.
+pub fn read_window_expecting(
+    path: &Path,
+    source: &str,
+    dtype: DType,
+    shape: &[usize],
+    runs: &[(i64, i64)],
+) -> Result<(Tensor, u64), NpyError> {
+    for_source(source, dtype, shape, |x| {
+        let mut file = File::open(path).map_err(|e| NpyError::io("cannot read", path, e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| NpyError::io("cannot read", path, e))?;
+        if !meta.is_file() {
+            let t = decode(BufReader::with_capacity(1 << 20, file), None, path, Some(x))?;
+            let n = (checked_numel(&t.shape).unwrap_or(0) * dtype.size_bytes()) as u64;
+            return Ok((t, n));
+        }
+        let h = read_header(&mut file, Some(meta.len()), path, Some(x))?;
+        if h.fortran_order {
+            let t = read_body(BufReader::with_capacity(1 << 20, file), &h, false, path)?;
+            return Ok((t, h.data_bytes as u64));
+        }
+        read_runs(&mut file, &h, runs, path)
+    })
+}
+
+/// Runs `read` with the expected dtype and shape of `source` (with or without its `@`) and
+/// prefixes its errors, except a mismatch (which already names the source), with the source.
+fn for_source<T>(
+    source: &str,
+    dtype: DType,
+    shape: &[usize],
+    read: impl FnOnce(Expect) -> Result<T, NpyError>,
+) -> Result<T, NpyError> {
     let source = if source.starts_with('@') {
         source.to_string()
     } else {
@@ -189,7 +231,7 @@ pub fn read_expecting(
         dtype,
         shape,
     };
-    read_checked(path, Some(expect)).map_err(|e| {
+    read(expect).map_err(|e| {
         if e.kind == NpyErrorKind::Mismatch {
             e
         } else {
@@ -220,6 +262,50 @@ fn decode<R: Read>(
     path: &Path,
     expect: Option<Expect>,
 ) -> Result<Tensor, NpyError> {
+    let h = read_header(&mut r, total_len, path, expect)?;
+    read_body(r, &h, total_len.is_none(), path)
+}
+
+/// A checked header: what the data after it holds.
+struct Header {
+    dtype: DType,
+    shape: Vec<usize>,
+    numel: usize,
+    data_bytes: usize,
+    fortran_order: bool,
+    /// Bytes before the data (preamble and header text).
+    len: u64,
+}
+
+fn truncated(path: &Path, what: String) -> NpyError {
+    let file = path.display();
+    NpyError::new(
+        path,
+        NpyErrorKind::Truncated,
+        format!("{file} is truncated: {what}"),
+    )
+}
+
+/// `extra` bytes after data of type `ty` (`data_bytes` long); `found` bytes after the header.
+fn trailing(path: &Path, ty: &str, data_bytes: usize, extra: u64, found: u64) -> NpyError {
+    let file = path.display();
+    NpyError::new(
+        path,
+        NpyErrorKind::TrailingBytes,
+        format!(
+            "{file} has {extra} unexpected bytes after the data: header says {ty} = {data_bytes} bytes of data, found {found}"
+        ),
+    )
+}
+
+/// Reads and checks the preamble and header of a `.npy` stream of `total_len` bytes (when
+/// known, the data's size is checked against it too), leaving `r` at the first data byte.
+fn read_header<R: Read>(
+    r: &mut R,
+    total_len: Option<u64>,
+    path: &Path,
+    expect: Option<Expect>,
+) -> Result<Header, NpyError> {
     let file = path.display();
     let not_npy = |what: String| {
         NpyError::new(
@@ -228,18 +314,12 @@ fn decode<R: Read>(
             format!("{file} is not a .npy file: {what}"),
         )
     };
-    let truncated = |what: String| {
-        NpyError::new(
-            path,
-            NpyErrorKind::Truncated,
-            format!("{file} is truncated: {what}"),
-        )
-    };
+    let truncated = |what: String| truncated(path, what);
     let read_err = |e: io::Error| NpyError::io("cannot read", path, e);
 
     // Preamble: magic, version, header length.
     let mut pre = [0u8; 12];
-    let n = read_up_to(&mut r, &mut pre[..10]).map_err(read_err)?;
+    let n = read_up_to(r, &mut pre[..10]).map_err(read_err)?;
     if n < MAGIC.len() || pre[..6] != MAGIC[..] {
         return Err(not_npy(format!(
             "bad magic (expected the 6 bytes \"{}\", found \"{}\")",
@@ -263,7 +343,7 @@ fn decode<R: Read>(
         }
     };
     let prefix_len = 8 + len_field_size;
-    let n = n + read_up_to(&mut r, &mut pre[n..prefix_len]).map_err(read_err)?;
+    let n = n + read_up_to(r, &mut pre[n..prefix_len]).map_err(read_err)?;
     if n < prefix_len {
         return Err(truncated(format!(
             "the file ends inside the header length field ({prefix_len} bytes of preamble expected, found {n})"
@@ -287,7 +367,7 @@ fn decode<R: Read>(
     }
     let mut header_bytes = vec![0u8; prefix_len + header_len];
     header_bytes[..prefix_len].copy_from_slice(&pre[..prefix_len]);
-    let got = read_up_to(&mut r, &mut header_bytes[prefix_len..]).map_err(read_err)?;
+    let got = read_up_to(r, &mut header_bytes[prefix_len..]).map_err(read_err)?;
     if got < header_len {
         return Err(truncated(format!(
             "the header length field says {header_len} bytes of header, found {got}"
@@ -333,15 +413,6 @@ fn decode<R: Read>(
         )));
     };
     let ty = type_string(dtype, &shape);
-    let trailing = |extra: u64, found: u64| {
-        NpyError::new(
-            path,
-            NpyErrorKind::TrailingBytes,
-            format!(
-                "{file} has {extra} unexpected bytes after the data: header says {ty} = {data_bytes} bytes of data, found {found}"
-            ),
-        )
-    };
     if let Some(x) = expect {
         // As the file stores it (a Fortran-order file has the same logical shape).
         if dtype != x.dtype || shape != x.shape {
@@ -364,28 +435,32 @@ fn decode<R: Read>(
             )));
         }
         if data_available > data_bytes as u64 {
-            return Err(trailing(data_available - data_bytes as u64, data_available));
+            return Err(trailing(
+                path,
+                &ty,
+                data_bytes,
+                data_available - data_bytes as u64,
+                data_available,
+            ));
         }
     }
-    let data = read_data(&mut r, dtype, numel).map_err(|e| match e {
-        DataError::Memory => NpyError::new(
-            path,
-            NpyErrorKind::Io,
-            format!("out of memory: cannot allocate {data_bytes} bytes to read {file} ({ty})"),
-        ),
-        DataError::Eof(got) => truncated(format!(
-            "header says {ty} = {data_bytes} bytes of data, found {got}"
-        )),
-        DataError::Bool(at, b) => NpyError::new(
-            path,
-            NpyErrorKind::InvalidData,
-            format!(
-                "{file} has invalid {ty} data: element {at} is the byte {b}, not a bool (0 or 1)"
-            ),
-        ),
-        DataError::Io(e) => read_err(e),
-    })?;
-    if total_len.is_none() {
+    Ok(Header {
+        dtype,
+        shape,
+        numel,
+        data_bytes,
+        fortran_order: dict.fortran_order,
+        len: header_bytes.len() as u64,
+    })
+}
+
+/// Reads the data a checked header announces (to its end, for a `stream`).
+fn read_body<R: Read>(mut r: R, h: &Header, stream: bool, path: &Path) -> Result<Tensor, NpyError> {
+    let (dtype, numel, data_bytes) = (h.dtype, h.numel, h.data_bytes);
+    let ty = type_string(dtype, &h.shape);
+
+    let data = read_data(&mut r, dtype, numel).map_err(|e| data_error(e, path, &ty, data_bytes))?;
+    if stream {
         // A stream: its end must follow the data.
         let mut extra = 0u64;
         let mut buf = [0u8; 4096];
@@ -394,14 +469,21 @@ fn decode<R: Read>(
                 Ok(0) => break,
                 Ok(n) => extra += n as u64,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(read_err(e)),
+                Err(e) => return Err(NpyError::io("cannot read", path, e)),
             }
         }
         if extra > 0 {
-            return Err(trailing(extra, data_bytes as u64 + extra));
+            return Err(trailing(
+                path,
+                &ty,
+                data_bytes,
+                extra,
+                data_bytes as u64 + extra,
+            ));
         }
     }
-    let data = if dict.fortran_order {
+    let shape = h.shape.clone();
+    let data = if h.fortran_order {
         match data {
             Data::F32(v) => Data::F32(fortran_to_c(v, &shape)),
             Data::F64(v) => Data::F64(fortran_to_c(v, &shape)),
@@ -425,43 +507,154 @@ enum DataError {
     Io(io::Error),
 }
 
+/// The message for a failed data read of `file` (type `ty`, `data_bytes` long).
+fn data_error(e: DataError, path: &Path, ty: &str, data_bytes: usize) -> NpyError {
+    let file = path.display();
+    match e {
+        DataError::Memory => NpyError::new(
+            path,
+            NpyErrorKind::Io,
+            format!("out of memory: cannot allocate {data_bytes} bytes to read {file} ({ty})"),
+        ),
+        DataError::Eof(got) => truncated(
+            path,
+            format!("header says {ty} = {data_bytes} bytes of data, found {got}"),
+        ),
+        DataError::Bool(at, b) => NpyError::new(
+            path,
+            NpyErrorKind::InvalidData,
+            format!(
+                "{file} has invalid {ty} data: element {at} is the byte {b}, not a bool (0 or 1)"
+            ),
+        ),
+        DataError::Io(e) => NpyError::io("cannot read", path, e),
+    }
+}
+
+/// An element type as `.npy` stores it (little-endian).
+trait Elem: Sized + Copy {
+    const N: usize;
+    /// Decodes one element from `N` bytes; `Err(byte)`: not a value (a bool byte not 0 or 1).
+    fn from_le(b: &[u8]) -> Result<Self, u8>;
+}
+
+macro_rules! le_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            const N: usize = std::mem::size_of::<$t>();
+            fn from_le(b: &[u8]) -> Result<Self, u8> {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(b);
+                Ok(<$t>::from_le_bytes(a))
+            }
+        }
+    )*};
+}
+le_elem!(f32, f64, i32, i64);
+
+impl Elem for bool {
+    const N: usize = 1;
+    fn from_le(b: &[u8]) -> Result<Self, u8> {
+        match b[0] {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(b),
+        }
+    }
+}
+
 /// Reads `numel` little-endian elements into a buffer allocated fallibly (a chunk at a time,
 /// so a short stream is found before it is all in memory).
 fn read_data(r: &mut impl Read, dtype: DType, numel: usize) -> Result<Data, DataError> {
-    fn fill<T, const N: usize>(
-        r: &mut impl Read,
-        numel: usize,
-        from: impl Fn([u8; N]) -> Result<T, u8>,
-    ) -> Result<Vec<T>, DataError> {
+    fn fill<T: Elem>(r: &mut impl Read, numel: usize) -> Result<Vec<T>, DataError> {
         let mut v: Vec<T> = Vec::new();
         v.try_reserve_exact(numel).map_err(|_| DataError::Memory)?;
-        let mut buf = vec![0u8; (1 << 16) * N];
+        let mut buf = vec![0u8; (1 << 16) * T::N];
         while v.len() < numel {
-            let want = (numel - v.len()).min(1 << 16) * N;
+            let want = (numel - v.len()).min(1 << 16) * T::N;
             let got = read_up_to(r, &mut buf[..want]).map_err(DataError::Io)?;
-            for c in buf[..got - got % N].chunks_exact(N) {
-                let mut a = [0u8; N];
-                a.copy_from_slice(c);
+            for c in buf[..got - got % T::N].chunks_exact(T::N) {
                 let k = v.len();
-                v.push(from(a).map_err(|b| DataError::Bool(k, b))?);
+                v.push(T::from_le(c).map_err(|b| DataError::Bool(k, b))?);
             }
             if got < want {
-                return Err(DataError::Eof((v.len() * N + got % N) as u64));
+                return Err(DataError::Eof((v.len() * T::N + got % T::N) as u64));
             }
         }
         Ok(v)
     }
     Ok(match dtype {
-        DType::F32 => Data::F32(fill(r, numel, |b| Ok(f32::from_le_bytes(b)))?),
-        DType::F64 => Data::F64(fill(r, numel, |b| Ok(f64::from_le_bytes(b)))?),
-        DType::I32 => Data::I32(fill(r, numel, |b| Ok(i32::from_le_bytes(b)))?),
-        DType::I64 => Data::I64(fill(r, numel, |b| Ok(i64::from_le_bytes(b)))?),
-        DType::Bool => Data::Bool(fill(r, numel, |[b]: [u8; 1]| match b {
-            0 => Ok(false),
-            1 => Ok(true),
-            b => Err(b),
-        })?),
+        DType::F32 => Data::F32(fill(r, numel)?),
+        DType::F64 => Data::F64(fill(r, numel)?),
+        DType::I32 => Data::I32(fill(r, numel)?),
+        DType::I64 => Data::I64(fill(r, numel)?),
+        DType::Bool => Data::Bool(fill(r, numel)?),
     })
+}
+
+/// Reads the C-order element `runs` of the data after header `h` from a seekable file into a
+/// tensor of zeros (see [`read_window_expecting`]); returns it and the data bytes read.
+fn read_runs<R: Read + Seek>(
+    r: &mut R,
+    h: &Header,
+    runs: &[(i64, i64)],
+    path: &Path,
+) -> Result<(Tensor, u64), NpyError> {
+    fn fill<T: Elem>(
+        r: &mut (impl Read + Seek),
+        start: u64,
+        runs: &[(i64, i64)],
+        dst: &mut [T],
+    ) -> Result<u64, DataError> {
+        let mut buf = vec![0u8; (1 << 16) * T::N];
+        let mut read = 0u64;
+        for &(first, len) in runs {
+            let (first, len) = (first as usize, len as usize);
+            r.seek(SeekFrom::Start(start + (first * T::N) as u64))
+                .map_err(DataError::Io)?;
+            let mut k = first;
+            while k < first + len {
+                let want = (first + len - k).min(1 << 16) * T::N;
+                let got = read_up_to(r, &mut buf[..want]).map_err(DataError::Io)?;
+                for c in buf[..got - got % T::N].chunks_exact(T::N) {
+                    dst[k] = T::from_le(c).map_err(|b| DataError::Bool(k, b))?;
+                    k += 1;
+                }
+                read += got as u64;
+                if got < want {
+                    return Err(DataError::Eof(((k - first) * T::N) as u64));
+                }
+            }
+        }
+        Ok(read)
+    }
+    let ty = type_string(h.dtype, &h.shape);
+    if let Some(&(a, n)) = runs
+        .iter()
+        .find(|&&(a, n)| a < 0 || n < 0 || a.saturating_add(n) as u64 > h.numel as u64)
+    {
+        return Err(NpyError::new(
+            path,
+            NpyErrorKind::InvalidArgument,
+            format!("elements {a}..{} are outside {ty}", a.saturating_add(n)),
+        ));
+    }
+    let mut data = Data::zeros(h.dtype, h.numel);
+    let got = match &mut data {
+        Data::F32(v) => fill(r, h.len, runs, v),
+        Data::F64(v) => fill(r, h.len, runs, v),
+        Data::I32(v) => fill(r, h.len, runs, v),
+        Data::I64(v) => fill(r, h.len, runs, v),
+        Data::Bool(v) => fill(r, h.len, runs, v),
+    };
+    let read = got.map_err(|e| data_error(e, path, &ty, h.data_bytes))?;
+    Ok((
+        Tensor {
+            shape: h.shape.clone(),
+            data,
+        },
+        read,
+    ))
 }
 
 fn supported_list() -> String {
@@ -677,6 +870,26 @@ mod tests {
             }
         }
         assert_eq!(fortran_to_c(f, &[2, 3, 2]), (0..12).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn window_reads_only_its_runs() {
+        let path = std::env::temp_dir().join(format!("tapc-npy-window-{}.npy", std::process::id()));
+        let t = Tensor::new(vec![3, 4], Data::I64((0..12).collect())).unwrap();
+        write(&path, &t).unwrap();
+        let (got, bytes) =
+            read_window_expecting(&path, "x", DType::I64, &[3, 4], &[(1, 2), (8, 3)]).unwrap();
+        assert_eq!(
+            got.data,
+            Data::I64(vec![0, 1, 2, 0, 0, 0, 0, 0, 8, 9, 10, 0])
+        );
+        assert_eq!(bytes, 5 * 8);
+        // The header is checked before any data, as for a whole read.
+        let e = read_window_expecting(&path, "x", DType::F32, &[3, 4], &[(0, 1)]).unwrap_err();
+        assert_eq!(e.kind(), NpyErrorKind::Mismatch);
+        let e = read_window_expecting(&path, "x", DType::I64, &[3, 4], &[(10, 3)]).unwrap_err();
+        assert!(e.message().contains("outside"), "{e}");
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

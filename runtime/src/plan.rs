@@ -24,7 +24,7 @@
 //! `k`-th tensor view and `range` holds `lo, hi` per index dimension (global coordinates).
 //! Strides and shapes are compiled into the kernel.
 
-pub use crate::mpi::dist::{Dist, Transfer};
+pub use crate::mpi::dist::{Dist, Transfer, Window};
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
@@ -218,13 +218,18 @@ impl Plan {
         for t in &self.dist.transfers {
             w.str(&t.value);
             w.u32s(&[t.from, t.to, t.buffer, t.elem]);
-            w.u32(t.runs.len() as u32);
-            for &(a, n) in &t.runs {
-                w.i64(a);
-                w.i64(n);
-            }
+            w.runs(&t.runs);
             w.u32(t.after.unwrap_or(u32::MAX));
             w.u32(t.before.unwrap_or(u32::MAX));
+        }
+        w.u32(self.dist.broadcasts.len() as u32);
+        for g in &self.dist.broadcasts {
+            w.u32s(g);
+        }
+        w.u32(self.dist.windows.len() as u32);
+        for x in &self.dist.windows {
+            w.u32s(&[x.node, x.buffer, x.elem]);
+            w.runs(&x.runs);
         }
         let sum = checksum(&w.0);
         w.u64(sum);
@@ -337,7 +342,7 @@ impl Plan {
         }
         let mut dist = Dist {
             nodes: r.u32s()?,
-            transfers: vec![],
+            ..Dist::default()
         };
         let opt = |v: u32| (v != u32::MAX).then_some(v);
         for _ in 0..r.count()? {
@@ -345,10 +350,7 @@ impl Plan {
             let [from, to, buffer, elem] = r.u32s()?[..] else {
                 return Err("corrupt plan: bad transfer".into());
             };
-            let mut runs = Vec::new();
-            for _ in 0..r.count()? {
-                runs.push((r.i64()?, r.i64()?));
-            }
+            let runs = r.runs()?;
             dist.transfers.push(Transfer {
                 value,
                 from,
@@ -358,6 +360,21 @@ impl Plan {
                 runs,
                 after: opt(r.u32()?),
                 before: opt(r.u32()?),
+            });
+        }
+        for _ in 0..r.count()? {
+            dist.broadcasts.push(r.u32s()?);
+        }
+        for _ in 0..r.count()? {
+            let [node, buffer, elem] = r.u32s()?[..] else {
+                return Err("corrupt plan: bad input window".into());
+            };
+            let runs = r.runs()?;
+            dist.windows.push(Window {
+                node,
+                buffer,
+                elem,
+                runs,
             });
         }
         if r.at != body.len() {
@@ -495,6 +512,13 @@ impl W {
             self.u64(d as u64);
         }
     }
+    fn runs(&mut self, runs: &[(i64, i64)]) {
+        self.u32(runs.len() as u32);
+        for &(a, n) in runs {
+            self.i64(a);
+            self.i64(n);
+        }
+    }
     fn u32s(&mut self, v: &[u32]) {
         self.u32(v.len() as u32);
         for &x in v {
@@ -561,6 +585,14 @@ impl<'a> R<'a> {
             s.push(usize::try_from(self.u64()?).map_err(|_| "corrupt plan: bad shape")?);
         }
         Ok(s)
+    }
+    /// `(start, length)` pairs, after their count.
+    fn runs(&mut self) -> Result<Vec<(i64, i64)>, String> {
+        let mut v = Vec::new();
+        for _ in 0..self.count()? {
+            v.push((self.i64()?, self.i64()?));
+        }
+        Ok(v)
     }
     fn u32s(&mut self) -> Result<Vec<u32>, String> {
         let mut v = Vec::new();
@@ -660,9 +692,27 @@ mod tests {
                 after: Some(0),
                 before: None,
             }],
+            windows: vec![Window {
+                node: 1,
+                buffer: 0,
+                elem: 4,
+                runs: vec![(0, 2)],
+            }],
+            broadcasts: vec![],
         };
         assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
         p.validate(1).unwrap();
+        // A broadcast: the same data to two nodes.
+        let t = Transfer {
+            before: Some(0),
+            ..p.dist.transfers[0].clone()
+        };
+        p.dist.transfers = vec![t.clone(), Transfer { to: 2, ..t }];
+        p.dist.broadcasts = vec![vec![0, 1]];
+        assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
+        p.validate(1).unwrap();
+        p.dist.transfers[1].runs = vec![(0, 5)];
+        assert!(p.validate(1).unwrap_err().contains("broadcast 0"));
         p.dist.transfers[0].runs = vec![(4, 3)];
         assert!(p.validate(1).unwrap_err().contains("outside its buffer"));
     }

@@ -6,10 +6,11 @@
 //! charges) and every earlier writer of that buffer on another node, the intersection of the
 //! two regions becomes one [`Transfer`] of exactly those elements. Sources live on node 0 and
 //! sinks are gathered there, as the cost model assumes. A node that reads the same remote
-//! bytes for two tasks receives them twice, again as the model counts.
+//! bytes for two tasks receives them twice, again as the model counts. The union of what a
+//! node's tasks read of each source is its input window: what its rank reads from the file.
 
 use super::schedule::{Region, Schedule};
-use tapc_runtime::mpi::dist::{intersect, region_runs, Dist, Runs, Transfer};
+use tapc_runtime::mpi::dist::{intersect, normalize, region_runs, Dist, Runs, Transfer, Window};
 use tapc_runtime::plan::Init;
 
 fn runs_of(r: &Region) -> Runs {
@@ -79,5 +80,71 @@ pub fn plan(s: &Schedule) -> Dist {
     for r in &s.sink_reads {
         fetch(r, 0, None, &writers);
     }
-    Dist { nodes, transfers }
+    let reads =
+        (s.access.iter().zip(&nodes)).flat_map(|(a, &n)| a.reads.iter().map(move |r| (n, r)));
+    let windows = windows(s, reads.chain(s.sink_reads.iter().map(|r| (0, r))));
+    let broadcasts = broadcasts(&transfers);
+    Dist {
+        nodes,
+        transfers,
+        windows,
+        broadcasts,
+    }
+}
+
+/// Receivers from which a broadcast beats point-to-point sends: a binomial tree reaches `n`
+/// receivers in ⌈log2(n + 1)⌉ rounds, fewer than the root's `n` sequential sends when n ≥ 3;
+/// each receiver still gets the data once, so the bytes moved (and the model's count) are
+/// the same.
+const BROADCAST_RECEIVERS: usize = 3;
+
+/// Groups the transfers of the same data (writer, buffer, runs) to distinct task nodes into
+/// broadcasts when they reach [`BROADCAST_RECEIVERS`] nodes. A second transfer of the same
+/// data to a node already in the group stays point to point, so bytes moved are unchanged.
+fn broadcasts(transfers: &[Transfer]) -> Vec<Vec<u32>> {
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    for (k, t) in transfers.iter().enumerate() {
+        if t.before.is_none() {
+            continue;
+        }
+        let same = |g: &&mut Vec<u32>| {
+            let f = &transfers[g[0] as usize];
+            (f.from, f.buffer, f.after, &f.runs) == (t.from, t.buffer, t.after, &t.runs)
+        };
+        match groups.iter_mut().find(same) {
+            Some(g) if g.iter().all(|&j| transfers[j as usize].to != t.to) => g.push(k as u32),
+            Some(_) => {}
+            None => groups.push(vec![k as u32]),
+        }
+    }
+    groups.retain(|g| g.len() >= BROADCAST_RECEIVERS);
+    groups
+}
+
+/// Per node and source buffer, the union of the regions of it that `reads` (node, region) read.
+fn windows<'a>(s: &Schedule, reads: impl Iterator<Item = (u32, &'a Region)>) -> Vec<Window> {
+    let mut windows: Vec<Window> = Vec::new();
+    for (node, r) in reads {
+        if !matches!(s.plan.buffers[r.buffer as usize].init, Init::Source(_)) {
+            continue;
+        }
+        let runs = runs_of(r);
+        match windows
+            .iter_mut()
+            .find(|w| w.node == node && w.buffer == r.buffer)
+        {
+            Some(w) => w.runs.extend(runs),
+            None => windows.push(Window {
+                node,
+                buffer: r.buffer,
+                elem: r.elem,
+                runs,
+            }),
+        }
+    }
+    for w in &mut windows {
+        w.runs = normalize(std::mem::take(&mut w.runs));
+    }
+    windows.retain(|w| !w.runs.is_empty());
+    windows
 }

@@ -8,7 +8,8 @@
 //! staticlib whenever it builds `tapc`); the same directory as recorded when `tapc` was compiled.
 //! A `--mpi` program links the runtime built with its `mpi` feature (`$TAPC_MPI_RUNTIME_LIB`,
 //! or the one above when `tapc` itself was built with `--features mpi`) and Open MPI's libraries
-//! as `mpicc --showme:link` names them.
+//! as `mpicc --showme:link` names them; so does every program of a `tapc` built with
+//! `--features mpi` (its one runtime library has MPI in it).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -118,6 +119,9 @@ fn mpi_link_flags() -> Result<Vec<String>, String> {
 /// `out`: see `tapc_runtime::output`, which puts it in place only when everything was written).
 pub fn link(obj: &Path, out: &Path, rt: super::Runtime) -> Result<(), String> {
     let (lib, mpi) = match rt {
+        // Built with `--features mpi`, tapc finds only the runtime with MPI in it, which every
+        // program then links with Open MPI (the local path does not call MPI).
+        super::Runtime::Local if cfg!(feature = "mpi") => (runtime_lib()?, mpi_link_flags()?),
         super::Runtime::Local => (runtime_lib()?, vec![]),
         super::Runtime::Mpi => (mpi_runtime_lib()?, mpi_link_flags()?),
     };

@@ -47,6 +47,35 @@ pub fn mpi_runtime() -> &'static Path {
     })
 }
 
+/// The `@linear` and `@relu` operators of the MLPs the MPI tests and benchmark run.
+#[allow(dead_code)] // Not every user of this module builds an MLP.
+pub const MLP_OPS: &str = "op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {
+  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
+}
+op @relu(x: f32[..S]) -> (y: f32[..S]) {
+  y[..i] = max(x[..i], 0.0)
+}
+";
+
+/// The MLP `x[batch, input] → hidden → output` (bias and ReLU) as graph `@mlp`, with its ops.
+#[allow(dead_code)] // Not every user of this module builds an MLP.
+pub fn mlp(batch: usize, input: usize, hidden: usize, output: usize) -> String {
+    format!(
+        "{MLP_OPS}graph @mlp {{
+  %x = source @x : f32[{batch}, {input}]
+  %w1 = source @w1 : f32[{input}, {hidden}]
+  %b1 = source @b1 : f32[{hidden}]
+  %w2 = source @w2 : f32[{hidden}, {output}]
+  %b2 = source @b2 : f32[{output}]
+  %h = apply @linear(%x, %w1, %b1)
+  %a = apply @relu(%h)
+  %y = apply @linear(%a, %w2, %b2)
+  sink @y %y
+}}
+"
+    )
+}
+
 #[derive(Clone, Copy, Debug)]
 pub enum Btl {
     SharedMemory,

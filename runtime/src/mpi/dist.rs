@@ -14,6 +14,23 @@ pub struct Dist {
     pub nodes: Vec<u32>,
     /// In plan order (producers before consumers).
     pub transfers: Vec<Transfer>,
+    /// Per node and source buffer, the elements its tasks (and, on node 0, the sinks) read:
+    /// what a rank reads from the source's file when every rank reads its own inputs.
+    pub windows: Vec<Window>,
+    /// Groups of transfers (indices) of the same data from one writer to distinct nodes that
+    /// run as one broadcast (`MPI_Ibcast` over the ranks involved) instead of point to point.
+    pub broadcasts: Vec<Vec<u32>>,
+}
+
+/// The elements of a source's buffer that the tasks of one node read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    pub node: u32,
+    pub buffer: u32,
+    /// Bytes per element.
+    pub elem: u32,
+    /// Sorted, disjoint `(first element, length)` runs.
+    pub runs: Runs,
 }
 
 /// One planned message.
@@ -65,15 +82,41 @@ impl Dist {
             {
                 return bad(format!("transfer {i} is malformed"));
             }
-            for &(at, n) in &t.runs {
-                let end = at.checked_add(n).and_then(|e| e.checked_mul(t.elem as i64));
-                if at < 0 || n <= 0 || end.is_none_or(|e| e as u64 > size) {
-                    return bad(format!("transfer {i} reaches outside its buffer"));
-                }
+            if !runs_inside(&t.runs, t.elem, size) {
+                return bad(format!("transfer {i} reaches outside its buffer"));
+            }
+        }
+        for (i, g) in self.broadcasts.iter().enumerate() {
+            let first = g.first().and_then(|&k| self.transfers.get(k as usize));
+            let same = |k: &u32| {
+                self.transfers.get(*k as usize).is_some_and(|t| {
+                    first.is_some_and(|f| {
+                        (t.from, t.buffer, t.elem, &t.runs, t.after)
+                            == (f.from, f.buffer, f.elem, &f.runs, f.after)
+                            && t.before.is_some()
+                    })
+                })
+            };
+            if g.len() < 2 || !g.iter().all(same) {
+                return bad(format!("broadcast {i} is malformed"));
+            }
+        }
+        for (i, w) in self.windows.iter().enumerate() {
+            let size = buffers.get(w.buffer as usize).copied();
+            if w.elem == 0 || size.is_none_or(|size| !runs_inside(&w.runs, w.elem, size)) {
+                return bad(format!("input window {i} is malformed"));
             }
         }
         Ok(())
     }
+}
+
+/// Whether every run of `elem`-byte elements is non-empty and inside `size` bytes.
+fn runs_inside(runs: &[(i64, i64)], elem: u32, size: u64) -> bool {
+    runs.iter().all(|&(at, n)| {
+        let end = at.checked_add(n).and_then(|e| e.checked_mul(elem as i64));
+        at >= 0 && n > 0 && end.is_some_and(|e| e as u64 <= size)
+    })
 }
 
 /// Sorted, merged `(start, len)` runs of element offsets.

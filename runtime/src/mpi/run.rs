@@ -16,16 +16,18 @@
 //! writes the sinks atomically only after all ranks succeeded. A rank that fails prints its
 //! rank and the reason (the executor's messages name the task) and calls `MPI_Abort`.
 
-use super::dist::Transfer;
+use super::dist::{normalize, Runs, Transfer, Window};
 use crate::entry::{self, Outcome};
 use crate::exec::{execute, KernelFn, Options, Report};
 use crate::output::{self, Npy, Outputs};
 use crate::plan::{Arg, Init, Plan, Task};
 use crate::{npy, Tensor};
 use mpi::ffi;
+use mpi::topology::Color;
 use mpi::traits::*;
 use std::ffi::{c_int, c_void};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -45,10 +47,25 @@ struct Comm {
     /// Posted receives by transfer index.
     recvs: Vec<Mutex<Option<Pending>>>,
     sends: Mutex<Vec<Pending>>,
+    /// The broadcasts, by the plan's group index.
+    groups: Vec<Broadcast>,
+    /// The broadcast of each transfer, if any.
+    group_of: Vec<Option<usize>>,
     /// Every MPI call goes through this lock (correct at any thread level MPI provides).
     lock: Mutex<()>,
     /// Per transfer: bytes sent, bytes received, time waiting for the data.
     stats: Mutex<Vec<(u64, u64, Duration)>>,
+}
+
+/// One broadcast of the plan as this rank sees it.
+struct Broadcast {
+    /// Its communicator (root is rank 0), when this rank takes part.
+    comm: Option<ffi::MPI_Comm>,
+    /// How many ranks receive the data.
+    receivers: u64,
+    /// On a receiver: the posted `MPI_Ibcast` and whether its data was unpacked already
+    /// (two receiving nodes on one rank share one copy).
+    slot: Mutex<(Option<Pending>, bool)>,
 }
 
 // SAFETY: the MPI handles are only used under `lock`.
@@ -65,6 +82,44 @@ impl Comm {
     fn mpi<T>(&self, f: impl FnOnce() -> T) -> T {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         f()
+    }
+
+    /// Drives MPI's progress engine every `every` until `stop`: over TCP a message moves only
+    /// while its sender or receiver is inside an MPI call, so without this a send posted early
+    /// would wait for the end of its sender's compute (the receiver's too, for the handshake
+    /// of a large message).
+    fn progress(&self, stop: &AtomicBool, every: Duration) {
+        while !stop.load(Ordering::Relaxed) {
+            let mut flag: c_int = 0;
+            // SAFETY: a probe of this communicator; it receives nothing.
+            self.mpi(|| unsafe {
+                ffi::MPI_Iprobe(
+                    ffi::RSMPI_ANY_SOURCE,
+                    ffi::RSMPI_ANY_TAG,
+                    self.comm,
+                    &mut flag,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            });
+            std::thread::sleep(every);
+        }
+    }
+
+    /// A buffer for the data of `t` and the receiving call `start(buffer, length, request)`
+    /// posted on it; `None` when the call fails.
+    fn post(
+        &self,
+        t: &Transfer,
+        start: impl FnOnce(*mut c_void, c_int, &mut ffi::MPI_Request) -> c_int,
+    ) -> Option<Pending> {
+        let mut p = Pending {
+            // SAFETY: reads a constant of the MPI library.
+            req: unsafe { ffi::RSMPI_REQUEST_NULL },
+            buf: vec![0u8; t.bytes() as usize],
+        };
+        let (ptr, n) = (p.buf.as_mut_ptr() as *mut c_void, p.buf.len() as c_int);
+        let rc = self.mpi(|| start(ptr, n, &mut p.req));
+        (rc == 0).then_some(p)
     }
 
     /// Polls `req` until it completes; returns the time waited.
@@ -111,22 +166,46 @@ unsafe extern "C-unwind" fn send_kernel(bases: *const *mut u8, range: *const i64
         buf.extend_from_slice(std::slice::from_raw_parts(base.add(at), n));
     }
     let mut req = ffi::RSMPI_REQUEST_NULL;
-    let rc = c.mpi(|| {
-        ffi::MPI_Isend(
-            buf.as_ptr() as *const c_void,
-            buf.len() as c_int,
-            c.byte,
-            c.rank_of(t.to),
-            id as c_int,
-            c.comm,
-            &mut req,
-        )
-    });
+    // A broadcast counts as its root sending to every receiver (the bytes the job moves).
+    let (rc, sent) = match c.group_of[id].map(|g| &c.groups[g]) {
+        Some(Broadcast {
+            comm: Some(comm),
+            receivers,
+            ..
+        }) => {
+            let rc = c.mpi(|| {
+                ffi::MPI_Ibcast(
+                    buf.as_mut_ptr() as *mut c_void,
+                    buf.len() as c_int,
+                    c.byte,
+                    0,
+                    *comm,
+                    &mut req,
+                )
+            });
+            (rc, buf.len() as u64 * receivers)
+        }
+        Some(_) => return 5,
+        None => {
+            let rc = c.mpi(|| {
+                ffi::MPI_Isend(
+                    buf.as_ptr() as *const c_void,
+                    buf.len() as c_int,
+                    c.byte,
+                    c.rank_of(t.to),
+                    id as c_int,
+                    c.comm,
+                    &mut req,
+                )
+            });
+            (rc, buf.len() as u64)
+        }
+    };
     if rc != 0 {
         return 3;
     }
     if let Ok(mut s) = c.stats.lock() {
-        s[id].0 += buf.len() as u64;
+        s[id].0 += sent;
     }
     c.sends
         .lock()
@@ -139,17 +218,31 @@ unsafe extern "C-unwind" fn send_kernel(bases: *const *mut u8, range: *const i64
 unsafe extern "C-unwind" fn recv_kernel(bases: *const *mut u8, range: *const i64) -> i32 {
     let Some(c) = COMM.get() else { return 2 };
     let id = *range as usize;
-    let t = &c.transfers[id];
+    if let Some(g) = c.group_of[id] {
+        let mut slot = c.groups[g].slot.lock().unwrap_or_else(|e| e.into_inner());
+        let (pending, unpacked) = &mut *slot;
+        if *unpacked {
+            return 0;
+        }
+        let Some(p) = pending else { return 4 };
+        let rc = recv_into(c, id, p, *bases);
+        *unpacked = true;
+        return rc;
+    }
     let Some(mut p) = c.recvs[id].lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return 4;
     };
+    recv_into(c, id, &mut p, *bases)
+}
+
+/// Waits for the message `p` of transfer `id` and unpacks it into the buffer at `base`.
+unsafe fn recv_into(c: &Comm, id: usize, p: &mut Pending, base: *mut u8) -> i32 {
     let waited = match c.wait(&mut p.req) {
         Ok(w) => w,
         Err(_) => return 3,
     };
-    let base = *bases;
     let mut from = 0;
-    for (at, n) in byte_range(t) {
+    for (at, n) in byte_range(&c.transfers[id]) {
         // SAFETY: as in `send_kernel`; nobody else writes these runs.
         std::ptr::copy_nonoverlapping(p.buf.as_ptr().add(from), base.add(at), n);
         from += n;
@@ -173,10 +266,18 @@ enum Role {
 struct Local {
     plan: Plan,
     roles: Vec<Role>,
-    /// Sources this rank reads from files, by global index.
-    reads: Vec<usize>,
-    /// Transfers this rank receives.
+    /// Sources this rank reads from files, by global index, with the element runs it reads
+    /// (`None`: the whole file).
+    reads: Vec<(usize, Option<Runs>)>,
+    /// Point-to-point transfers this rank receives.
     incoming: Vec<usize>,
+    /// Per broadcast of the plan, the ranks it involves, its root first (only the root when
+    /// all its receivers share the root's rank).
+    groups: Vec<Vec<u32>>,
+    /// The broadcast of each transfer, if any.
+    group_of: Vec<Option<usize>>,
+    /// Per broadcast, its transfers that move data between ranks.
+    casts: Vec<Vec<usize>>,
 }
 
 fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) -> Local {
@@ -188,6 +289,36 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
         .iter()
         .map(|t| rank_of(t.from) != rank_of(t.to) && (t.after.is_some() || inputs_on_root))
         .collect();
+    let mut group_of = vec![None; d.transfers.len()];
+    let mut leader = vec![None; d.transfers.len()];
+    let (mut groups, mut casts) = (Vec::new(), Vec::new());
+    for (g, members) in d.broadcasts.iter().enumerate() {
+        casts.push(
+            members
+                .iter()
+                .map(|&k| k as usize)
+                .filter(|&k| active[k])
+                .collect(),
+        );
+        let root = rank_of(d.transfers[members[0] as usize].from);
+        let mut ranks: Vec<u32> = members
+            .iter()
+            .filter(|&&k| active[k as usize])
+            .map(|&k| rank_of(d.transfers[k as usize].to))
+            .filter(|&r| r != root)
+            .collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        ranks.insert(0, root);
+        groups.push(ranks);
+        for &k in members {
+            group_of[k as usize] = Some(g);
+        }
+        // The root sends once, after the first of the group's (equal) transfers.
+        if let Some(&k) = members.iter().find(|&&k| active[k as usize]) {
+            leader[k as usize] = Some(g);
+        }
+    }
     let nt = plan.tasks.len();
     let (mut recv_before, mut send_after) = (vec![Vec::new(); nt], vec![Vec::new(); nt]);
     let (mut source_sends, mut sink_recvs, mut incoming) = (Vec::new(), Vec::new(), Vec::new());
@@ -196,13 +327,15 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
             continue;
         }
         if rank_of(t.to) == rank {
-            incoming.push(k);
+            if group_of[k].is_none() {
+                incoming.push(k);
+            }
             match t.before {
                 Some(b) => recv_before[b as usize].push(k),
                 None => sink_recvs.push(k),
             }
         }
-        if rank_of(t.from) == rank {
+        if rank_of(t.from) == rank && (group_of[k].is_none() || leader[k].is_some()) {
             match t.after {
                 Some(a) => send_after[a as usize].push(k),
                 None => source_sends.push(k),
@@ -313,7 +446,17 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
             if used[b] && (!inputs_on_root || rank == 0) {
                 buf.init = Init::Source(sources.len() as u32);
                 sources.push(plan.sources[k as usize].clone());
-                reads.push(k as usize);
+                // Rank 0 reading for everyone reads what any node reads.
+                let mine = |w: &&Window| {
+                    w.buffer as usize == b && (inputs_on_root || rank_of(w.node) == rank)
+                };
+                let runs: Runs = d
+                    .windows
+                    .iter()
+                    .filter(mine)
+                    .flat_map(|w| w.runs.clone())
+                    .collect();
+                reads.push((k as usize, (!runs.is_empty()).then(|| normalize(runs))));
             } else {
                 buf.init = Init::Scratch;
             }
@@ -331,7 +474,22 @@ fn local_plan(plan: &Plan, rank: u32, size: u32, nk: u32, inputs_on_root: bool) 
         roles,
         reads,
         incoming,
+        groups,
+        group_of,
+        casts,
     }
+}
+
+/// How often the progress thread polls MPI: `TAPC_MPI_PROGRESS_US` microseconds (default
+/// 200; `0`: no progress thread, for A/B runs).
+fn progress_interval() -> Result<Option<Duration>, String> {
+    let us = match std::env::var("TAPC_MPI_PROGRESS_US") {
+        Err(_) => 200,
+        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
+            format!("TAPC_MPI_PROGRESS_US: expected a number of microseconds, found `{v}`")
+        })?,
+    };
+    Ok((us > 0).then(|| Duration::from_micros(us)))
 }
 
 /// FNV-1a of the plan's encoding: equal on every rank that runs the same program.
@@ -362,7 +520,7 @@ pub fn main(
         // Help and usage errors need no MPI.
         _ => return entry::run_program(prog, args, plan, kernels),
     };
-    let Some((universe, _threading)) = mpi::initialize_with_threading(mpi::Threading::Multiple)
+    let Some((universe, threading)) = mpi::initialize_with_threading(mpi::Threading::Multiple)
     else {
         return Outcome {
             stderr: format!("{prog}: error: cannot initialise MPI (run under `mpirun`)\n"),
@@ -373,6 +531,13 @@ pub fn main(
     let world = universe.world();
     let (rank, size) = (world.rank(), world.size() as u32);
     let fail = |msg: String| -> ! { die(&world, prog, rank, &msg) };
+    // Workers and the progress thread call MPI, one at a time (`Comm::lock`).
+    if matches!(threading, mpi::Threading::Single | mpi::Threading::Funneled) {
+        fail(format!(
+            "this MPI provides thread level {threading:?}; the runtime needs MPI_THREAD_SERIALIZED or more"
+        ));
+    }
+    let progress_every = progress_interval().unwrap_or_else(|e| fail(e));
     // Every rank runs the same plan.
     let mine = plan_hash(plan_bytes);
     let mut all = vec![0u64; size as usize];
@@ -389,18 +554,59 @@ pub fn main(
     }
     let nk = kernels.len() as u32;
     let local = local_plan(plan, rank as u32, size, nk, a.inputs_on_root);
-    for &k in &local.incoming {
-        let t = &plan.dist.transfers[k];
-        if t.bytes() > c_int::MAX as u64 {
-            fail(format!("transfer of {} is over 2 GiB", t.value));
-        }
+    if let Some(t) = plan
+        .dist
+        .transfers
+        .iter()
+        .find(|t| t.bytes() > c_int::MAX as u64)
+    {
+        fail(format!("transfer of {} is over 2 GiB", t.value));
     }
+    // A communicator per broadcast (every rank splits the world once per broadcast, in plan
+    // order), so broadcasts never need to be matched in one order across ranks.
+    let groups: Vec<Broadcast> = local
+        .groups
+        .iter()
+        .map(|ranks| {
+            let at = ranks.iter().position(|&r| r == rank as u32);
+            let color = match at {
+                Some(_) if ranks.len() > 1 => Color::with_value(0),
+                _ => Color::undefined(),
+            };
+            let comm = world
+                .split_by_color_with_key(color, at.unwrap_or(0) as c_int)
+                .map(|sub| {
+                    let raw = sub.as_raw();
+                    // Kept until MPI_Finalize: freeing is collective, and ranks finish apart.
+                    std::mem::forget(sub);
+                    raw
+                });
+            Broadcast {
+                comm,
+                receivers: ranks.len() as u64 - 1,
+                slot: Mutex::new((None, false)),
+            }
+        })
+        .collect();
     let files = entry::bind_inputs(&a, plan).unwrap_or_else(|e| fail(e));
     let mut inputs: Vec<Tensor> = Vec::new();
-    for &k in &local.reads {
-        let s = &plan.sources[k];
-        match npy::read_expecting(&files[k], &s.name, s.dtype, &s.shape) {
-            Ok(t) => inputs.push(t),
+    let mut input_bytes = 0u64;
+    for (k, runs) in &local.reads {
+        let s = &plan.sources[*k];
+        let read = match runs {
+            Some(runs) => npy::read_window_expecting(&files[*k], &s.name, s.dtype, &s.shape, runs),
+            None => npy::read_expecting(&files[*k], &s.name, s.dtype, &s.shape).map(|t| {
+                (
+                    t,
+                    (s.shape.iter().product::<usize>() * s.dtype.size_bytes()) as u64,
+                )
+            }),
+        };
+        match read {
+            Ok((t, n)) => {
+                inputs.push(t);
+                input_bytes += n;
+            }
             Err(e) => fail(e.to_string()),
         }
     }
@@ -419,6 +625,8 @@ pub fn main(
             .map(|_| Mutex::new(None))
             .collect(),
         sends: Mutex::new(Vec::new()),
+        groups,
+        group_of: local.group_of.clone(),
         lock: Mutex::new(()),
         stats: Mutex::new(vec![(0, 0, Duration::ZERO); plan.dist.transfers.len()]),
     };
@@ -426,29 +634,27 @@ pub fn main(
         fail("the MPI runtime was started twice".into());
     }
     let c = COMM.get().expect("set above");
+    // Each buffer lives in `recvs[k]` or the broadcast's slot (its heap block does not move)
+    // until a receive task has waited for it.
     for &k in &local.incoming {
         let t = &c.transfers[k];
-        let mut p = Pending {
-            req: unsafe { ffi::RSMPI_REQUEST_NULL },
-            buf: vec![0u8; t.bytes() as usize],
-        };
-        // SAFETY: the buffer lives in `recvs[k]` (its heap block does not move) until the
-        // receive task has waited for it.
-        let rc = c.mpi(|| unsafe {
-            ffi::MPI_Irecv(
-                p.buf.as_mut_ptr() as *mut c_void,
-                p.buf.len() as c_int,
-                c.byte,
-                c.rank_of(t.from),
-                k as c_int,
-                c.comm,
-                &mut p.req,
-            )
+        let (from, tag) = (c.rank_of(t.from), k as c_int);
+        let p = c.post(t, |buf, n, req| unsafe {
+            ffi::MPI_Irecv(buf, n, c.byte, from, tag, c.comm, req)
         });
-        if rc != 0 {
-            fail(format!("cannot post the receive of {}", t.value));
-        }
-        *c.recvs[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        *c.recvs[k].lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(p.unwrap_or_else(|| fail(format!("cannot post the receive of {}", t.value))));
+    }
+    for (g, ranks) in local.groups.iter().enumerate() {
+        let Some(comm) = c.groups[g].comm.filter(|_| ranks[0] != rank as u32) else {
+            continue;
+        };
+        let t = &c.transfers[plan.dist.broadcasts[g][0] as usize];
+        let p = c.post(t, |buf, n, req| unsafe {
+            ffi::MPI_Ibcast(buf, n, c.byte, 0, comm, req)
+        });
+        c.groups[g].slot.lock().unwrap_or_else(|e| e.into_inner()).0 =
+            Some(p.unwrap_or_else(|| fail(format!("cannot post the broadcast of {}", t.value))));
     }
     let mut table: Vec<KernelFn> = kernels.to_vec();
     table.push(send_kernel);
@@ -460,7 +666,19 @@ pub fn main(
     let refs: Vec<&Tensor> = inputs.iter().collect();
     world.barrier();
     let start = mpi::time();
-    let (sinks, report) = execute(&local.plan, &table, &refs, &opts).unwrap_or_else(|e| fail(e));
+    let stop = AtomicBool::new(false);
+    let run = std::thread::scope(|sc| {
+        // A rank that moves no data (one rank, an idle one) needs no progress.
+        let moves = local.roles.iter().any(|r| *r != Role::Compute);
+        if let Some(every) = progress_every.filter(|_| moves) {
+            let stop = &stop;
+            sc.spawn(move || c.progress(stop, every));
+        }
+        let run = execute(&local.plan, &table, &refs, &opts);
+        stop.store(true, Ordering::Relaxed);
+        run
+    });
+    let (sinks, report) = run.unwrap_or_else(|e| fail(e));
     let mut sends = std::mem::take(&mut *c.sends.lock().unwrap_or_else(|e| e.into_inner()));
     let mut send_wait = Duration::ZERO;
     for p in &mut sends {
@@ -471,7 +689,7 @@ pub fn main(
     drop(sends);
     let stats = c.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
     // Every rank's summary, trace events and bytes go to rank 0, which reports.
-    let summary = rank_summary(plan, &local, &report, &stats, rank, send_wait);
+    let summary = rank_summary(plan, &local, &report, &stats, rank, send_wait, input_bytes);
     let trace = if a.trace.is_some() {
         trace_events(&local, &report, rank, start)
     } else {
@@ -521,7 +739,8 @@ pub fn main(
         let _ = writeln!(out.stdout, "@{n}: {} -> {}", t.shape_string(), p.display());
     }
     if a.time {
-        out.stderr.push_str(&placement_summary(plan, size));
+        out.stderr
+            .push_str(&placement_summary(plan, size, &local.groups));
         for s in &summaries {
             out.stderr.push_str(s);
         }
@@ -530,8 +749,9 @@ pub fn main(
     out
 }
 
-/// Which rank runs which node, and the idle ranks.
-fn placement_summary(plan: &Plan, size: u32) -> String {
+/// Which rank runs which node, the idle ranks, and the broadcasts (`groups`: their ranks,
+/// root first).
+fn placement_summary(plan: &Plan, size: u32, groups: &[Vec<u32>]) -> String {
     let nodes = plan.dist.node_count();
     let mut s = format!("mpi: {size} rank(s), a plan of {nodes} node(s):");
     for n in 0..nodes {
@@ -543,6 +763,18 @@ fn placement_summary(plan: &Plan, size: u32) -> String {
         s.push_str(" no idle ranks\n");
     } else {
         let _ = writeln!(s, " idle rank(s): {}", idle.join(", "));
+    }
+    for (g, ranks) in groups.iter().enumerate().filter(|(_, r)| r.len() > 1) {
+        let t = &plan.dist.transfers[plan.dist.broadcasts[g][0] as usize];
+        let to: Vec<String> = ranks[1..].iter().map(|r| r.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "mpi: broadcast of {} ({} B) from rank {} to rank(s) {}",
+            t.value,
+            t.bytes(),
+            ranks[0],
+            to.join(", ")
+        );
     }
     s
 }
@@ -556,6 +788,7 @@ fn rank_summary(
     stats: &[(u64, u64, Duration)],
     rank: i32,
     send_wait: Duration,
+    input_bytes: u64,
 ) -> String {
     let mut s = format!("rank {rank}:\n");
     s.push_str(&report.time_summary());
@@ -586,6 +819,7 @@ fn rank_summary(
         send_wait.as_secs_f64() * 1e3,
         local.roles.iter().filter(|r| **r == Role::Compute).count()
     );
+    let _ = writeln!(s, "  rank {rank} bytes read from inputs: {input_bytes}");
     s
 }
 
@@ -612,12 +846,17 @@ fn trace_events(local: &Local, report: &Report, rank: i32, start: f64) -> String
             esc(&local.plan.tasks[e.task].name),
             e.worker
         ));
-        let flow = match local.roles[e.task] {
-            Role::Send(k) => Some(("s", k, ts + dur)),
-            Role::Recv(k) => Some(("f", k, ts + dur)),
-            Role::Compute => None,
+        // A broadcast's one send starts the flow of each of its receiving transfers.
+        let (ph, ks) = match local.roles[e.task] {
+            Role::Send(k) => match local.group_of[k] {
+                Some(g) => ("s", local.casts[g].clone()),
+                None => ("s", vec![k]),
+            },
+            Role::Recv(k) => ("f", vec![k]),
+            Role::Compute => ("", vec![]),
         };
-        if let Some((ph, k, at)) = flow {
+        let at = ts + dur;
+        for k in ks {
             ev.push(format!(
                 "{{\"name\":\"transfer\",\"cat\":\"mpi\",\"ph\":\"{ph}\",\"bp\":\"e\",\"id\":{k},\"pid\":{pid},\"tid\":{},\"ts\":{at:.3}}}",
                 e.worker
