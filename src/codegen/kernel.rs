@@ -921,8 +921,8 @@ impl<'ctx> K<'_, '_, 'ctx> {
         })
     }
 
-    /// Evaluates `body` for `cx` and combines it into `acc` (one per group); with
-    /// `--fast-math`, a float `sum` of a product is a fused multiply-add.
+    /// Evaluates `body` for `cx` and combines it into `acc` (one per group); unless
+    /// `--fp-contract=off`, a float `sum` of a product is a fused multiply-add.
     fn accumulate(
         &mut self,
         kind: Reduction,
@@ -931,7 +931,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
         acc: &[V<'ctx>],
         cx: &Cx<'ctx>,
     ) -> R<Vec<V<'ctx>>> {
-        if self.g.fast && kind == Reduction::Sum && d.is_float() {
+        if self.g.contract && kind == Reduction::Sum && d.is_float() {
             if let CKind::Binary(crate::ir::kernel::BinOp::Mul, x, y) = &body.kind {
                 let xs = self.eval(x, cx)?;
                 let ys = self.eval(y, cx)?;
