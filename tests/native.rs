@@ -8,7 +8,7 @@
 //! mean square (NaN matches NaN, infinities must be equal; `common::tolerance`): the math
 //! functions are polynomials within a few ulps (`src/codegen/math.rs`, `tests/math.rs`), float
 //! sums of products are fused multiply-adds (unless `--fp-contract=off`), and float sums
-//! vectorised along a contiguous reduction are reassociated (see `src/codegen/kernel.rs`);
+//! vectorised along a contiguous reduction are reassociated (see `src/codegen/kernel/reduce.rs`);
 //! everything else is computed exactly as the interpreter does.
 
 mod common;

@@ -18,11 +18,13 @@ pub mod distribute;
 pub mod epilogue;
 pub mod kernel;
 pub mod link;
+pub mod loops;
 pub mod math;
 pub mod ops;
 pub mod ptr;
 pub mod schedule;
 pub mod target;
+pub mod view;
 pub mod vmem;
 
 use crate::diag::{codes, Diagnostic};

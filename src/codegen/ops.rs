@@ -11,7 +11,7 @@
 //!   `x % 0 == 0` and `MIN / -1 == MIN` (no traps, also in masked-off vector lanes).
 //! - `max`/`min` propagate NaN (numpy's `maximum`/`minimum`); casts saturate like Rust `as`.
 //! - No fast-math flags anywhere: LLVM neither contracts nor reassociates on its own. The one
-//!   documented reassociation is the vectorised reduction in `kernel.rs`; float `sum[k](a * b)`
+//!   documented reassociation is the vectorised reduction in `kernel/reduce.rs`; float `sum[k](a * b)`
 //!   is a fused multiply-add (one rounding instead of two) unless `--fp-contract=off`.
 
 use crate::ir::instance::Scalar;
