@@ -726,6 +726,8 @@ fn matmul_like_kernels_at_edge_shapes_match_the_interpreter() {
         (33, 15, 31),
         (37, 41, 67),
         (64, 3, 97),
+        // A long reduction: panels of 2 vectors (8-row blocks, 4- 2- 1-row edge tiles).
+        (17, 2053, 33),
     ];
     for (m, k, n) in shapes {
         let src = format!(
@@ -826,6 +828,14 @@ fn convs_reading_a_folded_pad_match_the_interpreter() {
         (5, 15, 15, 17, 3, 1, 2, 0),
         (1, 1, 1, 2, 3, 1, 1, 1),
         (3, 33, 13, 31, 3, 2, 1, 2),
+        // Outputs narrower than a vector with many channels: vectorised along the output
+        // channels, the filter packed once per panel (and panels of 2 vectors when the
+        // reduction is long: 233 × 9 points).
+        (5, 37, 7, 7, 3, 1, 1, 1),
+        (17, 67, 14, 3, 3, 1, 1, 1),
+        (2, 33, 1, 1, 3, 1, 1, 1),
+        (31, 97, 2, 15, 3, 1, 1, 1),
+        (233, 33, 3, 3, 3, 1, 1, 1),
     ];
     for (c, o, h, w, k, s, lo, hi) in cases {
         let src = format!(

@@ -4,16 +4,62 @@
 // The kernel's state, types and imports (`super`), plus what only this file uses.
 use super::*;
 
+/// A packed panel (reduction points × panel width) larger than this is narrowed to 2 vectors,
+/// so that it stays in L2 while every row block streams it (a K-dominant matmul, a conv over
+/// 512 channels).
+const PANEL_BYTES: i64 = 512 << 10;
+
+/// Rows of a register block of `u` vectors per row: 16 accumulators (4 × 4, or 2 × 8).
+pub(super) fn block_rows(u: i64) -> i64 {
+    (16 / u).clamp(1, 8)
+}
+
 impl<'ctx> K<'_, '_, 'ctx> {
-    /// A register-blocked statement: the lane variable `j` in panels of `u` vectors
-    /// (outermost, so a panel of the reused operand stays in cache), and for each panel every
-    /// value of the block variable `i`, `rows` at a time.
+    /// Vectors per lane panel of reduction statement `st` vectorised along `j`: up to 4, or 2
+    /// when a 4-vector panel of its reduction would outgrow [`PANEL_BYTES`].
+    pub(super) fn panel_vectors(&self, st: &CStmt, j: usize) -> i64 {
+        let w = self.g.w as i64;
+        let u = ((ext(self.inst, j) + w - 1) / w).clamp(1, 4);
+        let points = self.reduce_points(&st.value);
+        if u > 2 && points * u * w * st.value.dtype.size_bytes() as i64 > PANEL_BYTES {
+            2
+        } else {
+            u
+        }
+    }
+
+    /// The largest number of points of a top-level reduction in `e`.
+    fn reduce_points(&self, e: &CExpr) -> i64 {
+        match &e.kind {
+            CKind::Reduce { vars, .. } => vars.iter().map(|&v| ext(self.inst, v)).product(),
+            CKind::Call(_, a) => a.iter().map(|x| self.reduce_points(x)).max().unwrap_or(0),
+            CKind::Unary(_, a) => self.reduce_points(a),
+            CKind::Binary(_, a, b) => self.reduce_points(a).max(self.reduce_points(b)),
+            _ => 0,
+        }
+    }
+
+    /// A register-blocked statement: for every point of the `outer` variables, the lane
+    /// variable `j` in panels of `u` vectors (so a panel of the reused operand stays in
+    /// cache), and for each panel every value of the block variable `i`, `rows` at a time.
+    /// When no packed operand depends on an `outer` variable (a conv's filter, vectorised
+    /// along output channels, does not depend on the output row), the panels go outermost
+    /// instead, so each is packed once per task chunk, not once per outer point.
     ///
     /// Operands of the reduction that vary along `j` but not along `i` (matmul's `b[k, j]`)
     /// are *packed*: for each panel they are first copied into a contiguous buffer of
     /// `reduction points × panel width` elements, so the inner loop streams them
     /// sequentially instead of striding across rows (which thrashes cache sets and TLBs).
-    pub(super) fn panels(&mut self, st: &CStmt, j: usize, u: i64, i: usize, rows: i64) -> R<()> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn panels(
+        &mut self,
+        st: &CStmt,
+        j: usize,
+        u: i64,
+        i: usize,
+        rows: i64,
+        outer: &[usize],
+    ) -> R<()> {
         let g = self.g;
         let (lo, hi) = (self.lo_of(j), self.hi_of(j));
         let jb = u * g.w as i64;
@@ -22,6 +68,15 @@ impl<'ctx> K<'_, '_, 'ctx> {
         } else {
             vec![]
         };
+        let hoist = !packs.is_empty()
+            && packs.iter().all(|(src, index, _, _)| {
+                let a = self.lin(src, index);
+                outer.iter().all(|&v| a.coeff(v) == 0)
+            });
+        if !hoist && !outer.is_empty() {
+            let outer = outer.to_vec();
+            return self.point_loops(&outer, &mut |k| k.panels(st, j, u, i, rows, &[]));
+        }
         let mut bufs = Vec::new();
         for (_, _, rvars, d) in &packs {
             let points: i64 = rvars.iter().map(|&v| ext(self.inst, v)).product();
@@ -43,7 +98,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .collect();
         self.lane_blocks(lo, hi, jb, &mut |k, j0, rem| {
             k.pack(&packs, j, u, j0, rem)?;
-            k.rows_at(st, j, u, i, rows, j0, rem)?;
+            k.point_loops(outer, &mut |k| k.rows_at(st, j, u, i, rows, j0, rem))?;
             k.packed.clear();
             Ok(())
         })?;
@@ -124,7 +179,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
         b.build_int_add(lo, span, "").expect("positioned")
     }
 
-    /// Every value of `i`, `rows` at a time, for the panel starting at `j0`.
+    /// Every value of `i`, `rows` at a time, for the panel starting at `j0`; the rows left
+    /// over run as edge tiles of `rows / 2`, `rows / 4`, ... rows (at most one each), then
+    /// single rows.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rows_at(
         &mut self,
@@ -140,13 +197,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let (lo, hi) = (self.lo_of(i), self.hi_of(i));
         let loops = Loops { g, f: self.loops.f };
         let mut start = lo;
-        if rows > 1 {
-            let full = self.round_down(lo, hi, rows);
-            loops.counted(self, lo, full, rows, vec![], &mut |k, i0, _| {
-                let vals: Vec<IntValue> = (0..rows)
-                    .map(|r| {
+        let mut r = rows;
+        while r > 1 {
+            let full = self.round_down(start, hi, r);
+            loops.counted(self, start, full, r, vec![], &mut |k, i0, _| {
+                let vals: Vec<IntValue> = (0..r)
+                    .map(|x| {
                         k.g.b
-                            .build_int_add(i0, k.g.i64c(r), "")
+                            .build_int_add(i0, k.g.i64c(x), "")
                             .expect("positioned")
                     })
                     .collect();
@@ -154,6 +212,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 Ok(vec![])
             })?;
             start = full;
+            r /= 2;
         }
         loops.counted(self, start, hi, 1, vec![], &mut |k, iv, _| {
             k.lane_group(st, j, u, &[iv], Some(i), j0, rem)?;
@@ -166,12 +225,11 @@ impl<'ctx> K<'_, '_, 'ctx> {
     /// packed (A·Bᵀ through a transposed view): then vectorising along `j` beats a dot
     /// product per point along the contiguous reduction.
     pub(super) fn packs_strided(&self, st: &CStmt, lv: &[usize], j: usize) -> bool {
-        let w = self.g.w as i64;
-        let u = ((ext(self.inst, j) + w - 1) / w).clamp(1, 4);
+        let u = self.panel_vectors(st, j);
         let Some(i) = self.block_var(st, lv, j, u) else {
             return false;
         };
-        if (16 / u).clamp(1, 8).min(ext(self.inst, i)) < 2 {
+        if block_rows(u).min(ext(self.inst, i)) < 2 {
             return false;
         }
         let packs = self.pack_candidates(&st.value, j, i);

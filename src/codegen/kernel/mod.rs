@@ -38,6 +38,8 @@ mod reduce;
 
 pub use plan::KernelPlan;
 
+use blocking::block_rows;
+
 use super::epilogue::{has_reduce, inline_epilogues};
 use super::loops::{wrap, Loops};
 use super::ops::{Gen, R, V};
@@ -413,6 +415,19 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 lane = None;
             }
         }
+        // A reduction whose contiguous output dimension is narrower than a vector (a conv at
+        // 7×7 or 14×14) is vectorised along its widest other dimension instead (output
+        // channels), when that one gets register blocking with its strided loads packed.
+        let w = self.g.w as i64;
+        if let Some(j) = lane.filter(|&j| red && ext(inst, j) < w) {
+            let wider = lv
+                .iter()
+                .copied()
+                .filter(|&v| v != j && ext(inst, v) >= 2 * w)
+                .filter(|&v| self.packs_strided(st, &lv, v))
+                .max_by_key(|&v| ext(inst, v));
+            lane = wider.or(lane);
+        }
         let Some(j) = lane else {
             // Scalar points (reductions may still vectorise along their own variable).
             let cx = Cx {
@@ -431,24 +446,23 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 Ok(())
             });
         };
-        let w = self.g.w as i64;
         let ej = ext(inst, j);
         let (u, block) = if red {
-            let u = ((ej + w - 1) / w).clamp(1, 4);
+            let u = self.panel_vectors(st, j);
             (u, self.block_var(st, &lv, j, u))
         } else {
             (if ej >= 2 * w { 2 } else { 1 }, None)
         };
-        let rows = block.map_or(1, |i| (16 / u).clamp(1, 8).min(ext(inst, i)));
+        let rows = block.map_or(1, |i| block_rows(u).min(ext(inst, i)));
         let outer: Vec<usize> = lv
             .iter()
             .copied()
             .filter(|&v| v != j && Some(v) != block)
             .collect();
-        self.point_loops(&outer, &mut |k| match block {
-            None => k.row_block(st, j, u, &[], None),
-            Some(i) => k.panels(st, j, u, i, rows),
-        })
+        match block {
+            None => self.point_loops(&outer, &mut |k| k.row_block(st, j, u, &[], None)),
+            Some(i) => self.panels(st, j, u, i, rows, &outer),
+        }
     }
 
     fn lo_of(&self, v: usize) -> IntValue<'ctx> {
