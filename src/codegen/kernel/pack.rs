@@ -4,6 +4,9 @@
 // The kernel's state, types and imports (`super`), plus what only this file uses.
 use super::*;
 
+/// Reduction strides up to this many bytes count as streaming: no packing.
+const NEAR_BYTES: i64 = 512;
+
 impl<'ctx> K<'_, '_, 'ctx> {
     /// The element offset, in packed panel `p`, of the row for the current reduction point
     /// (its variables are bound by the enclosing loops).
@@ -47,7 +50,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
                         match &b.kind {
                             CKind::Load { src, index, .. } => {
                                 let a = self.lin(src, index);
+                                // A contiguous operand whose reduction steps are short hops
+                                // (matmul's b[k, j] with N ≤ 128) already streams well.
+                                let near = a.coeff(j) == 1
+                                    && vars.iter().all(|&v| {
+                                        a.coeff(v).abs() * b.dtype.size_bytes() as i64 <= NEAR_BYTES
+                                    });
                                 let ok = a.coeff(j) != 0
+                                    && !near
                                     && a.coeff(i) == 0
                                     && vars.iter().any(|&v| a.coeff(v) != 0)
                                     && b.dtype != DType::Bool
