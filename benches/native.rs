@@ -538,6 +538,8 @@ struct Row {
     flops: f64,
     /// Bytes of the sources and sinks (what a memory-bound row must move at least).
     bytes: f64,
+    /// Most bytes of buffers live at once in a 2-thread run (the runtime's peak).
+    peak_bytes: u64,
 }
 
 fn main() {
@@ -689,6 +691,7 @@ fn main() {
                 tasks: rep.task_names.len(),
                 flops: wl.flops,
                 bytes,
+                peak_bytes: rep.peak_bytes,
             }
         })
         .unwrap_or_else(|d| panic!("{name}: {}", d.message));
@@ -778,6 +781,18 @@ fn main() {
             rate,
             limit
         );
+    }
+    for r in &rows {
+        if let Some(live) = get(&jx, 0, &format!("{}@live_bytes", r.name)) {
+            let mib = |b: f64| b / (1u64 << 20) as f64;
+            println!(
+                "{} peak memory: tapc {:.1} MiB of buffers live at once (2 threads) vs JAX {:.1} MiB live buffers (XLA buffer assignment: arguments + temporaries + outputs + weights): {:.2}x",
+                r.name,
+                mib(r.peak_bytes as f64),
+                mib(live),
+                r.peak_bytes as f64 / live
+            );
+        }
     }
     let (bar, held) = SCALING_BAR;
     let checks: Vec<String> = rows
