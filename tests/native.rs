@@ -496,6 +496,18 @@ fn fp_contract_off_stays_within_the_float_tolerance() {
     }
 }
 
+/// Graph `@plain`: `c = a · b` at `m × k × n`, with `MATMUL_OPS`' `@mm`.
+fn plain_matmul(m: usize, k: usize, n: usize) -> String {
+    format!(
+        "graph @plain {{
+  %a = source @a : f32[{m}, {k}]
+  %b = source @b : f32[{k}, {n}]
+  %c = apply @mm(%a, %b)
+  sink @c %c
+}}"
+    )
+}
+
 /// `--fp-contract=off` rounds the product and the sum separately, in index order, as the
 /// interpreter does: a matmul (register-blocked, packed, at edge shapes) is bit-equal to it,
 /// and the default (fused multiply-adds) is not always (the rounding really differs).
@@ -503,15 +515,7 @@ fn fp_contract_off_stays_within_the_float_tolerance() {
 fn fp_contract_off_matmul_is_bit_equal_to_the_interpreter() {
     let mut contracted_differs = false;
     for (m, k, n) in [(1, 17, 33), (33, 97, 31), (64, 256, 67)] {
-        let src = format!(
-            "{MATMUL_OPS}
-graph @plain {{
-  %a = source @a : f32[{m}, {k}]
-  %b = source @b : f32[{k}, {n}]
-  %c = apply @mm(%a, %b)
-  sink @c %c
-}}"
-        );
+        let src = format!("{MATMUL_OPS}\n{}", plain_matmul(m, k, n));
         let (md, facts) = common::compile_ok("matmul", &src);
         let ins = inputs(&md, 0);
         let want = tapc::interp::run(&md, &md.graphs[0], &facts[0], &ins).unwrap();
@@ -732,12 +736,7 @@ fn matmul_like_kernels_at_edge_shapes_match_the_interpreter() {
     for (m, k, n) in shapes {
         let src = format!(
             "{MATMUL_OPS}
-graph @plain {{
-  %a = source @a : f32[{m}, {k}]
-  %b = source @b : f32[{k}, {n}]
-  %c = apply @mm(%a, %b)
-  sink @c %c
-}}
+{}
 graph @abt {{
   %a = source @a : f32[{m}, {k}]
   %w = source @w : f32[{n}, {k}]
@@ -764,7 +763,8 @@ graph @epilogue {{
   %y = apply @add(%h, %r)
   %z = apply @poly(%y)
   sink @z %z
-}}"
+}}",
+            plain_matmul(m, k, n)
         );
         assert_pipelines(
             &format!("matmul {m}x{k}x{n}"),

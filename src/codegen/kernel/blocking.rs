@@ -9,6 +9,16 @@ use super::*;
 /// 512 channels).
 const PANEL_BYTES: i64 = 512 << 10;
 
+/// The register tile of a blocked statement: lane variable `j` in panels of `u` vectors, block
+/// variable `i` in blocks of `rows`.
+#[derive(Clone, Copy)]
+pub(super) struct Tile {
+    pub j: usize,
+    pub u: i64,
+    pub i: usize,
+    pub rows: i64,
+}
+
 /// Rows of a register block of `u` vectors per row: 16 accumulators (4 × 4, or 2 × 8).
 pub(super) fn block_rows(u: i64) -> i64 {
     (16 / u).clamp(1, 8)
@@ -50,16 +60,8 @@ impl<'ctx> K<'_, '_, 'ctx> {
     /// are *packed*: for each panel they are first copied into a contiguous buffer of
     /// `reduction points × panel width` elements, so the inner loop streams them
     /// sequentially instead of striding across rows (which thrashes cache sets and TLBs).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn panels(
-        &mut self,
-        st: &CStmt,
-        j: usize,
-        u: i64,
-        i: usize,
-        rows: i64,
-        outer: &[usize],
-    ) -> R<()> {
+    pub(super) fn panels(&mut self, st: &CStmt, t: Tile, outer: &[usize]) -> R<()> {
+        let Tile { j, u, i, rows } = t;
         let g = self.g;
         let (lo, hi) = (self.lo_of(j), self.hi_of(j));
         let jb = u * g.w as i64;
@@ -75,7 +77,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             });
         if !hoist && !outer.is_empty() {
             let outer = outer.to_vec();
-            return self.point_loops(&outer, &mut |k| k.panels(st, j, u, i, rows, &[]));
+            return self.point_loops(&outer, &mut |k| k.panels(st, t, &[]));
         }
         let mut bufs = Vec::new();
         for (_, _, rvars, d) in &packs {
@@ -98,7 +100,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .collect();
         self.lane_blocks(lo, hi, jb, &mut |k, j0, rem| {
             k.pack(&packs, j, u, j0, rem)?;
-            k.point_loops(outer, &mut |k| k.rows_at(st, j, u, i, rows, j0, rem))?;
+            k.point_loops(outer, &mut |k| k.rows_at(st, t, j0, rem))?;
             k.packed.clear();
             Ok(())
         })?;
@@ -182,17 +184,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
     /// Every value of `i`, `rows` at a time, for the panel starting at `j0`; the rows left
     /// over run as edge tiles of `rows / 2`, `rows / 4`, ... rows (at most one each), then
     /// single rows.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn rows_at(
         &mut self,
         st: &CStmt,
-        j: usize,
-        u: i64,
-        i: usize,
-        rows: i64,
+        t: Tile,
         j0: IntValue<'ctx>,
         rem: Option<IntValue<'ctx>>,
     ) -> R<()> {
+        let Tile { j, u, i, rows } = t;
         let g = self.g;
         let (lo, hi) = (self.lo_of(i), self.hi_of(i));
         let loops = Loops { g, f: self.loops.f };

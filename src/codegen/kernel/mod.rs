@@ -38,7 +38,7 @@ mod reduce;
 
 pub use plan::KernelPlan;
 
-use blocking::block_rows;
+use blocking::{block_rows, Tile};
 
 use super::epilogue::{has_reduce, inline_epilogues};
 use super::loops::{wrap, Loops};
@@ -461,7 +461,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .collect();
         match block {
             None => self.point_loops(&outer, &mut |k| k.row_block(st, j, u, &[], None)),
-            Some(i) => self.panels(st, j, u, i, rows, &outer),
+            Some(i) => self.panels(st, Tile { j, u, i, rows }, &outer),
         }
     }
 
