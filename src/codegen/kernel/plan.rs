@@ -60,6 +60,9 @@ fn lane_of(inst: &Instance, vars: &[usize], strides: &[i64]) -> Option<usize> {
     best.map(|b| b.1)
 }
 
+/// A non-lane split dimension shorter than this gives way to a wide lane dimension.
+const SHORT_SPLIT: i64 = 32;
+
 /// Decides fusion and splitting for `inst` writing `outputs`.
 pub fn plan(inst: &Instance, outputs: &[SView], lanes: u32) -> KernelPlan {
     let none = KernelPlan {
@@ -88,17 +91,23 @@ pub fn plan(inst: &Instance, outputs: &[SView], lanes: u32) -> KernelPlan {
     } else {
         vec![]
     };
+    let lane_split = lane.filter(|&l| is_ok(l) && ext(inst, l) >= 2);
+    let wide_lane = lane_split.is_some_and(|l| ext(inst, l) >= 8 * lanes as i64);
+    // A short other dimension (a matmul with 16 rows) splits into few chunks that each pack
+    // the whole reused operand; a wide lane dimension splits evenly, each chunk packing its
+    // own columns.
+    let other = out
+        .vars
+        .iter()
+        .copied()
+        .find(|&v| is_ok(v) && Some(v) != lane && ext(inst, v) >= 2)
+        .filter(|&v| ext(inst, v) >= SHORT_SPLIT || !wide_lane);
     let split = fused
         .iter()
         .copied()
         .find(|&v| ext(inst, v) >= 2)
-        .or_else(|| {
-            out.vars
-                .iter()
-                .copied()
-                .find(|&v| is_ok(v) && Some(v) != lane && ext(inst, v) >= 2)
-        })
-        .or(lane.filter(|&l| is_ok(l) && ext(inst, l) >= 2));
+        .or(other)
+        .or(lane_split);
     let align = if split.is_some() && split == lane {
         4 * lanes as i64
     } else {
