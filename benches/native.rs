@@ -1,6 +1,6 @@
 //! Benchmarks of the native backend against numpy (not part of `cargo test`).
 //!
-//! `cargo bench --bench native -- [--runs N] [--only NAME|FAMILY,...] [--passes LIST] [--fast-math]
+//! `cargo bench --bench native -- [--runs N] [--only NAME|FAMILY,...] [--passes LIST] [--fp-contract off|on]
 //! [--data DIR] [--json] [--no-numpy]`
 //!
 //! Every workload of issue 5 is compiled once with the JIT, after the pass pipeline `--passes`
@@ -538,6 +538,8 @@ struct Row {
     flops: f64,
     /// Bytes of the sources and sinks (what a memory-bound row must move at least).
     bytes: f64,
+    /// Most bytes of buffers live at once in a 2-thread run (the runtime's peak).
+    peak_bytes: u64,
 }
 
 fn main() {
@@ -546,7 +548,7 @@ fn main() {
     let mut only: Option<String> = None;
     let mut data: Option<PathBuf> = None;
     let mut json = false;
-    let mut fast_math = false;
+    let mut contract = tapc::codegen::FpContract::On;
     let mut refs = true;
     let mut passes = tapc::passes::manager::DEFAULT_PIPELINE.to_string();
     let mut it = args.iter();
@@ -557,7 +559,12 @@ fn main() {
             "--data" => data = it.next().map(PathBuf::from),
             "--passes" => passes = it.next().cloned().unwrap_or(passes),
             "--json" => json = true,
-            "--fast-math" => fast_math = true,
+            "--fp-contract" => {
+                contract = match it.next().map(String::as_str) {
+                    Some("off") => tapc::codegen::FpContract::Off,
+                    _ => tapc::codegen::FpContract::On,
+                }
+            }
             "--no-numpy" => refs = false,
             _ => {} // `cargo bench` passes `--bench`
         }
@@ -576,7 +583,11 @@ fn main() {
     let load_before = load_average();
     println!(
         "tapc native backend, passes `{passes}`{}, medians of {runs} runs; {} cores available; load average {load_before}; two spinning threads get {:.2} cores",
-        if fast_math { ", --fast-math" } else { "" },
+        if contract == tapc::codegen::FpContract::Off {
+            ", --fp-contract=off"
+        } else {
+            ""
+        },
         tapc_runtime::exec::default_threads(),
         cores_free_for_two(300)
     );
@@ -642,7 +653,9 @@ fn main() {
         )
         .unwrap_or_else(|d| panic!("{name}: --passes {pipeline}: {}", d.message))
         .facts;
-        let copts = tapc::codegen::Options { fast_math };
+        let copts = tapc::codegen::Options {
+            fp_contract: contract,
+        };
         let row = tapc::codegen::with_jit(&m, 0, &facts[0], &copts, |p| {
             let mut medians = Vec::new();
             let mut cpu1 = 0.0;
@@ -678,6 +691,7 @@ fn main() {
                 tasks: rep.task_names.len(),
                 flops: wl.flops,
                 bytes,
+                peak_bytes: rep.peak_bytes,
             }
         })
         .unwrap_or_else(|d| panic!("{name}: {}", d.message));
@@ -767,6 +781,18 @@ fn main() {
             rate,
             limit
         );
+    }
+    for r in &rows {
+        if let Some(live) = get(&jx, 0, &format!("{}@live_bytes", r.name)) {
+            let mib = |b: f64| b / (1u64 << 20) as f64;
+            println!(
+                "{} peak memory: tapc {:.1} MiB of buffers live at once (2 threads) vs JAX {:.1} MiB live buffers (XLA buffer assignment: arguments + temporaries + outputs + weights): {:.2}x",
+                r.name,
+                mib(r.peak_bytes as f64),
+                mib(live),
+                r.peak_bytes as f64 / live
+            );
+        }
     }
     let (bar, held) = SCALING_BAR;
     let checks: Vec<String> = rows

@@ -85,7 +85,8 @@ fn shared_kernels_compute_what_the_interpreter_does() {
                 threads,
                 ..Options::default()
             };
-            let (got, _) = codegen::run_jit(&m, 0, &facts[0], &inputs, &opts).expect("runs");
+            let (got, _) = codegen::run_jit(&m, 0, &facts[0], &inputs, &Default::default(), &opts)
+                .expect("runs");
             for (name, t) in got {
                 assert_eq!(
                     f32s(&t),

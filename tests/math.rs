@@ -195,7 +195,8 @@ fn run_native(src: &str, inputs: HashMap<String, Tensor>) -> Tensor {
         threads: 2,
         record: false,
     };
-    let (mut sinks, _) = tapc::codegen::run_jit(&m, 0, &facts[0], &inputs, &opts).unwrap();
+    let (mut sinks, _) =
+        tapc::codegen::run_jit(&m, 0, &facts[0], &inputs, &Default::default(), &opts).unwrap();
     sinks.remove(0).1
 }
 
@@ -377,7 +378,8 @@ graph @g {
         threads: 1,
         record: false,
     };
-    let (native, _) = tapc::codegen::run_jit(&m, 0, &facts[0], &inputs, &opts).unwrap();
+    let (native, _) =
+        tapc::codegen::run_jit(&m, 0, &facts[0], &inputs, &Default::default(), &opts).unwrap();
     for (name, w) in want {
         let native = &native.iter().find(|(n, _)| n == name).unwrap().1;
         let interp = interp

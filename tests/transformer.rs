@@ -55,7 +55,8 @@ fn the_transformer_block_matches_numpy_in_the_interpreter_and_natively() {
             threads,
             record: false,
         };
-        let (got, _) = tapc::codegen::run_jit(&m, 0, &facts[0], &ins, &opts).unwrap();
+        let (got, _) =
+            tapc::codegen::run_jit(&m, 0, &facts[0], &ins, &Default::default(), &opts).unwrap();
         for (i, (g, w)) in common::f64s(&got[0].1).iter().zip(&want).enumerate() {
             assert!(
                 (g - w).abs() <= 1e-4 * w.abs() + 1e-5,

@@ -4,11 +4,12 @@
 //! loop nests over the output (split by the executor along dimension 0) that LLVM's loop
 //! vectorizer handles.
 
-use super::kernel::{wrap, Loops};
+use super::loops::{wrap, Loops};
 use super::ops::{Gen, R, V};
 use super::ptr;
-use super::schedule::{DimMap, SView};
+use super::schedule::DimMap;
 use super::target::Host;
+use super::view::SView;
 use crate::ir::graph::GenKind;
 use crate::ir::instance::Scalar;
 use crate::ir::DType;

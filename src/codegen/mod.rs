@@ -18,11 +18,13 @@ pub mod distribute;
 pub mod epilogue;
 pub mod kernel;
 pub mod link;
+pub mod loops;
 pub mod math;
 pub mod ops;
 pub mod ptr;
 pub mod schedule;
 pub mod target;
+pub mod view;
 pub mod vmem;
 
 use crate::diag::{codes, Diagnostic};
@@ -60,9 +62,20 @@ pub enum EmitKind {
 /// Code generation options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
-    /// Fuse float `sum[k](a * b)` reductions into multiply-adds (`--fast-math`): faster
-    /// matmuls and convolutions, results no longer rounded exactly as the interpreter's.
-    pub fast_math: bool,
+    /// Whether float `sum[k](a * b)` reductions multiply and add with one rounding.
+    pub fp_contract: FpContract,
+}
+
+/// `--fp-contract`: how a float sum of products rounds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum FpContract {
+    /// Separate roundings of the product and the sum, as the interpreter does (matmuls then
+    /// equal the interpreter bit for bit, at up to half the FMA peak).
+    Off,
+    /// Fused multiply-add (one rounding), as BLAS, numpy and JAX do: within the documented
+    /// float tolerance of the interpreter.
+    #[default]
+    On,
 }
 
 /// Which runtime an executable links: the single-process one, or the MPI one (`--mpi`: the
@@ -129,7 +142,7 @@ fn build<'ctx>(
         m: &module,
         b: &builder,
         w: host.lanes,
-        fast: opts.fast_math,
+        contract: opts.fp_contract == FpContract::On,
     };
     let mut entries = Vec::new();
     for (k, spec) in sched.kernels.iter().enumerate() {
@@ -384,14 +397,15 @@ pub fn with_jit<T>(
     Ok(f(&prog))
 }
 
-/// JIT-compiles and runs graph `gi` once.
+/// JIT-compiles (with `copts`) and runs graph `gi` once.
 pub fn run_jit(
     m: &Module,
     gi: usize,
     facts: &GraphFacts,
     inputs: &HashMap<String, Tensor>,
+    copts: &Options,
     opts: &exec::Options,
 ) -> Result<(Vec<(String, Tensor)>, Report), Diagnostic> {
-    with_jit(m, gi, facts, &Options::default(), |p| p.run(inputs, opts))?
+    with_jit(m, gi, facts, copts, |p| p.run(inputs, opts))?
         .map_err(|e| Diagnostic::error(codes::RUNTIME, e))
 }

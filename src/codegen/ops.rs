@@ -10,9 +10,9 @@
 //! - Integers wrap; `/` is floor division and `%` its remainder, with `x / 0 == 0`,
 //!   `x % 0 == 0` and `MIN / -1 == MIN` (no traps, also in masked-off vector lanes).
 //! - `max`/`min` propagate NaN (numpy's `maximum`/`minimum`); casts saturate like Rust `as`.
-//! - No fast-math flags anywhere: LLVM neither contracts nor reassociates. The one documented
-//!   reassociation is the vectorised reduction in `kernel.rs`; `--fast-math` (off by default)
-//!   additionally fuses `sum[k](a * b)` into multiply-adds (one rounding instead of two).
+//! - No fast-math flags anywhere: LLVM neither contracts nor reassociates on its own. The one
+//!   documented reassociation is the vectorised reduction in `kernel/reduce.rs`; float `sum[k](a * b)`
+//!   is a fused multiply-add (one rounding instead of two) unless `--fp-contract=off`.
 
 use crate::ir::instance::Scalar;
 use crate::ir::kernel::{BinOp, Func, Reduction, UnOp};
@@ -40,8 +40,8 @@ pub struct Gen<'a, 'ctx> {
     pub b: &'a Builder<'ctx>,
     /// Vector lanes.
     pub w: u32,
-    /// `--fast-math`: fused multiply-add in float sums of products.
-    pub fast: bool,
+    /// `--fp-contract=on`: fused multiply-add in float sums of products.
+    pub contract: bool,
 }
 
 fn unsupported<T>(what: String) -> R<T> {
@@ -227,7 +227,7 @@ impl<'ctx> Gen<'_, 'ctx> {
         }
     }
 
-    /// `a * b + c` with one rounding (`--fast-math` only).
+    /// `a * b + c` with one rounding (`--fp-contract=on`).
     pub fn mul_add(&self, a: V<'ctx>, b: V<'ctx>, c: V<'ctx>) -> V<'ctx> {
         let (a, b, c) = if Self::is_vec(a) || Self::is_vec(b) || Self::is_vec(c) {
             (self.splat(a), self.splat(b), self.splat(c))

@@ -12,7 +12,8 @@
 //! every kernel argument. Sequence points order nothing observable here (all sinks are
 //! written together after the run) and are ignored.
 
-use super::kernel::{self, KernelPlan};
+use super::kernel::plan::{plan as kernel_plan, KernelPlan};
+pub use super::view::{row_major, Padding, SView};
 use crate::diag::{codes, Diagnostic};
 use crate::ir::graph::{GenKind, NodeKind, PadMode, View};
 use crate::ir::instance::{Instance, Scalar};
@@ -20,26 +21,6 @@ use crate::ir::{DType, Graph, Literal, Module, ValueId};
 use crate::verify::GraphFacts;
 use std::collections::HashMap;
 use tapc_runtime::plan::{self, Arg, Buffer, Init, Plan, Task};
-
-/// The layout of a tensor a kernel reads or writes (its base pointer is the task's argument).
-#[derive(Clone, Debug, PartialEq)]
-pub struct SView {
-    pub dtype: DType,
-    pub shape: Vec<i64>,
-    /// In elements.
-    pub strides: Vec<i64>,
-    /// A constant `pad` folded into the reader's loads: `strides` are the unpadded tensor's.
-    pub pad: Option<Padding>,
-}
-
-/// A constant pad seen by a kernel: padded coordinate `c` reads element `c - lo` of the
-/// unpadded tensor (shape `inner`) when in bounds, `fill` otherwise.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Padding {
-    pub lo: Vec<i64>,
-    pub inner: Vec<i64>,
-    pub fill: Scalar,
-}
 
 /// How one output coordinate of a gather maps to its source coordinate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -168,15 +149,6 @@ impl Loc {
         let bx: Vec<(i64, i64)> = self.shape.iter().map(|&n| (0, n)).collect();
         self.region(value, &bx)
     }
-}
-
-/// Row-major strides of `shape`.
-pub fn row_major(shape: &[i64]) -> Vec<i64> {
-    let mut s = vec![1; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        s[d] = s[d + 1] * shape[d + 1].max(1);
-    }
-    s
 }
 
 /// The strides that show a view of `shape`/`strides` as `new` (same elements, row-major
@@ -598,7 +570,7 @@ impl Builder<'_> {
                 }
                 let inputs: Vec<SView> = ins.iter().map(Loc::sview).collect();
                 let outputs: Vec<SView> = outs.iter().map(Loc::sview).collect();
-                let kplan = kernel::plan(inst, &outputs, self.lanes);
+                let kplan = kernel_plan(inst, &outputs, self.lanes);
                 let name = format!(
                     "apply @{}{} -> {}",
                     a.op,

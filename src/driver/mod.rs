@@ -44,9 +44,8 @@ struct Cli {
     /// Which graph to compile when the file has several.
     #[arg(long)]
     graph: Option<String>,
-    /// Fuse float sums of products into multiply-adds (faster; not rounded like `tapc run`).
-    #[arg(long)]
-    fast_math: bool,
+    #[command(flatten)]
+    contract: Contract,
     /// Compile a distributed program for `mpirun`: tasks run on rank `node mod R`, with the
     /// transfers between nodes planned here (links the MPI runtime; see README).
     #[arg(long)]
@@ -175,6 +174,27 @@ impl CostFlags {
     }
 }
 
+/// How native code rounds float sums of products (`tapc FILE -o OUT` and `tapc run`).
+#[derive(Args, Debug, Clone, Default)]
+struct Contract {
+    /// `on` (default): float `sum(a * b)` uses fused multiply-adds, as BLAS does (within the
+    /// documented float tolerance of the interpreter); `off`: the product and the sum round
+    /// separately, as the interpreter does.
+    #[arg(long, value_enum, value_name = "off|on", default_value_t = crate::codegen::FpContract::On)]
+    fp_contract: crate::codegen::FpContract,
+    /// Accepted for compatibility: the same as `--fp-contract=on` (the default).
+    #[arg(long, hide = true, conflicts_with = "fp_contract")]
+    fast_math: bool,
+}
+
+impl Contract {
+    fn options(&self) -> crate::codegen::Options {
+        crate::codegen::Options {
+            fp_contract: self.fp_contract,
+        }
+    }
+}
+
 /// `tapc run` backend options.
 #[derive(Args, Debug, Clone, Default)]
 struct NativeRun {
@@ -187,6 +207,8 @@ struct NativeRun {
     /// Worker threads of the native runtime (default: available cores).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     threads: Option<u32>,
+    #[command(flatten)]
+    contract: Contract,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -330,9 +352,7 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
             cli.emit,
             cli.graph.as_deref(),
             cli.passes.as_deref(),
-            &crate::codegen::Options {
-                fast_math: cli.fast_math,
-            },
+            &cli.contract.options(),
         ),
     };
     cx.out.code = i32::from(!ok);
@@ -562,7 +582,9 @@ impl Cx {
                 threads,
                 record: false,
             };
-            crate::codegen::run_jit(&l.module, gi, &l.facts[gi], &tensors, &opts).map(|(s, _)| s)
+            let copts = native.contract.options();
+            crate::codegen::run_jit(&l.module, gi, &l.facts[gi], &tensors, &copts, &opts)
+                .map(|(s, _)| s)
         } else {
             crate::interp::run(&l.module, g, &l.facts[gi], &tensors)
         };

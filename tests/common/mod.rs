@@ -4,6 +4,7 @@
 pub mod graphgen;
 pub mod mpi;
 pub mod syspkg;
+pub mod tolerance;
 
 use std::collections::HashMap;
 use tapc::ir::Module;

@@ -257,16 +257,6 @@ pub fn pipeline(src: &str, pipeline: &str) -> Result<PipelineOutcome, String> {
     Ok(PipelineOutcome::Same)
 }
 
-fn close(a: f64, b: f64) -> bool {
-    if a.is_nan() || b.is_nan() {
-        return a.is_nan() && b.is_nan();
-    }
-    if a.is_infinite() || b.is_infinite() {
-        return a == b;
-    }
-    (a - b).abs() <= 1e-4 * a.abs() + 1e-5
-}
-
 /// Compiles every graph of `src` (a valid graph) with the JIT and runs it on 1 and 2 threads
 /// against the interpreter; returns how many graphs ran, `Err` on a finding.
 pub fn native(src: &str) -> Result<usize, String> {
@@ -298,10 +288,7 @@ pub fn native(src: &str) -> Result<usize, String> {
                     n == n2
                         && t.shape == u.shape
                         && t.dtype() == u.dtype()
-                        && crate::common::f64s(t)
-                            .iter()
-                            .zip(crate::common::f64s(u))
-                            .all(|(&a, b)| close(a, b))
+                        && crate::common::tolerance::first_mismatch(t, u).is_none()
                 });
             if !ok {
                 return Err(format!(
