@@ -42,6 +42,7 @@
 //! not verify or does not lower to the same computation is silently not done. Internal
 //! failures are diagnostics (E0105), never panics.
 
+mod affine;
 mod check;
 mod emit;
 mod kernel;
