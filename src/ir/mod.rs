@@ -27,7 +27,7 @@ use std::collections::HashMap;
 pub use types::{DType, Literal, TensorType};
 
 /// A whole TEG file.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct Module {
     pub ops: Vec<OpDef>,
     pub graphs: Vec<Graph>,
@@ -93,9 +93,13 @@ impl PartialEq for OpIndex {
     }
 }
 
-impl std::fmt::Debug for OpIndex {
+/// The module's value only: the index is a cache.
+impl std::fmt::Debug for Module {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OpIndex")
+        f.debug_struct("Module")
+            .field("ops", &self.ops)
+            .field("graphs", &self.graphs)
+            .finish()
     }
 }
 
