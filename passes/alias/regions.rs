@@ -645,20 +645,9 @@ mod tests {
 
 #[cfg(test)]
 mod region_tests {
+    use super::super::sett::tests::{member, Triples};
     use super::*;
     use proptest::prelude::*;
-
-    type Triples = Vec<(i64, i64, i64)>;
-
-    fn member(t: &[(i64, i64, i64)], z: i64) -> bool {
-        match t.split_first() {
-            None => true,
-            Some((&(on, off, ph), rest)) => {
-                let u = (z - ph).rem_euclid(on + off);
-                u < on && member(rest, u)
-            }
-        }
-    }
 
     fn triples() -> impl Strategy<Value = Triples> {
         let stripe = (0i64..4, 0i64..4, -4i64..4).prop_filter("period 0", |s| s.0 + s.1 > 0);
