@@ -8,10 +8,12 @@
 //! - `concat`: that many applies of slices concatenated into one sink.
 //!
 //! `opt` is `tapc opt FILE --passes=canonicalize,fuse`, `-o` is `tapc FILE -o OUT` (the default
-//! pipeline, LLVM, linking). Run with `cargo bench --bench compile [-- --only chain,views
-//! --sizes 1k,10k --runs 3 --modes opt,exe]`; by default every shape and size, one run each
-//! (the 100k rows take minutes). The bars: a 10k chain with `-o` in under 5 s, time
-//! linear in size, and under 1 GB at 100k.
+//! pipeline, LLVM, linking). Run with `cargo bench --profile dev --bench compile [-- --only
+//! chain,views --sizes 1k,10k --runs 3 --modes opt,exe]`; by default every shape and size, one
+//! run each (the 100k rows take minutes). `--profile dev` times the test-profile binary (what
+//! the README's table shows); plain `cargo bench` builds and times a release binary. Each row
+//! also gives CPU µs per unit (apply, view or operand), which stays flat when a step is linear.
+//! The bars: a 10k chain with `-o` in under 5 s, linear time, under 1 GB at 100k.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -144,8 +146,8 @@ fn main() {
         load.split_whitespace().next().unwrap_or("?")
     );
     println!(
-        "{:<8} {:>8} {:>16} {:>8} {:>16} {:>8}",
-        "shape", "size", "opt wall/CPU", "opt RSS", "-o wall/CPU", "-o RSS"
+        "{:<8} {:>8} {:>16} {:>9} {:>8} {:>16} {:>9} {:>8}",
+        "shape", "size", "opt wall/CPU", "CPU/unit", "opt RSS", "-o wall/CPU", "CPU/unit", "-o RSS"
     );
     let dir = std::env::temp_dir().join(format!("tapc-bench-compile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -167,18 +169,29 @@ fn main() {
                 }
                 (median(times), median(cpus), rss)
             };
-            let cell = |mode: &str, argv: &[&str]| -> (String, String) {
+            // Wall and CPU seconds, CPU µs per apply/view/operand (flat when linear), RSS.
+            let cell = |mode: &str, argv: &[&str]| -> (String, String, String) {
                 if !modes.iter().any(|m| m == mode) {
-                    return ("-".into(), "-".into());
+                    return ("-".into(), "-".into(), "-".into());
                 }
                 let (t, c, m) = run(argv);
-                (format!("{t:.2}/{c:.2} s"), format!("{} MB", m >> 20))
+                let per = c * 1e6 / n as f64;
+                (
+                    format!("{t:.2}/{c:.2} s"),
+                    format!("{per:.1} µs"),
+                    format!("{} MB", m >> 20),
+                )
             };
-            let (ot, om) = cell("opt", &["opt", f, "--passes=canonicalize,fuse"]);
-            let (et, em) = cell("exe", &[f, "-o", out]);
-            println!("{shape:<8} {n:>8} {ot:>16} {om:>8} {et:>16} {em:>8}");
+            let (ot, ou, om) = cell("opt", &["opt", f, "--passes=canonicalize,fuse"]);
+            let (et, eu, em) = cell("exe", &[f, "-o", out]);
+            println!("{shape:<8} {n:>8} {ot:>16} {ou:>9} {om:>8} {et:>16} {eu:>9} {em:>8}");
             let _ = std::fs::remove_file(&file);
         }
     }
     let _ = std::fs::remove_dir_all(Path::new(&dir));
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "load average at the end: {}",
+        load.split_whitespace().next().unwrap_or("?")
+    );
 }

@@ -303,6 +303,58 @@ graph @g {\n  %a = rand seed 1 : f32[3, 3]\n  %x = rand seed 2 : f32[3]\n  %k = 
     assert_eq!(o.printed.matches("sum[").count(), 1, "{}", o.printed);
 }
 
+/// A fusion composed and checked once is reused where everything it depends on matches (a
+/// long chain repeats them): look-alike segments that differ only in a repeated argument, the
+/// port the producer feeds, an escaping producer or a shape each keep their own values.
+#[test]
+fn reused_fusions_apply_only_to_matching_segments() {
+    let ops = "op @f(x: f32[N]) -> (y: f32[N]) {\n  y[i] = x[i] * 1.5 + 0.25\n}\n\
+op @add(a: f32[N], b: f32[N]) -> (y: f32[N]) {\n  y[i] = a[i] - 2.0 * b[i]\n}\n";
+    let mut g = String::from(
+        "graph @g {\n  %x = rand seed 1 : f32[4]\n  %w = rand seed 2 : f32[4]\n  %v = rand seed 3 : f32[5]\n",
+    );
+    for r in 0..2 {
+        let segments = [
+            format!("%a{r} = apply @f(%x)\n  %qa{r} = apply @add(%a{r}, %a{r})"),
+            format!("%b{r} = apply @f(%x)\n  %qb{r} = apply @add(%b{r}, %w)"),
+            format!("%c{r} = apply @f(%x)\n  %qc{r} = apply @add(%w, %c{r})"),
+            format!("%d{r} = apply @f(%v)\n  %qd{r} = apply @add(%d{r}, %d{r})"),
+            format!("%e{r} = apply @f(%x)\n  %qe{r} = apply @add(%e{r}, %w)\n  %re{r} = apply @f(%e{r})\n  sink @re{r} %re{r}"),
+        ];
+        for (k, seg) in segments.iter().enumerate() {
+            let q = ["qa", "qb", "qc", "qd", "qe"][k];
+            g += &format!("  {seg}\n  sink @{q}{r} %{q}{r}\n");
+        }
+        // Temporaries are named after values without their digits: both chains' are `h`.
+        let h = |i: usize| format!("%h{}", 1000 * r + i);
+        g += &format!("  {} = apply @f(%x)\n", h(0));
+        for i in 1..150 {
+            g += &format!("  {} = apply @f({})\n", h(i), h(i - 1));
+        }
+        g += &format!("  sink @h{r} {}\n", h(149));
+    }
+    let src = format!("{ops}{g}}}\n");
+    let o = run_fuse(&src, "fuse", &HashMap::new());
+    if let Err(e) = same_sinks(&o.before, &o.after) {
+        panic!("{e}\n{}", o.printed);
+    }
+    // Each 150-apply chain is a few kernels, and the second round applies the same ops.
+    assert!(
+        o.applies.1 * 4 < o.applies.0,
+        "{:?}\n{}",
+        o.applies,
+        o.printed
+    );
+    let (first, second) = o.printed.split_once("%qa1 =").expect("round 1 is printed");
+    let applied = |text: &str| -> Vec<String> {
+        text.split("apply @")
+            .skip(1)
+            .map(|t| t.split('(').next().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(applied(first), applied(second), "{}", o.printed);
+}
+
 /// Unusual shapes and graphs: several outputs, empty tensors, parameters, sequence points,
 /// integer and bool kernels, scalars, rank-polymorphic ops over 3-D values.
 #[test]

@@ -1229,14 +1229,15 @@ fn merge_pairs(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    type Triples = Vec<(i64, i64, i64)>;
+    /// Stripe triples `(on, off, phase)`, outermost first: a sett by its definition.
+    pub(in crate::passes::alias) type Triples = Vec<(i64, i64, i64)>;
 
     /// Membership straight from the definition, independent of the algebra.
-    fn member(t: &[(i64, i64, i64)], z: i64) -> bool {
+    pub(in crate::passes::alias) fn member(t: &[(i64, i64, i64)], z: i64) -> bool {
         match t.split_first() {
             None => true,
             Some((&(on, off, ph), rest)) => {

@@ -8,8 +8,9 @@
 //! `-literal` is the negated literal. If anything differs (an extent inferred from another
 //! access, a literal typed differently, a bound the verifier rejects) the rewrite is dropped.
 
+use super::affine::{canonical, Res};
 use super::emit::Emitted;
-use super::kernel::{canonical, FKernel, Res};
+use super::kernel::FKernel;
 use crate::diag::Span;
 use crate::ir::instance::{Affine, CExpr, CKind, Instance, Scalar, Target};
 use crate::ir::kernel::{Func, UnOp};

@@ -15,7 +15,8 @@
 //! - Names (ports, temporaries, variables, symbols) are made valid, distinct identifiers;
 //!   reduction variables only need to differ from what is in scope.
 
-use super::kernel::{ident_ok, FKernel, Res};
+use super::affine::{as_var, canonical, Res};
+use super::kernel::{ident_ok, FKernel};
 use crate::diag::Span;
 use crate::ir::instance::{Affine, CExpr, CKind, Scalar, Src, Target};
 use crate::ir::kernel::{
@@ -300,7 +301,7 @@ fn witness(fk: &FKernel, v: usize, size: i64) -> Option<(usize, usize)> {
     for (k, p) in fk.inputs.iter().enumerate() {
         for (_, index) in fk.loads_of(k) {
             for (e, a) in index.iter().enumerate() {
-                if super::kernel::as_var(a) == Some(v) && p.ty.shape.get(e) == Some(&size) {
+                if as_var(a) == Some(v) && p.ty.shape.get(e) == Some(&size) {
                     return Some((k, e));
                 }
             }
@@ -318,7 +319,7 @@ impl Emitter<'_> {
     }
 
     fn iexpr(&self, a: &Affine) -> Res<IExpr> {
-        let a = super::kernel::canonical(a);
+        let a = canonical(a);
         let mut parts: Vec<(bool, IExpr)> = Vec::new();
         for &(v, c) in &a.terms {
             let mag = c.checked_abs().ok_or("coefficient overflow")?;

@@ -39,9 +39,12 @@
 //! **Value preservation.** Fusion never reorders a reduction or changes a dtype. Every rewrite
 //! is composed in concrete form (`kernel.rs`), printed (`emit.rs`), re-instantiated by the
 //! verifier and compared node by node with the composition (`check.rs`); a rewrite that does
-//! not verify or does not lower to the same computation is silently not done. Internal
+//! not verify or does not lower to the same computation is silently not done. A checked
+//! producer→consumer fusion is reused wherever everything it depends on is the same
+//! (`State::fusion_key`): a chain repeats the same compositions segment after segment. Internal
 //! failures are diagnostics (E0105), never panics.
 
+mod affine;
 mod check;
 mod emit;
 mod kernel;
@@ -60,6 +63,7 @@ use crate::syntax::printer::print_op;
 use crate::verify::GraphFacts;
 use kernel::FKernel;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 /// Largest fused kernel, in expression nodes over all statements.
 pub const MAX_NODES: usize = 512;
@@ -114,7 +118,7 @@ impl Pass for Fuse {
         };
         let mut ops = OpTable::new(std::mem::take(&mut m.ops));
         let mut changed = false;
-        for (g, facts) in m.graphs.iter_mut().zip(&facts) {
+        for (g, facts) in m.graphs.iter_mut().zip(facts) {
             changed |= fuse_graph(g, facts, &mut ops, self)?;
         }
         m.ops = ops.finish(&m.graphs);
@@ -179,7 +183,8 @@ impl OpTable {
     /// The name of an op with `op`'s definition: an existing one, or `op` added under a fresh
     /// name derived from `base`.
     fn intern(&mut self, mut op: OpDef, base: &str) -> String {
-        if let Some(n) = self.by_body.get(&Self::body_key(&op)) {
+        let key = Self::body_key(&op);
+        if let Some(n) = self.by_body.get(&key) {
             return n.clone();
         }
         let base = if base.len() > 40 {
@@ -201,7 +206,9 @@ impl OpTable {
         };
         op.name = name.clone();
         self.created.insert(name.clone(), base);
-        self.insert(op);
+        self.by_body.insert(key, name.clone());
+        self.index.insert(name.clone(), self.ops.len());
+        self.ops.push(op);
         name
     }
 
@@ -261,7 +268,8 @@ impl Users {
 /// Rewrite state of one graph: nodes are rewritten in place and marked dead, then compacted.
 struct State<'a> {
     g: &'a mut Graph,
-    insts: Vec<Option<Instance>>,
+    /// Per node: the instance of its apply (shared: a chain's applies are often identical).
+    insts: Vec<Option<Rc<Instance>>>,
     dead: Vec<bool>,
     /// Per value: the nodes reading it (once per operand occurrence).
     users: Vec<Users>,
@@ -272,16 +280,32 @@ struct State<'a> {
     origin: usize,
     /// Rewrites already tried and rejected, by a key of everything they depend on.
     failed: HashSet<String>,
+    /// Producer→consumer fusions already composed and checked, by [`State::fusion_key`]: a
+    /// chain repeats the same fusions segment after segment, and each costs O(kernel size).
+    fused: HashMap<String, Option<Fused>>,
+}
+
+/// The outcome of one producer→consumer fusion, independent of the graph values involved.
+struct Fused {
+    op: String,
+    /// Per argument of the fused apply: its position in the consumer's then the producer's
+    /// arguments.
+    args: Vec<usize>,
+    range: Option<Vec<(i64, i64)>>,
+    inst: Rc<Instance>,
 }
 
 impl<'a> State<'a> {
-    /// Fresh rewrite state for a verified graph `g` with its facts.
-    fn new(g: &'a mut Graph, facts: &GraphFacts) -> State<'a> {
+    /// Fresh rewrite state for a verified graph `g` with its facts (moved in, not copied: at
+    /// 100k applies a second copy of every instance is most of the pass's memory).
+    fn new(g: &'a mut Graph, mut facts: GraphFacts) -> State<'a> {
         let n = g.nodes.len();
         let (users, pinned) = select::users_and_pinned(g);
         let held = g.pinned();
         State {
-            insts: (0..n).map(|i| facts.instances.get(&i).cloned()).collect(),
+            insts: (0..n)
+                .map(|i| facts.instances.remove(&i).map(Rc::new))
+                .collect(),
             g,
             dead: vec![false; n],
             users: users.into_iter().map(Users::from_nodes).collect(),
@@ -289,13 +313,14 @@ impl<'a> State<'a> {
             held,
             origin: 0,
             failed: HashSet::new(),
+            fused: HashMap::new(),
         }
     }
 }
 
 fn fuse_graph(
     g: &mut Graph,
-    facts: &GraphFacts,
+    facts: GraphFacts,
     ops: &mut OpTable,
     cfg: &Fuse,
 ) -> Result<bool, Diagnostic> {
@@ -389,30 +414,33 @@ impl State<'_> {
         changed
     }
 
-    /// The kernel of the live kernel-op apply at node `i` (whole or a shard: a shard's kernel is
-    /// its op's instance over its range), with a fresh origin for its variables.
-    fn kernel_of(&mut self, i: usize, ops: &OpTable) -> Option<(FKernel, Apply)> {
+    /// The apply at node `i` when it is live, of a kernel op, and has an instance.
+    fn live_apply(&self, i: usize, ops: &OpTable) -> Option<Apply> {
         let NodeKind::Apply(a) = &self.g.nodes[i].kind else {
             return None;
         };
-        let a = a.clone();
-        if self.dead[i] {
-            return None;
-        }
-        let op = ops.get(&a.op).filter(|o| !o.is_extern())?;
+        let kernel_op = ops.get(&a.op).is_some_and(|o| !o.is_extern());
+        (!self.dead[i] && kernel_op && self.insts[i].is_some()).then(|| a.clone())
+    }
+
+    /// The kernel of the live kernel-op apply `a` at node `i` (whole or a shard: a shard's
+    /// kernel is its op's instance over its range), with a fresh origin for its variables.
+    fn kernel_of(&mut self, i: usize, a: &Apply, ops: &OpTable) -> Option<FKernel> {
+        let op = ops.get(&a.op)?;
         let origin = self.next_origin();
         let inst = self.insts[i].as_ref()?;
-        let fk = FKernel::from_instance(op, inst, &a.args, origin).ok()?;
-        Some((fk, a))
+        FKernel::from_instance(op, inst, &a.args, origin).ok()
     }
 
     /// Tries every rewrite of the apply at node `i`; true if one was done.
     fn rewrite(&mut self, i: usize, ops: &mut OpTable, cfg: &Fuse) -> bool {
-        let Some((c, a)) = self.kernel_of(i, ops) else {
+        let Some(a) = self.live_apply(i, ops) else {
             return false;
         };
         // A shard's operands are its windows (the data it moves): they are not folded.
         if cfg.views && a.range.is_none() {
+            // Composed only when a view is found (most applies read none).
+            let mut c: Option<FKernel> = None;
             let mut seen = HashSet::new();
             for &u in &a.args {
                 if !seen.insert(u) {
@@ -445,10 +473,17 @@ impl State<'_> {
                 if self.failed.contains(&key) {
                     continue;
                 }
-                let mut fk = c.clone();
+                let base = format!("{}.{}", ops.base_of(&a.op), view.name());
+                if c.is_none() {
+                    c = self.kernel_of(i, &a, ops);
+                }
+                let Some(mut fk) = c.clone() else {
+                    return false;
+                };
                 if fk.fold_view(u, &map, src, &src_ty).is_ok() {
-                    let base = format!("{}.{}", ops.base_of(&a.op), view.name());
-                    if self.commit(i, &a, fk, &base, ops) {
+                    if let Some((name, inst)) = self.check_fused(i, &fk, &base, ops) {
+                        let args = fk.inputs.iter().map(|p| p.value).collect();
+                        self.replace(i, &a, name, args, fk.range, Rc::new(inst));
                         self.kill_if_unused(vn);
                         return true;
                     }
@@ -463,64 +498,148 @@ impl State<'_> {
                     continue;
                 }
                 let pn = self.g.values[v.index()].node;
-                if self.g.nodes[pn].results.len() != 1 {
-                    continue;
-                }
-                let Some((p, pa)) = self.kernel_of(pn, ops) else {
-                    continue;
-                };
-                if pa.placement != a.placement {
-                    continue;
-                }
                 let escapes = self.users[v.index()].other_than(i);
-                let key = format!("producer {i} {a:?} {pn} {pa:?} {escapes}");
-                if self.failed.contains(&key) {
-                    continue;
+                if self.fuse_producer(i, &a, pn, v, escapes, ops) {
+                    return true;
                 }
-                let temp = temp_name(&self.g.values[v.index()].name);
-                let base = format!("{}.{}", ops.base_of(&pa.op), ops.base_of(&a.op));
-                for cand in plan::candidates(&c, &p, v, escapes) {
-                    let Ok(fk) = kernel::absorb(&c, &p, v, cand.mode, cand.sigma.as_deref(), &temp)
-                    else {
-                        continue;
-                    };
-                    if self.commit(i, &a, fk, &base, ops) {
-                        self.kill_if_unused(pn);
-                        return true;
-                    }
-                }
-                self.failed.insert(key);
             }
         }
         false
     }
 
-    /// Replaces the apply at node `i` by an apply of `fk` (printed, checked and interned).
-    fn commit(
+    /// Composes value `v`, the result of the apply at node `pn`, into the apply `a` at node `i`
+    /// (`escapes`: other nodes read `v` too, so the producer stays); true if done.
+    fn fuse_producer(
         &mut self,
         i: usize,
-        old: &Apply,
-        fk: FKernel,
-        base: &str,
+        a: &Apply,
+        pn: usize,
+        v: ValueId,
+        escapes: bool,
         ops: &mut OpTable,
     ) -> bool {
+        if self.g.nodes[pn].results.len() != 1 {
+            return false;
+        }
+        let Some(pa) = self.live_apply(pn, ops) else {
+            return false;
+        };
+        if pa.placement != a.placement {
+            return false;
+        }
+        let temp = temp_name(&self.g.values[v.index()].name);
+        let key = self.fusion_key((i, a), (pn, &pa), v, escapes, &temp);
+        if !self.fused.contains_key(&key) {
+            let outcome = self.compose_producer((i, a), (pn, &pa), v, escapes, &temp, ops);
+            self.fused.insert(key.clone(), outcome);
+        }
+        let Some(Some(f)) = self.fused.get(&key) else {
+            return false;
+        };
+        let all: Vec<ValueId> = a.args.iter().chain(&pa.args).copied().collect();
+        let args = f.args.iter().map(|&k| all[k]).collect();
+        let (name, range, inst) = (f.op.clone(), f.range.clone(), f.inst.clone());
+        self.replace(i, a, name, args, range, inst);
+        self.kill_if_unused(pn);
+        true
+    }
+
+    /// Everything a producer→consumer fusion depends on but the graph's value ids: both ops
+    /// (a name fixes a body within a pass), their instances' argument types and windows, which
+    /// arguments are the same value, which one is `v`, whether it escapes, the temporary name.
+    fn fusion_key(
+        &self,
+        (i, a): (usize, &Apply),
+        (pn, pa): (usize, &Apply),
+        v: ValueId,
+        escapes: bool,
+        temp: &str,
+    ) -> String {
+        let all: Vec<ValueId> = a.args.iter().chain(&pa.args).copied().collect();
+        let same: Vec<usize> = all
+            .iter()
+            .map(|x| all.iter().position(|y| y == x).unwrap_or(0))
+            .collect();
+        let port = a.args.iter().position(|&x| x == v);
+        let side = |a: &Apply, inst: &Option<Rc<Instance>>| {
+            let inst = inst.as_ref().map(|x| (&x.inputs, &x.origins));
+            format!("{} {:?} {:?} {inst:?}", a.op, a.params, a.range)
+        };
+        format!(
+            "{} | {} | {same:?} {port:?} {escapes} {temp}",
+            side(a, &self.insts[i]),
+            side(pa, &self.insts[pn])
+        )
+    }
+
+    /// Composes and checks the fusion of [`State::fuse_producer`], trying every candidate.
+    fn compose_producer(
+        &mut self,
+        (i, a): (usize, &Apply),
+        (pn, pa): (usize, &Apply),
+        v: ValueId,
+        escapes: bool,
+        temp: &str,
+        ops: &mut OpTable,
+    ) -> Option<Fused> {
+        let c = self.kernel_of(i, a, ops)?;
+        let p = self.kernel_of(pn, pa, ops)?;
+        let base = format!("{}.{}", ops.base_of(&pa.op), ops.base_of(&a.op));
+        for cand in plan::candidates(&c, &p, v, escapes) {
+            let Ok(fk) = kernel::absorb(&c, &p, v, cand.mode, cand.sigma.as_deref(), temp) else {
+                continue;
+            };
+            if let Some((op, inst)) = self.check_fused(i, &fk, &base, ops) {
+                let all: Vec<ValueId> = a.args.iter().chain(&pa.args).copied().collect();
+                let args = fk
+                    .inputs
+                    .iter()
+                    .map(|p| all.iter().position(|&x| x == p.value))
+                    .collect::<Option<Vec<usize>>>()?;
+                return Some(Fused {
+                    op,
+                    args,
+                    range: fk.range,
+                    inst: Rc::new(inst),
+                });
+            }
+        }
+        None
+    }
+
+    /// Prints `fk` as an op, checks it against the composition for node `i`'s result types
+    /// and interns it: its name and instance, or `None` when it is too big or does not check.
+    fn check_fused(
+        &self,
+        i: usize,
+        fk: &FKernel,
+        base: &str,
+        ops: &mut OpTable,
+    ) -> Option<(String, Instance)> {
         let (nodes, depth) = fk.size();
         if nodes > MAX_NODES || depth > MAX_DEPTH {
-            return false;
+            return None;
         }
         let outputs: Vec<TensorType> = self.g.nodes[i]
             .results
             .iter()
             .map(|&v| self.ty(v).clone())
             .collect();
-        let Ok(em) = emit::emit(&fk, base) else {
-            return false;
-        };
-        let Ok(inst) = check::check(&fk, &em, &outputs) else {
-            return false;
-        };
-        let name = ops.intern(em.op, base);
-        let args: Vec<ValueId> = fk.inputs.iter().map(|p| p.value).collect();
+        let em = emit::emit(fk, base).ok()?;
+        let inst = check::check(fk, &em, &outputs).ok()?;
+        Some((ops.intern(em.op, base), inst))
+    }
+
+    /// Makes the apply at node `i` (was `old`) an apply of `op` to `args`.
+    fn replace(
+        &mut self,
+        i: usize,
+        old: &Apply,
+        op: String,
+        args: Vec<ValueId>,
+        range: Option<Vec<(i64, i64)>>,
+        inst: Rc<Instance>,
+    ) {
         for &v in &old.args {
             self.users[v.index()].remove_all(i);
         }
@@ -528,15 +647,14 @@ impl State<'_> {
             self.users[v.index()].add(i);
         }
         self.g.nodes[i].kind = NodeKind::Apply(Apply {
-            op: name,
+            op,
             params: vec![],
             args,
-            range: fk.range.clone(),
+            range,
             placement: old.placement,
             op_span: old.op_span,
         });
         self.insts[i] = Some(inst);
-        true
     }
 
     /// Marks node `n` dead when nothing uses its results, then its operands' nodes likewise.

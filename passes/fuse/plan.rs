@@ -29,9 +29,8 @@
 //! A reduction is never inlined at two sites or at a site that reads an element twice, and
 //! never when `v` escapes: the diamond `k = A @ x; sin(k); cos(k)` keeps `k`.
 
-use super::kernel::{
-    as_var, has_reduction, injective, loads_in_scope, node_count, shifted, Absorb, FKernel,
-};
+use super::affine::{as_var, injective, shifted};
+use super::kernel::{has_reduction, loads_in_scope, node_count, Absorb, FKernel};
 use crate::ir::graph::ValueId;
 use crate::ir::instance::{Affine, Target};
 

@@ -30,7 +30,7 @@ pub fn fuse_pairs(
     }
     let n = g.nodes.len();
     let mut ops = OpTable::new(std::mem::take(&mut m.ops));
-    let mut st = State::new(&mut m.graphs[gi], facts);
+    let mut st = State::new(&mut m.graphs[gi], facts.clone());
     let mut order: Vec<(usize, usize)> = pairs.to_vec();
     order.sort_by_key(|&(p, c)| (c, p));
     let mut left = Vec::new();
@@ -82,29 +82,9 @@ impl State<'_> {
         if self.pinned[v.index()] || self.users[v.index()].other_than(ci) {
             return false;
         }
-        let Some((c, a)) = self.kernel_of(ci, ops) else {
+        let Some(a) = self.live_apply(ci, ops) else {
             return false;
         };
-        if !a.args.contains(&v) {
-            return false;
-        }
-        let Some((p, pa)) = self.kernel_of(pn, ops) else {
-            return false;
-        };
-        if pa.placement != a.placement {
-            return false;
-        }
-        let temp = temp_name(&self.g.values[v.index()].name);
-        let base = format!("{}.{}", ops.base_of(&pa.op), ops.base_of(&a.op));
-        for cand in plan::candidates(&c, &p, v, false) {
-            let Ok(fk) = kernel::absorb(&c, &p, v, cand.mode, cand.sigma.as_deref(), &temp) else {
-                continue;
-            };
-            if self.commit(ci, &a, fk, &base, ops) {
-                self.kill_if_unused(pn);
-                return true;
-            }
-        }
-        false
+        a.args.contains(&v) && self.fuse_producer(ci, &a, pn, v, false, ops)
     }
 }

@@ -15,7 +15,7 @@
 //! `concat`, `interleave`, `repeat` and `pad` are piecewise, not affine: they never fold.
 //! Views of tensors without elements are not folded either.
 
-use super::kernel::{canonical, Res};
+use super::affine::{canonical, Res};
 use crate::ir::graph::View;
 use crate::ir::instance::Affine;
 

@@ -15,6 +15,7 @@
 //! original's, and the shard outputs must be disjoint and cover the output (alias algebra).
 
 mod cover;
+mod kexpr;
 mod reduce;
 mod split;
 

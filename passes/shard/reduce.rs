@@ -4,6 +4,7 @@
 //! Float sums and products are reassociated by this, so results differ in the last bits;
 //! max and min are exact.
 
+use super::kexpr::{find_reduce, reads, replace};
 use super::{err, Assembled, Config};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::graph::*;
@@ -12,61 +13,6 @@ use crate::ir::kernel::*;
 use crate::ir::{DType, Module, TensorType};
 use crate::passes::rewrite::Builder;
 use crate::verify::{instantiate, visit_loads, Site};
-
-/// The single reduction over `var` in `e` (and not inside another reduction).
-pub(super) fn find_reduce<'e>(e: &'e KExpr, var: &str) -> Vec<&'e KExpr> {
-    match &e.kind {
-        KExprKind::Reduce(_, vars, _)
-            if vars
-                .iter()
-                .any(|v| matches!(v, IndexVar::Var(n, _) if n == var)) =>
-        {
-            vec![e]
-        }
-        KExprKind::Reduce(..) => vec![],
-        KExprKind::Call(_, args) => args.iter().flat_map(|a| find_reduce(a, var)).collect(),
-        KExprKind::Unary(_, a) => find_reduce(a, var),
-        KExprKind::Binary(_, a, b) => find_reduce(a, var)
-            .into_iter()
-            .chain(find_reduce(b, var))
-            .collect(),
-        _ => vec![],
-    }
-}
-
-/// `e` with the node at `target` (by address) replaced by `with`.
-fn replace(e: &KExpr, target: *const KExpr, with: &KExpr) -> KExpr {
-    if std::ptr::eq(e, target) {
-        return with.clone();
-    }
-    let kind = match &e.kind {
-        KExprKind::Call(f, args) => {
-            KExprKind::Call(*f, args.iter().map(|a| replace(a, target, with)).collect())
-        }
-        KExprKind::Unary(op, a) => KExprKind::Unary(*op, Box::new(replace(a, target, with))),
-        KExprKind::Binary(op, a, b) => KExprKind::Binary(
-            *op,
-            Box::new(replace(a, target, with)),
-            Box::new(replace(b, target, with)),
-        ),
-        other => other.clone(),
-    };
-    KExpr { kind, span: e.span }
-}
-
-/// Names of the tensors `e` reads.
-pub(super) fn reads(e: &KExpr, out: &mut Vec<String>) {
-    match &e.kind {
-        KExprKind::Access(n, _) if !out.contains(n) => out.push(n.clone()),
-        KExprKind::Reduce(_, _, b) | KExprKind::Unary(_, b) => reads(b, out),
-        KExprKind::Call(_, args) => args.iter().for_each(|a| reads(a, out)),
-        KExprKind::Binary(_, a, b) => {
-            reads(a, out);
-            reads(b, out);
-        }
-        _ => {}
-    }
-}
 
 /// The dtype of the lowered reduction over variable number `v`.
 fn reduce_dtype(e: &CExpr, v: usize) -> Option<DType> {

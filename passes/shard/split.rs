@@ -3,6 +3,7 @@
 //! a row sum (partial sum + combine) and an elementwise op sharded on columns. Temporaries
 //! become graph values; their ports take the dims of the output dims their variables index.
 
+use super::kexpr::{find_reduce, reads};
 use crate::diag::Diagnostic;
 use crate::ir::graph::*;
 use crate::ir::kernel::*;
@@ -18,7 +19,7 @@ pub fn reduces_in_temp(op: &OpDef, var: &str) -> bool {
     stmts.len() > 1
         && stmts[..stmts.len() - 1]
             .iter()
-            .any(|s| !super::reduce::find_reduce(&s.value, var).is_empty())
+            .any(|s| !find_reduce(&s.value, var).is_empty())
 }
 
 /// The symbolic dim of each index variable, from the first output statement's left side.
@@ -61,7 +62,7 @@ pub fn split_op(op: &OpDef) -> Option<Vec<(OpDef, String)>> {
     let mut out = Vec::new();
     for (k, st) in stmts.iter().enumerate() {
         let mut used = Vec::new();
-        super::reduce::reads(&st.value, &mut used);
+        reads(&st.value, &mut used);
         let mut inputs: Vec<PortDef> = op
             .inputs
             .iter()

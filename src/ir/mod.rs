@@ -23,17 +23,115 @@ pub use graph::{
     View,
 };
 pub use kernel::{Dim, IExpr, OpBody, OpDef, PortDef};
+use std::collections::HashMap;
 pub use types::{DType, Literal, TensorType};
 
 /// A whole TEG file.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct Module {
     pub ops: Vec<OpDef>,
     pub graphs: Vec<Graph>,
+    /// Name → position in `ops`, for [`Module::op`]; filled and repaired by lookups.
+    op_index: OpIndex,
 }
 
 impl Module {
+    /// The op named `name`. Amortized O(1): passes look an op up per apply, and at 100k
+    /// applies a scan per lookup made them quadratic.
     pub fn op(&self, name: &str) -> Option<&OpDef> {
-        self.ops.iter().find(|o| o.name == name)
+        let i = self.op_index.find(&self.ops, name)?;
+        Some(&self.ops[i])
+    }
+}
+
+/// An index over a module's ops that needs no notice of mutations (`ops` is a public field):
+/// ops appended since the last lookup are indexed on the next one, a hit is checked against
+/// the op's name, and a miss is confirmed by a scan, which rebuilds the index if it finds the
+/// op elsewhere (ops replaced or reordered). Only a lookup of a missing name costs a scan.
+#[derive(Default)]
+struct OpIndex(std::sync::Mutex<(HashMap<String, usize>, usize)>);
+
+impl OpIndex {
+    fn find(&self, ops: &[OpDef], name: &str) -> Option<usize> {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (map, indexed) = &mut *guard;
+        let hit = |map: &HashMap<String, usize>| {
+            map.get(name)
+                .copied()
+                .filter(|&i| ops.get(i).is_some_and(|o| o.name == name))
+        };
+        if *indexed > ops.len() {
+            *indexed = 0;
+            map.clear();
+        }
+        for (i, o) in ops.iter().enumerate().skip(*indexed) {
+            map.entry(o.name.clone()).or_insert(i);
+        }
+        *indexed = ops.len();
+        if let Some(i) = hit(map) {
+            return Some(i);
+        }
+        let i = ops.iter().position(|o| o.name == name)?;
+        map.clear();
+        for (k, o) in ops.iter().enumerate() {
+            map.entry(o.name.clone()).or_insert(k);
+        }
+        Some(i)
+    }
+}
+
+impl Clone for OpIndex {
+    fn clone(&self) -> OpIndex {
+        OpIndex::default()
+    }
+}
+
+/// A cache: never part of a module's value.
+impl PartialEq for OpIndex {
+    fn eq(&self, _: &OpIndex) -> bool {
+        true
+    }
+}
+
+/// The module's value only: the index is a cache.
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Module")
+            .field("ops", &self.ops)
+            .field("graphs", &self.graphs)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(name: &str) -> OpDef {
+        let text = format!("op @{name}(x: f32[N]) -> (y: f32[N]) {{\n  y[i] = x[i]\n}}\n");
+        let (m, _, diags) = crate::compile_source(&text);
+        assert!(!diags.has_errors());
+        m.ops[0].clone()
+    }
+
+    #[test]
+    fn op_lookup_follows_every_kind_of_mutation() {
+        let mut m = Module::default();
+        assert!(m.op("a").is_none());
+        m.ops.push(op("a"));
+        m.ops.push(op("b"));
+        assert_eq!(m.op("b").map(|o| o.name.as_str()), Some("b"));
+        m.ops.reverse();
+        assert_eq!(m.op("a").map(|o| o.name.as_str()), Some("a"));
+        assert_eq!(m.op("b").map(|o| o.name.as_str()), Some("b"));
+        m.ops = vec![op("c")];
+        assert!(m.op("a").is_none());
+        assert_eq!(m.op("c").map(|o| o.name.as_str()), Some("c"));
+        m.ops.insert(0, op("d"));
+        assert_eq!(m.op("c").map(|o| o.name.as_str()), Some("c"));
+        assert_eq!(m.op("d").map(|o| o.name.as_str()), Some("d"));
+        let copy = m.clone();
+        assert_eq!(copy, m);
+        assert_eq!(copy.op("d").map(|o| o.name.as_str()), Some("d"));
     }
 }

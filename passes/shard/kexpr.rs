@@ -1,0 +1,61 @@
+//! Walks over kernel expressions (`KExpr`) that both halves of sharding need: finding the
+//! reduction over a variable, the tensors an expression reads, and replacing one node. Kept
+//! apart so that `split.rs` (kernels split into pieces) and `reduce.rs` (reductions split into
+//! partials) each depend on it and not on each other.
+
+use crate::ir::kernel::*;
+
+/// The single reduction over `var` in `e` (and not inside another reduction).
+pub fn find_reduce<'e>(e: &'e KExpr, var: &str) -> Vec<&'e KExpr> {
+    match &e.kind {
+        KExprKind::Reduce(_, vars, _)
+            if vars
+                .iter()
+                .any(|v| matches!(v, IndexVar::Var(n, _) if n == var)) =>
+        {
+            vec![e]
+        }
+        KExprKind::Reduce(..) => vec![],
+        KExprKind::Call(_, args) => args.iter().flat_map(|a| find_reduce(a, var)).collect(),
+        KExprKind::Unary(_, a) => find_reduce(a, var),
+        KExprKind::Binary(_, a, b) => find_reduce(a, var)
+            .into_iter()
+            .chain(find_reduce(b, var))
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// `e` with the node at `target` (by address) replaced by `with`.
+pub fn replace(e: &KExpr, target: *const KExpr, with: &KExpr) -> KExpr {
+    if std::ptr::eq(e, target) {
+        return with.clone();
+    }
+    let kind = match &e.kind {
+        KExprKind::Call(f, args) => {
+            KExprKind::Call(*f, args.iter().map(|a| replace(a, target, with)).collect())
+        }
+        KExprKind::Unary(op, a) => KExprKind::Unary(*op, Box::new(replace(a, target, with))),
+        KExprKind::Binary(op, a, b) => KExprKind::Binary(
+            *op,
+            Box::new(replace(a, target, with)),
+            Box::new(replace(b, target, with)),
+        ),
+        other => other.clone(),
+    };
+    KExpr { kind, span: e.span }
+}
+
+/// Names of the tensors `e` reads.
+pub fn reads(e: &KExpr, out: &mut Vec<String>) {
+    match &e.kind {
+        KExprKind::Access(n, _) if !out.contains(n) => out.push(n.clone()),
+        KExprKind::Reduce(_, _, b) | KExprKind::Unary(_, b) => reads(b, out),
+        KExprKind::Call(_, args) => args.iter().for_each(|a| reads(a, out)),
+        KExprKind::Binary(_, a, b) => {
+            reads(a, out);
+            reads(b, out);
+        }
+        _ => {}
+    }
+}
