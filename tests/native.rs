@@ -611,8 +611,8 @@ graph @ew {
   sink @y %y
 }
 graph @few_rows {
-  %a = source @a : f32[16, 96]
-  %b = source @b : f32[96, 512]
+  %a = source @a : f32[16, 256]
+  %b = source @b : f32[256, 1024]
   %c = apply @matmul(%a, %b)
   sink @c %c
 }";
@@ -635,10 +635,45 @@ graph @few_rows {
             .collect();
         assert_eq!(applies.len(), 1, "@{name}: {:?}", rep.task_names);
         let jobs = rep.events.iter().filter(|e| e.task == applies[0]).count();
-        // 16 rows are 2 row chunks; 512 columns are 4 (2 per thread).
+        // 16 rows are 2 row chunks; 1024 columns are 4 (2 per thread).
         let least = if name == "few_rows" { 4 } else { 2 };
         assert!(jobs >= least, "@{name}: the apply ran as {jobs} job(s)");
     }
+}
+
+/// A task too small to pay for handing chunks to another worker (below
+/// `exec::MIN_CHUNK_WORK` per chunk) runs as one job even on 2 threads, with the same values.
+#[test]
+fn a_tiny_apply_runs_as_one_job_on_two_threads() {
+    let src = "op @matmul(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
+  c[i, j] = sum[k](a[i, k] * b[k, j])
+}
+graph @mm {
+  %a = source @a : f32[64, 64]
+  %b = source @b : f32[64, 64]
+  %c = apply @matmul(%a, %b)
+  sink @c %c
+}";
+    let (m, facts) = common::compile_ok("tiny", src);
+    let ins = inputs(&m, 0);
+    let want = tapc::interp::run(&m, &m.graphs[0], &facts[0], &ins).unwrap();
+    let opts = Options {
+        threads: 2,
+        record: true,
+    };
+    let (got, rep) = tapc::codegen::with_jit(&m, 0, &facts[0], &Default::default(), |p| {
+        p.run(&ins, &opts)
+    })
+    .unwrap()
+    .unwrap();
+    compare(&want, &got).unwrap();
+    let apply = (0..rep.task_names.len())
+        .find(|&t| rep.task_names[t].starts_with("apply"))
+        .expect("an apply task");
+    let jobs: Vec<_> = rep.events.iter().filter(|e| e.task == apply).collect();
+    assert_eq!(jobs.len(), 1, "{:?}", rep.time_summary());
+    // The calling thread ran it: no helper was woken for a schedule with nothing to share.
+    assert!(rep.events.iter().all(|e| e.worker == 0), "{:?}", rep.events);
 }
 
 proptest! {

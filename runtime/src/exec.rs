@@ -18,8 +18,11 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+mod pool;
 
 /// A compiled kernel: `bases[k]` points at element 0 of the task's `k`-th view, `range`
 /// holds `lo, hi` per index dimension. Returns 0 on success, 1 if it could not allocate its
@@ -27,8 +30,11 @@ use std::time::{Duration, Instant};
 /// (the tests') that panics unwinds into the worker's `catch_unwind` instead of aborting.
 pub type KernelFn = unsafe extern "C-unwind" fn(*const *mut u8, *const i64) -> i32;
 
-/// Work (estimated operations) below which a task is never split.
-const MIN_SPLIT_WORK: f64 = 32768.0;
+/// Work (estimated operations, see [`crate::plan::Task::work`]) every chunk of a split task
+/// gets at least: some 20 µs of one core, so that handing a chunk to another worker (a queue
+/// lock and, if it sleeps, a wake-up) costs far less than the chunk saves. A smaller task runs
+/// as one job.
+pub const MIN_CHUNK_WORK: f64 = 2.0e6;
 
 /// How to run.
 #[derive(Clone, Debug)]
@@ -230,6 +236,8 @@ struct Shared<'a> {
     dependents: Vec<Vec<usize>>,
     state: Mutex<State>,
     cv: Condvar,
+    /// Bumped (under `state`) whenever `cv` is notified, so an idle worker can spin on it.
+    signal: AtomicU64,
     t0: Instant,
 }
 
@@ -430,6 +438,7 @@ pub fn execute_with<T>(
             error: None,
         }),
         cv: Condvar::new(),
+        signal: AtomicU64::new(0),
         t0: Instant::now(),
     };
     {
@@ -440,28 +449,9 @@ pub fn execute_with<T>(
             }
         }
     }
-    let mut events = Vec::new();
-    std::thread::scope(|s| {
-        // The calling thread is worker 0: it starts at once instead of after a thread spawn.
-        let handles: Vec<_> = (1..threads)
-            .map(|w| {
-                let (sh, test_fault) = (&shared, test_fault.as_ref());
-                std::thread::Builder::new()
-                    .name(format!("tapc-worker-{w}"))
-                    .spawn_scoped(s, move || sh.work(w, opts.record, test_fault))
-            })
-            .collect();
-        events.extend(shared.work(0, opts.record, test_fault.as_ref()));
-        for h in handles {
-            match h {
-                Ok(h) => match h.join() {
-                    Ok(ev) => events.extend(ev),
-                    Err(_) => shared.fail("a worker thread panicked".into()),
-                },
-                Err(e) => shared.fail(format!("cannot start a worker thread: {e}")),
-            }
-        }
-    });
+    let helpers = if shared.parallel() { threads - 1 } else { 0 };
+    let work = |w: usize| shared.work(w, opts.record, test_fault.as_ref());
+    let mut events = pool::run(helpers, &work, &|e| shared.fail(e));
     let wall = shared.t0.elapsed();
     let mut st = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
     if let Some(e) = st.error.take() {
@@ -506,7 +496,22 @@ impl Shared<'_> {
     fn fail(&self, msg: String) {
         let mut st = lock(&self.state);
         st.error.get_or_insert(msg);
+        self.notify(&st);
+    }
+
+    /// Wakes the idle workers; `_st` proves the state lock is held.
+    fn notify(&self, _st: &State) {
+        self.signal.fetch_add(1, Ordering::AcqRel);
         self.cv.notify_all();
+    }
+
+    /// Whether more than one worker can help: some task splits, or several tasks add up to
+    /// more than one chunk's work.
+    fn parallel(&self) -> bool {
+        let tasks = &self.plan.tasks;
+        tasks.iter().any(|t| chunk_count(t, self.threads) > 1)
+            || (tasks.len() > 1
+                && tasks.iter().map(|t| t.work).sum::<f64>() >= 2.0 * MIN_CHUNK_WORK)
     }
 
     /// Allocates the task's buffers and queues its chunks.
@@ -535,22 +540,17 @@ impl Shared<'_> {
 
     fn chunks(&self, i: usize) -> Vec<Job> {
         let t = &self.plan.tasks[i];
-        let whole = Job {
-            task: i,
-            lo: 0,
-            hi: 0,
-        };
-        let Some(d) = t.split else {
-            return vec![whole];
+        let n = chunk_count(t, self.threads);
+        let Some(d) = t.split.filter(|_| n > 1) else {
+            return vec![Job {
+                task: i,
+                lo: 0,
+                hi: 0,
+            }];
         };
         let (lo, hi) = t.range[d as usize];
         let align = t.align.max(1);
         let blocks = (hi - lo + align - 1) / align;
-        let by_work = (t.work / MIN_SPLIT_WORK) as i64;
-        let n = (2 * self.threads as i64).min(blocks).min(by_work);
-        if self.threads == 1 || n <= 1 {
-            return vec![Job { lo, hi, ..whole }];
-        }
         (0..n)
             .map(|k| Job {
                 task: i,
@@ -607,7 +607,15 @@ impl Shared<'_> {
                             .collect();
                         break (j, bases);
                     }
-                    st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                    // Spin briefly before sleeping: the next chunk or task is usually a few
+                    // microseconds away, and a futex wake-up costs more than that.
+                    let seen = self.signal.load(Ordering::Acquire);
+                    drop(st);
+                    pool::spin_until(|| self.signal.load(Ordering::Acquire) != seen);
+                    st = lock(&self.state);
+                    if self.signal.load(Ordering::Acquire) == seen {
+                        st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                    }
                 }
             };
             let t = &self.plan.tasks[job.task];
@@ -670,7 +678,7 @@ impl Shared<'_> {
             if st.chunks_left[job.task] == 0 {
                 self.complete(&mut st, job.task);
             }
-            self.cv.notify_all();
+            self.notify(&st);
         }
     }
 
@@ -694,6 +702,21 @@ impl Shared<'_> {
             }
         }
     }
+}
+
+/// How many jobs task `t` runs as on `threads` workers: up to two per thread (so one slow
+/// chunk does not idle the other thread), never more than its split dimension has aligned
+/// blocks, and none below [`MIN_CHUNK_WORK`].
+pub fn chunk_count(t: &crate::plan::Task, threads: usize) -> i64 {
+    let Some(d) = t.split else { return 1 };
+    let (lo, hi) = t.range[d as usize];
+    let align = t.align.max(1);
+    let blocks = (hi - lo + align - 1) / align;
+    let by_work = (t.work / MIN_CHUNK_WORK) as i64;
+    if threads <= 1 {
+        return 1;
+    }
+    (2 * threads as i64).min(blocks).min(by_work).max(1)
 }
 
 fn copy_in(data: &Data, dst: *mut u8) {

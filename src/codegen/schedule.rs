@@ -200,6 +200,16 @@ fn scalar_of(l: Literal) -> Scalar {
     }
 }
 
+/// Operations that take as long as moving one byte to or from memory (a core does some 50
+/// GFLOP/s and streams some 10 GB/s): a task's `work` counts both, so that the executor splits a
+/// memory-bound task as readily as a compute-bound one of the same length.
+const WORK_PER_BYTE: f64 = 4.0;
+
+/// Elements in a footprint box.
+fn volume(bx: &[(i64, i64)]) -> f64 {
+    bx.iter().map(|&(lo, hi)| (hi - lo).max(0) as f64).product()
+}
+
 /// The little-endian bytes of `s` as a `dtype` element.
 pub fn scalar_bytes(s: Scalar, dtype: DType) -> Vec<u8> {
     match s.cast(dtype) {
@@ -454,7 +464,7 @@ impl Builder<'_> {
             range,
             split,
             1,
-            out.elements() as f64,
+            WORK_PER_BYTE * (out.elements() * 2 * out.dtype.size_bytes() as i64) as f64,
             src.producers.clone(),
         );
         self.access[t as usize] = TaskAccess {
@@ -529,7 +539,9 @@ impl Builder<'_> {
                             range,
                             split,
                             1,
-                            8.0 * l.elements() as f64,
+                            8.0 * l.elements() as f64
+                                + WORK_PER_BYTE
+                                    * (l.elements() * l.dtype.size_bytes() as i64) as f64,
                             vec![],
                         );
                         self.access[t as usize].writes = vec![l.whole(vname(results[0]))];
@@ -602,8 +614,16 @@ impl Builder<'_> {
                 );
                 let args = ins.iter().chain(&outs).map(Loc::arg).collect();
                 let deps = ins.iter().flat_map(|l| l.producers.clone()).collect();
-                let work = inst.points().max(1) as f64 * inst.signature.flops_per_point.max(1.0);
                 let (in_boxes, out_boxes) = crate::passes::cost::model::io_boxes(inst);
+                let flops = inst.points().max(1) as f64 * inst.signature.flops_per_point.max(1.0);
+                let bytes: f64 = ins
+                    .iter()
+                    .zip(&in_boxes)
+                    .chain(outs.iter().zip(&out_boxes))
+                    .map(|(l, bx)| l.dtype.size_bytes() as f64 * volume(bx))
+                    .sum();
+                // A memory-bound apply (few flops per element) is as long as its traffic.
+                let work = flops + WORK_PER_BYTE * bytes;
                 let access = TaskAccess {
                     node: Some(a.placement.unwrap_or(0)),
                     reads: ins
