@@ -586,14 +586,8 @@ fn the_mlp_on_committed_inputs_matches_the_expected_outputs() {
     assert!(err / norm < 1e-5, "normwise relative error {}", err / norm);
 }
 
-/// An unsharded graph is a one-shard schedule (one task per apply), yet 2 threads still share
-/// the work of a big apply: the executor splits it into chunks along a dimension its kernel
-/// allows (matmul: rows, or columns when there are few rows; an elementwise chain: elements),
-/// which is what makes the benchmark's 2-thread column meaningful without a sharding pass.
-/// The results still match.
-#[test]
-fn unsharded_matmul_and_elementwise_applies_are_split_across_two_threads() {
-    let src = "op @matmul(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
+/// Graphs of the split tests: big applies and (`@tiny`) one too small to split.
+const SPLIT_SRC: &str = "op @matmul(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
   c[i, j] = sum[k](a[i, k] * b[k, j])
 }
 op @chain(x: f32[..S]) -> (y: f32[..S]) {
@@ -610,66 +604,74 @@ graph @ew {
   %y = apply @chain(%x)
   sink @y %y
 }
+graph @tiny {
+  %a = source @a : f32[64, 64]
+  %b = source @b : f32[64, 64]
+  %c = apply @matmul(%a, %b)
+  sink @c %c
+}
 graph @few_rows {
   %a = source @a : f32[16, 256]
   %b = source @b : f32[256, 1024]
   %c = apply @matmul(%a, %b)
   sink @c %c
 }";
-    let (m, facts) = common::compile_ok("split", src);
-    for (gi, (g, f)) in m.graphs.iter().zip(&facts).enumerate() {
+
+/// An unsharded graph is a one-shard schedule (one task per apply), yet 2 threads still share
+/// the work of a big apply: the executor splits it into chunks along a dimension its kernel
+/// allows (matmul: rows, or columns when there are few rows; an elementwise chain: elements),
+/// which is what makes the benchmark's 2-thread column meaningful without a sharding pass.
+/// The results still match.
+#[test]
+fn unsharded_matmul_and_elementwise_applies_are_split_across_two_threads() {
+    let (m, facts) = common::compile_ok("split", SPLIT_SRC);
+    for (gi, g) in m
+        .graphs
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| g.name != "tiny")
+    {
         let name = &g.name;
-        let ins = inputs(&m, gi);
-        let want = tapc::interp::run(&m, g, f, &ins).unwrap();
-        let opts = Options {
-            threads: 2,
-            record: true,
-        };
-        let (got, rep) =
-            tapc::codegen::with_jit(&m, gi, f, &Default::default(), |p| p.run(&ins, &opts))
-                .unwrap()
-                .unwrap();
-        compare(&want, &got).unwrap_or_else(|e| panic!("@{name}: {e}"));
-        let applies: Vec<usize> = (0..rep.task_names.len())
-            .filter(|&t| rep.task_names[t].starts_with("apply"))
-            .collect();
-        assert_eq!(applies.len(), 1, "@{name}: {:?}", rep.task_names);
-        let jobs = rep.events.iter().filter(|e| e.task == applies[0]).count();
+        let (rep, apply) = apply_on_two_threads(&m, &facts, gi);
+        let jobs = rep.events.iter().filter(|e| e.task == apply).count();
         // 16 rows are 2 row chunks; 1024 columns are 4 (2 per thread).
         let least = if name == "few_rows" { 4 } else { 2 };
         assert!(jobs >= least, "@{name}: the apply ran as {jobs} job(s)");
     }
 }
 
-/// A task too small to pay for handing chunks to another worker (below
-/// `exec::MIN_CHUNK_WORK` per chunk) runs as one job even on 2 threads, with the same values.
-#[test]
-fn a_tiny_apply_runs_as_one_job_on_two_threads() {
-    let src = "op @matmul(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
-  c[i, j] = sum[k](a[i, k] * b[k, j])
-}
-graph @mm {
-  %a = source @a : f32[64, 64]
-  %b = source @b : f32[64, 64]
-  %c = apply @matmul(%a, %b)
-  sink @c %c
-}";
-    let (m, facts) = common::compile_ok("tiny", src);
-    let ins = inputs(&m, 0);
-    let want = tapc::interp::run(&m, &m.graphs[0], &facts[0], &ins).unwrap();
+/// Runs graph `gi` natively on 2 threads, recording its jobs, and checks its values against
+/// the interpreter; returns the report and the index of its one apply task.
+fn apply_on_two_threads(
+    m: &Module,
+    facts: &[GraphFacts],
+    gi: usize,
+) -> (tapc_runtime::exec::Report, usize) {
+    let (g, f) = (&m.graphs[gi], &facts[gi]);
+    let ins = inputs(m, gi);
+    let want = tapc::interp::run(m, g, f, &ins).unwrap();
     let opts = Options {
         threads: 2,
         record: true,
     };
-    let (got, rep) = tapc::codegen::with_jit(&m, 0, &facts[0], &Default::default(), |p| {
-        p.run(&ins, &opts)
-    })
-    .unwrap()
-    .unwrap();
-    compare(&want, &got).unwrap();
-    let apply = (0..rep.task_names.len())
-        .find(|&t| rep.task_names[t].starts_with("apply"))
-        .expect("an apply task");
+    let (got, rep) = tapc::codegen::with_jit(m, gi, f, &Default::default(), |p| p.run(&ins, &opts))
+        .unwrap()
+        .unwrap();
+    compare(&want, &got).unwrap_or_else(|e| panic!("@{}: {e}", g.name));
+    let applies: Vec<usize> = (0..rep.task_names.len())
+        .filter(|&t| rep.task_names[t].starts_with("apply"))
+        .collect();
+    assert_eq!(applies.len(), 1, "@{}: {:?}", g.name, rep.task_names);
+    (rep, applies[0])
+}
+
+/// A task too small to pay for handing chunks to another worker (below
+/// `exec::MIN_CHUNK_WORK` per chunk) runs as one job even on 2 threads, with the same values.
+#[test]
+fn a_tiny_apply_runs_as_one_job_on_two_threads() {
+    let (m, facts) = common::compile_ok("split", SPLIT_SRC);
+    let gi = m.graphs.iter().position(|g| g.name == "tiny").unwrap();
+    let (rep, apply) = apply_on_two_threads(&m, &facts, gi);
     let jobs: Vec<_> = rep.events.iter().filter(|e| e.task == apply).collect();
     assert_eq!(jobs.len(), 1, "{:?}", rep.time_summary());
     // The calling thread ran it: no helper was woken for a schedule with nothing to share.
