@@ -20,7 +20,9 @@ pub(super) type Work<'a> = dyn Fn(usize) -> Vec<Event> + Sync + 'a;
 /// machine's core for long.
 pub(super) const SPIN: Duration = Duration::from_micros(50);
 
-/// Polls `changed` for up to [`SPIN`]; true as soon as it holds.
+/// Polls `changed` for up to [`SPIN`]; true as soon as it holds. Yields between rounds: on
+/// a machine with fewer free cores than threads, the thread that would make `changed` true
+/// may be waiting for this core.
 pub(super) fn spin_until(changed: impl Fn() -> bool) -> bool {
     let t0 = Instant::now();
     loop {
@@ -33,6 +35,7 @@ pub(super) fn spin_until(changed: impl Fn() -> bool) -> bool {
         if t0.elapsed() > SPIN {
             return changed();
         }
+        std::thread::yield_now();
     }
 }
 
