@@ -132,6 +132,10 @@ struct K<'k, 'a, 'ctx> {
     depth: usize,
 }
 
+/// Vectors per lane panel of a reduction without row blocking: 16 accumulators, so each
+/// reduction step reads a 1 KiB run (f32) of the streamed operand, not 128 bytes.
+const STREAM_VECTORS: i64 = 16;
+
 /// Largest temporary kept on the stack; bigger ones are heap allocated.
 const STACK_TEMP_BYTES: i64 = 64 << 10;
 
@@ -449,7 +453,12 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let ej = ext(inst, j);
         let (u, block) = if red {
             let u = self.panel_vectors(st, j);
-            (u, self.block_var(st, &lv, j, u))
+            match self.block_var(st, &lv, j, u) {
+                Some(i) => (u, Some(i)),
+                // No rows to reuse a panel (a row vector times a matrix): no packing, and
+                // wide panels, so each reduction step streams a long contiguous run.
+                _ => (((ej + w - 1) / w).clamp(1, STREAM_VECTORS), None),
+            }
         } else {
             (if ej >= 2 * w { 2 } else { 1 }, None)
         };
