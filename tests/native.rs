@@ -749,20 +749,27 @@ fn matmul_like_kernels_at_edge_shapes_match_the_interpreter() {
     }
 }
 
-/// A row vector times a matrix (M = 1: no rows to reuse a packed panel) at widths past a
-/// 16-vector register panel, with masked partial panels, long and short reductions, batched,
-/// through a transposed view and with a fused epilogue, on 1 and 2 threads.
+/// Matmuls without row blocking, streamed along whole output rows in 16-vector panels with
+/// masked partial panels: a row vector times a matrix (M = 1: no rows to reuse a packed
+/// panel) and tiny reductions (K ≤ 8: an outer product), at widths past one panel, also
+/// batched, through a transposed view and with a fused epilogue, on 1 and 2 threads.
 #[test]
-fn row_vector_times_matrix_at_wide_edge_shapes_matches_the_interpreter() {
-    for (k, n) in [
-        (1, 257),
-        (2, 1031),
-        (17, 259),
-        (33, 512),
-        (131, 263),
-        (15, 31),
-    ] {
-        check_matmul_like(1, k, n);
+fn unblocked_matmuls_at_wide_edge_shapes_match_the_interpreter() {
+    let shapes = [
+        (1, 1, 257),
+        (1, 2, 1031),
+        (1, 17, 259),
+        (1, 33, 512),
+        (1, 131, 263),
+        (1, 15, 31),
+        (33, 1, 257),
+        (17, 2, 1031),
+        (2, 8, 263),
+        (31, 9, 259),
+        (15, 3, 1),
+    ];
+    for (m, k, n) in shapes {
+        check_matmul_like(m, k, n);
     }
 }
 

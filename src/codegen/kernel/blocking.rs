@@ -39,7 +39,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
     }
 
     /// The largest number of points of a top-level reduction in `e`.
-    fn reduce_points(&self, e: &CExpr) -> i64 {
+    pub(super) fn reduce_points(&self, e: &CExpr) -> i64 {
         match &e.kind {
             CKind::Reduce { vars, .. } => vars.iter().map(|&v| ext(self.inst, v)).product(),
             CKind::Call(_, a) => a.iter().map(|x| self.reduce_points(x)).max().unwrap_or(0),

@@ -136,6 +136,11 @@ struct K<'k, 'a, 'ctx> {
 /// reduction step reads a 1 KiB run (f32) of the streamed operand, not 128 bytes.
 const STREAM_VECTORS: i64 = 16;
 
+/// A reduction over at most this many points (an outer product, K = 1) does too little work
+/// per output point to pay for row blocking and packing: the output's writes dominate, and
+/// lane panels down columns would write each row in short pieces.
+const TINY_REDUCTION: i64 = 8;
+
 /// Largest temporary kept on the stack; bigger ones are heap allocated.
 const STACK_TEMP_BYTES: i64 = 64 << 10;
 
@@ -453,10 +458,12 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let ej = ext(inst, j);
         let (u, block) = if red {
             let u = self.panel_vectors(st, j);
+            let tiny = self.reduce_points(&st.value) <= TINY_REDUCTION;
             match self.block_var(st, &lv, j, u) {
-                Some(i) => (u, Some(i)),
-                // No rows to reuse a panel (a row vector times a matrix): no packing, and
-                // wide panels, so each reduction step streams a long contiguous run.
+                Some(i) if !tiny => (u, Some(i)),
+                // No rows to reuse a panel (a row vector times a matrix), or too little work
+                // per point to pay for a panel (an outer product): no packing, and wide
+                // panels along whole output rows, so each step streams a long contiguous run.
                 _ => (((ej + w - 1) / w).clamp(1, STREAM_VECTORS), None),
             }
         } else {
