@@ -749,12 +749,13 @@ fn matmul_like_kernels_at_edge_shapes_match_the_interpreter() {
     }
 }
 
-/// Matmuls without row blocking, streamed along whole output rows in 16-vector panels with
-/// masked partial panels: a row vector times a matrix (M = 1: no rows to reuse a packed
-/// panel) and tiny reductions (K ≤ 8: an outer product), at widths past one panel, also
+/// Matmuls without packing, streamed along whole output rows in wide panels with masked
+/// partial panels: a row vector times a matrix (M = 1: no rows to reuse a packed panel), few
+/// rows (M ≤ 4: one register block) and tiny reductions (K ≤ 8: an outer product), at widths
+/// past one panel (and M = 5, K = 9 just past the limits), also
 /// batched, through a transposed view and with a fused epilogue, on 1 and 2 threads.
 #[test]
-fn unblocked_matmuls_at_wide_edge_shapes_match_the_interpreter() {
+fn unpacked_matmuls_at_wide_edge_shapes_match_the_interpreter() {
     let shapes = [
         (1, 1, 257),
         (1, 2, 1031),
@@ -767,6 +768,12 @@ fn unblocked_matmuls_at_wide_edge_shapes_match_the_interpreter() {
         (2, 8, 263),
         (31, 9, 259),
         (15, 3, 1),
+        // Few rows (M ≤ 4): one register block of every row, unpacked.
+        (2, 17, 257),
+        (3, 131, 259),
+        (4, 33, 1031),
+        (4, 2, 31),
+        (5, 17, 263),
     ];
     for (m, k, n) in shapes {
         check_matmul_like(m, k, n);
