@@ -782,8 +782,46 @@ fn matmul_like_kernels_at_edge_shapes_match_the_interpreter() {
         (7, 33, 257),
     ];
     for (m, k, n) in shapes {
-        let src = format!(
-            "{MATMUL_OPS}
+        check_matmul_like(m, k, n);
+    }
+}
+
+/// Matmuls without packing, streamed along whole output rows in wide panels with masked
+/// partial panels: a row vector times a matrix (M = 1: no rows to reuse a packed panel), few
+/// rows (M ≤ 4: one register block) and tiny reductions (K ≤ 8: an outer product), at widths
+/// past one panel (and M = 5, K = 9 just past the limits), also
+/// batched, through a transposed view and with a fused epilogue, on 1 and 2 threads.
+#[test]
+fn unpacked_matmuls_at_wide_edge_shapes_match_the_interpreter() {
+    let shapes = [
+        (1, 1, 257),
+        (1, 2, 1031),
+        (1, 17, 259),
+        (1, 33, 512),
+        (1, 131, 263),
+        (1, 15, 31),
+        (33, 1, 257),
+        (17, 2, 1031),
+        (2, 8, 263),
+        (31, 9, 259),
+        (15, 3, 1),
+        // Few rows (M ≤ 4): one register block of every row, unpacked.
+        (2, 17, 257),
+        (3, 131, 259),
+        (4, 33, 1031),
+        (4, 2, 31),
+        (5, 17, 263),
+    ];
+    for (m, k, n) in shapes {
+        check_matmul_like(m, k, n);
+    }
+}
+
+/// Plain, A·Bᵀ, batched and fused-epilogue matmul-like kernels at `m × k × n` against the
+/// interpreter, with and without `fuse`.
+fn check_matmul_like(m: usize, k: usize, n: usize) {
+    let src = format!(
+        "{MATMUL_OPS}
 {}
 graph @abt {{
   %a = source @a : f32[{m}, {k}]
@@ -812,14 +850,13 @@ graph @epilogue {{
   %z = apply @poly(%y)
   sink @z %z
 }}",
-            plain_matmul(m, k, n)
-        );
-        assert_pipelines(
-            &format!("matmul {m}x{k}x{n}"),
-            &src,
-            &["canonicalize", "canonicalize,fuse,canonicalize"],
-        );
-    }
+        plain_matmul(m, k, n)
+    );
+    assert_pipelines(
+        &format!("matmul {m}x{k}x{n}"),
+        &src,
+        &["canonicalize", "canonicalize,fuse,canonicalize"],
+    );
 }
 
 /// `fuse` turns a linear layer plus residual add into one two-statement kernel; code

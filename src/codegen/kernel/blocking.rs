@@ -17,6 +17,8 @@ pub(super) struct Tile {
     pub u: i64,
     pub i: usize,
     pub rows: i64,
+    /// Whether the reused operand is packed (not when too few rows reuse a panel).
+    pub pack: bool,
 }
 
 /// Rows of a register block of `u` vectors per row: 16 accumulators (4 × 4, or 2 × 8).
@@ -39,7 +41,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
     }
 
     /// The largest number of points of a top-level reduction in `e`.
-    fn reduce_points(&self, e: &CExpr) -> i64 {
+    pub(super) fn reduce_points(&self, e: &CExpr) -> i64 {
         match &e.kind {
             CKind::Reduce { vars, .. } => vars.iter().map(|&v| ext(self.inst, v)).product(),
             CKind::Call(_, a) => a.iter().map(|x| self.reduce_points(x)).max().unwrap_or(0),
@@ -61,11 +63,11 @@ impl<'ctx> K<'_, '_, 'ctx> {
     /// `reduction points × panel width` elements, so the inner loop streams them
     /// sequentially instead of striding across rows (which thrashes cache sets and TLBs).
     pub(super) fn panels(&mut self, st: &CStmt, t: Tile, outer: &[usize]) -> R<()> {
-        let Tile { j, u, i, rows } = t;
+        let Tile { j, u, i, rows, .. } = t;
         let g = self.g;
         let (lo, hi) = (self.lo_of(j), self.hi_of(j));
         let jb = u * g.w as i64;
-        let packs = if rows > 1 {
+        let packs = if rows > 1 && t.pack {
             self.pack_candidates(&st.value, j, i)
         } else {
             vec![]
@@ -191,7 +193,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
         j0: IntValue<'ctx>,
         rem: Option<IntValue<'ctx>>,
     ) -> R<()> {
-        let Tile { j, u, i, rows } = t;
+        let Tile { j, u, i, rows, .. } = t;
         let g = self.g;
         let (lo, hi) = (self.lo_of(i), self.hi_of(i));
         let loops = Loops { g, f: self.loops.f };

@@ -132,6 +132,21 @@ struct K<'k, 'a, 'ctx> {
     depth: usize,
 }
 
+/// Vectors per lane panel of a reduction without row blocking: 16 accumulators, so each
+/// reduction step reads a 1 KiB run (f32) of the streamed operand, not 128 bytes.
+const STREAM_VECTORS: i64 = 16;
+
+/// A reduction over at most this many points (an outer product, K = 1) does too little work
+/// per output point to pay for row blocking and packing: the output's writes dominate, and
+/// lane panels down columns would write each row in short pieces.
+const TINY_REDUCTION: i64 = 8;
+
+/// A block variable with at most this many values is blocked whole and not packed.
+const FEW_ROWS: i64 = 4;
+
+/// Vector accumulators of a register block.
+const ACCUMULATORS: i64 = 16;
+
 /// Largest temporary kept on the stack; bigger ones are heap allocated.
 const STACK_TEMP_BYTES: i64 = 64 << 10;
 
@@ -449,9 +464,30 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let ej = ext(inst, j);
         let (u, block) = if red {
             let u = self.panel_vectors(st, j);
-            (u, self.block_var(st, &lv, j, u))
+            let tiny = self.reduce_points(&st.value) <= TINY_REDUCTION;
+            match self.block_var(st, &lv, j, u) {
+                Some(i) if !tiny => (u, Some(i)),
+                // No rows to reuse a panel (a row vector times a matrix), or too little work
+                // per point to pay for a panel (an outer product): no packing, and wide
+                // panels along whole output rows, so each step streams a long contiguous run.
+                _ => (((ej + w - 1) / w).clamp(1, STREAM_VECTORS), None),
+            }
         } else {
             (if ej >= 2 * w { 2 } else { 1 }, None)
+        };
+        // Few rows: all of them in one register block, each step's wide run of the reused
+        // operand read once from memory and used by every row, with no packing pass (unless
+        // a load strides along the lanes: a transposed operand is gathered into the panel).
+        let few = block.is_some_and(|i| ext(inst, i) <= FEW_ROWS)
+            && self
+                .loads_of(&st.value)
+                .iter()
+                .all(|a| matches!(a.coeff(j), 0 | 1));
+        let u = if few {
+            let r = block.map_or(1, |i| ext(inst, i));
+            (ACCUMULATORS / r).min((ej + w - 1) / w).max(1)
+        } else {
+            u
         };
         let rows = block.map_or(1, |i| block_rows(u).min(ext(inst, i)));
         let outer: Vec<usize> = lv
@@ -461,7 +497,20 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .collect();
         match block {
             None => self.point_loops(&outer, &mut |k| k.row_block(st, j, u, &[], None)),
-            Some(i) => self.panels(st, Tile { j, u, i, rows }, &outer),
+            Some(i) => {
+                let pack = !few;
+                self.panels(
+                    st,
+                    Tile {
+                        j,
+                        u,
+                        i,
+                        rows,
+                        pack,
+                    },
+                    &outer,
+                )
+            }
         }
     }
 
