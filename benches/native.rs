@@ -158,22 +158,7 @@ struct Workload {
     passes: Option<&'static str>,
 }
 
-const MM: &str = "op @mm(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
-  c[i, j] = sum[k](a[i, k] * b[k, j])
-}
-op @bmm(a: f32[B, M, K], b: f32[B, K, N]) -> (c: f32[B, M, N]) {
-  c[b, i, j] = sum[k](a[b, i, k] * b[b, k, j])
-}
-op @linear(x: f32[M, K], w: f32[K, N], b: f32[N]) -> (y: f32[M, N]) {
-  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
-}
-op @add(x: f32[..S], y: f32[..S]) -> (z: f32[..S]) {
-  z[..i] = x[..i] + y[..i]
-}
-op @relu(x: f32[..S]) -> (y: f32[..S]) {
-  y[..i] = max(x[..i], 0.0)
-}
-";
+const MM: &str = include_str!("../tests/data/matmul_ops.teg");
 
 /// The matmul shape sweep (M, K, N): powers of two 64 … 4096, primes and odd sizes,
 /// tall-skinny and short-wide, matrix-vector and K-dominant.

@@ -744,22 +744,7 @@ fn assert_pipelines(what: &str, src: &str, pipelines: &[&str]) {
     }
 }
 
-const MATMUL_OPS: &str = "op @mm(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
-  c[i, j] = sum[k](a[i, k] * b[k, j])
-}
-op @bmm(a: f32[B, M, K], b: f32[B, K, N]) -> (c: f32[B, M, N]) {
-  c[b, i, j] = sum[k](a[b, i, k] * b[b, k, j])
-}
-op @linear(x: f32[M, K], w: f32[K, N], b: f32[N]) -> (y: f32[M, N]) {
-  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]
-}
-op @add(x: f32[..S], y: f32[..S]) -> (z: f32[..S]) {
-  z[..i] = x[..i] + y[..i]
-}
-op @poly(x: f32[..S]) -> (y: f32[..S]) {
-  y[..i] = x[..i] * (1.0 + x[..i] * x[..i] * 0.044715)
-}
-";
+const MATMUL_OPS: &str = include_str!("data/matmul_ops.teg");
 
 /// Matmul-like kernels at edge shapes (1, 2, 15, 17, 31, 33, primes in every dimension):
 /// plain, A·Bᵀ through a transposed view (packed by gathering), batched (also transposed),
