@@ -5,7 +5,7 @@
 
 use crate::diag::{codes, Diagnostic};
 use crate::ir::Module;
-use crate::syntax::printer::print_module;
+use crate::print::print_module;
 use crate::verify::{self, GraphFacts};
 use std::time::{Duration, Instant};
 

@@ -1,17 +1,20 @@
 //! tapc: a compiler for the Tapestry Expression Graph (TEG).
 //!
-//! Pipeline: [`syntax`] (text → syntax tree → IR, and IR → text), [`verify`] (types, shapes,
-//! bounds; produces per-apply [`ir::instance::Instance`]s), [`passes`] (graph rewrites, run by
-//! the pass manager), [`interp`] (the reference interpreter: the oracle of what a graph means)
-//! [`driver`] (the `tapc` command line) and [`lsp`] (the language server). See docs/architecture.md for the invariants and
-//! the API boundaries between these parts.
+//! Pipeline: [`syntax`] (text → syntax tree), [`lower`] (syntax tree → IR), [`verify`] (types,
+//! shapes, bounds; produces per-apply [`ir::instance::Instance`]s), [`passes`] (graph rewrites,
+//! run by the pass manager), [`interp`] (the reference interpreter: the oracle of what a graph
+//! means), [`codegen`] (the native backend), [`print`] (IR → text), [`driver`] (the `tapc`
+//! command line) and [`lsp`] (the language server). See docs/architecture.md for the layers,
+//! the invariants and the API boundaries between these parts.
 
 pub mod codegen;
 pub mod diag;
 pub mod driver;
 pub mod interp;
 pub mod ir;
+pub mod lower;
 pub mod lsp;
+pub mod print;
 pub mod syntax;
 pub mod verify;
 
@@ -25,7 +28,7 @@ use diag::Diagnostics;
 pub fn compile_source(src: &str) -> (ir::Module, Vec<verify::GraphFacts>, Diagnostics) {
     let mut diags = Diagnostics::default();
     let file = syntax::parse(src, &mut diags);
-    let mut lowered = syntax::lower::lower_all(&file, &mut diags);
+    let mut lowered = lower::lower_all(&file, &mut diags);
     // Ops first, once each: an op's own mistakes are then reported once, applied or not.
     let with_errors = lowered.stubs.iter().filter_map(|s| s.kernel.as_ref());
     diags.extend(verify::check_ops(

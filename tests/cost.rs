@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use tapc::passes::cost::{self, machine::Machine, model, model::Gene, model::Problem, pareto};
 use tapc::passes::manager::{run_pipeline, RunConfig};
-use tapc::syntax::printer::print_module;
+use tapc::print::print_module;
 use tapc_runtime::Tensor;
 
 fn problem_of(src: &str, opts: &[(&str, &str)]) -> Problem {

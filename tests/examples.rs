@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use std::collections::HashMap;
-use tapc::syntax::printer::print_module;
+use tapc::print::print_module;
 use tapc_runtime::npy;
 
 const EXAMPLES: &[&str] = &[

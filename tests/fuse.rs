@@ -16,7 +16,7 @@ use proptest::test_runner::TestRunner;
 use std::collections::HashMap;
 use tapc::ir::{Module, NodeKind};
 use tapc::passes::manager::{run_pipeline, RunConfig};
-use tapc::syntax::printer::print_module;
+use tapc::print::print_module;
 use tapc_runtime::{Data, Tensor};
 
 type Sinks = Vec<HashMap<String, Tensor>>;

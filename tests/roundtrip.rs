@@ -5,7 +5,7 @@ mod common;
 use common::graphgen::{build, step};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use tapc::syntax::printer::print_module;
+use tapc::print::print_module;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]

@@ -59,7 +59,7 @@ use crate::ir::kernel::OpDef;
 use crate::ir::{Module, TensorType};
 use crate::passes::canonicalize::peephole::whole_part;
 use crate::passes::manager::{Pass, PassContext, PassOptions};
-use crate::syntax::printer::print_op;
+use crate::print::print_op;
 use crate::verify::GraphFacts;
 use kernel::FKernel;
 use std::collections::{HashMap, HashSet};

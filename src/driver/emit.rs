@@ -1,9 +1,8 @@
 //! Alternative outputs of `tapc opt`: Graphviz dot and per-apply signatures.
 
-use crate::ir::graph::{Graph, Node, NodeKind, SeqRef};
-use crate::ir::instance::{Instance, Projection};
+use crate::ir::graph::{Graph, NodeKind, SeqRef};
 use crate::ir::Module;
-use crate::syntax::printer::node_text;
+use crate::print::{apply_signature, node_text};
 use crate::verify::GraphFacts;
 use std::fmt::Write;
 
@@ -62,34 +61,8 @@ fn seq_node(g: &Graph, r: &SeqRef) -> usize {
     }
 }
 
-fn affine_text(row: &[i64], offset: i64, names: &[String]) -> String {
-    let mut terms: Vec<String> = Vec::new();
-    for (c, n) in row.iter().zip(names) {
-        match *c {
-            0 => {}
-            1 => terms.push(n.clone()),
-            -1 => terms.push(format!("-{n}")),
-            c => terms.push(format!("{c} * {n}")),
-        }
-    }
-    if offset != 0 || terms.is_empty() {
-        terms.push(offset.to_string());
-    }
-    terms.join(" + ").replace("+ -", "- ")
-}
-
-fn projection_text(p: &Projection, names: &[String]) -> String {
-    let start: Vec<String> = p
-        .matrix
-        .iter()
-        .zip(&p.offset)
-        .map(|(r, o)| affine_text(r, *o, names))
-        .collect();
-    let shape: Vec<String> = p.shape.iter().map(i64::to_string).collect();
-    format!("[{}] + [{}]", start.join(", "), shape.join(", "))
-}
-
-/// Per apply: its index space, each port's projection (extern-op syntax) and derived costs.
+/// Per apply: its index space, each port's projection (extern-op syntax) and derived costs
+/// ([`apply_signature`]).
 pub fn signatures(m: &Module, facts: &[GraphFacts]) -> String {
     let mut s = String::new();
     for (g, f) in m.graphs.iter().zip(facts) {
@@ -100,43 +73,5 @@ pub fn signatures(m: &Module, facts: &[GraphFacts]) -> String {
             }
         }
     }
-    s
-}
-
-/// One apply's block of [`signatures`]: the node, its index space, projections and costs.
-pub fn apply_signature(g: &Graph, n: &Node, inst: &Instance) -> String {
-    let mut s = String::new();
-    let sig = &inst.signature;
-    let names: Vec<String> = sig.index.iter().map(|(n, _)| n.clone()).collect();
-    let _ = writeln!(s, "  {}", node_text(g, n));
-    let index: Vec<String> = sig.index.iter().map(|(n, e)| format!("{n}: {e}")).collect();
-    let _ = writeln!(s, "    index [{}]", index.join(", "));
-    for p in sig.inputs.iter().chain(&sig.outputs) {
-        let _ = writeln!(
-            s,
-            "    {}: {}",
-            p.name,
-            projection_text(&p.projection, &names)
-        );
-    }
-    let marg: Vec<String> = sig
-        .marginal
-        .iter()
-        .map(|(d, r)| {
-            format!(
-                "{d}: {{ {} }}",
-                r.iter()
-                    .map(|(k, v)| format!("{k}: {v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-        .collect();
-    let _ = writeln!(s, "    cost {{ {} }}", marg.join(", "));
-    let _ = writeln!(
-        s,
-        "    per index point: {} flops, {} bytes",
-        sig.flops_per_point, sig.bytes_per_point
-    );
     s
 }

@@ -3,13 +3,11 @@
 
 mod emit;
 
-pub use emit::apply_signature;
-
 use crate::passes::manager::{self, RunConfig};
 
 use crate::diag::{codes, render_human, render_json, Diagnostic, ErrorFormat};
 use crate::ir::Module;
-use crate::syntax::printer::print_module;
+use crate::print::print_module;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::collections::HashMap;
 use std::fmt::Write;

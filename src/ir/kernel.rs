@@ -1,6 +1,6 @@
 //! Op definitions: ports with symbolic shapes, kernels (tensor comprehensions) and explicit
-//! signatures (`extern op`). Everything here is symbolic; [`super::instance`] binds it to the
-//! concrete shapes of one apply.
+//! signatures (`extern op`), plus the [`Stub`] of an op with errors. Everything here is
+//! symbolic; [`super::instance`] binds it to the concrete shapes of one apply.
 
 use crate::diag::Span;
 use tapc_runtime::DType;
@@ -30,6 +30,24 @@ impl OpDef {
     pub fn ports(&self) -> impl Iterator<Item = &PortDef> {
         self.inputs.iter().chain(&self.outputs)
     }
+}
+
+/// The known header of an op with errors (an error in its body, a port that did not lower, or
+/// a header that did not parse): lowering makes one, and the verifier checks the op's applies
+/// against what is known and types them from it.
+#[derive(Clone, Debug)]
+pub struct Stub {
+    pub name: String,
+    pub name_span: Span,
+    /// `None` when the parameter list did not parse.
+    pub params: Option<Vec<String>>,
+    /// Per position, the port if it is known; `None` when not even their number is known.
+    pub inputs: Option<Vec<Option<PortDef>>>,
+    /// The same for the outputs.
+    pub outputs: Option<Vec<Option<PortDef>>>,
+    /// The op with its failed kernel statements poisoned ([`POISONED`]), when its header is
+    /// sound and every statement kept its target: checked on its own like any op.
+    pub kernel: Option<OpDef>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -308,7 +326,35 @@ impl Func {
     }
 }
 
-pub use crate::syntax::ast::{BinOp, UnOp};
+/// A binary operator of kernel expressions. The IR owns it; the syntax tree has its own
+/// surface enum, which lowering maps onto this one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+/// A unary operator of kernel expressions (`-x`, `!x`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+/// The tensor a kernel statement whose value failed to lower reads instead (not a valid name):
+/// the verifier then fails the statement silently, like one whose error was already reported.
+pub const POISONED: &str = "<poisoned>";
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum KExprKind {

@@ -44,6 +44,12 @@ impl fmt::Display for TensorType {
     }
 }
 
+/// The element count of `shape`, if it fits in i64 (lowering checks written shapes with it,
+/// the verifier inferred ones).
+pub fn checked_elements(shape: &[i64]) -> Option<i64> {
+    shape.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))
+}
+
 /// A scalar constant in a graph attribute (`full 2.5`, `pad ... constant 0`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Literal {

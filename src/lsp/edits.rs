@@ -2,7 +2,7 @@
 //! inlay hints for inferred result types.
 
 use super::analysis::Document;
-use crate::syntax::printer::print_module;
+use crate::print::print_module;
 
 /// The canonical text of a document that compiles cleanly (`tapc fmt`), when it differs;
 /// `None` when there is nothing to do or the document has errors (nothing safe to print).

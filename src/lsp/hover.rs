@@ -4,7 +4,7 @@
 use super::analysis::Document;
 use super::names::Sym;
 use crate::ir::graph::{Graph, NodeKind};
-use crate::syntax::printer::{node_text, print_op};
+use crate::print::{apply_signature, node_text, print_op};
 use crate::verify::GraphFacts;
 use std::fmt::Write;
 
@@ -121,7 +121,7 @@ fn apply_at(doc: &Document, offset: usize) -> Option<String> {
     let inst = facts.instances.get(&i)?;
     let mut s = format!(
         "derived signature\n{}",
-        code(&crate::driver::apply_signature(g, &g.nodes[i], inst))
+        code(&apply_signature(g, &g.nodes[i], inst))
     );
     if inst.sharded {
         let range = inst.range();

@@ -107,27 +107,43 @@ pub struct Expr {
     pub span: Span,
 }
 
+/// A binary operator as written. The syntax tree keeps its own surface enum (so the front end
+/// depends on nothing but diagnostics); lowering maps it onto the IR's `BinOp`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    Eq,
-    Ne,
-    And,
-    Or,
+    /// `+`
+    Plus,
+    /// `-`
+    Minus,
+    /// `*`
+    Star,
+    /// `/`
+    Slash,
+    /// `%`
+    Percent,
+    /// `<`
+    Less,
+    /// `<=`
+    LessEq,
+    /// `>`
+    Greater,
+    /// `>=`
+    GreaterEq,
+    /// `==`
+    EqEq,
+    /// `!=`
+    NotEq,
+    /// `&&`
+    AndAnd,
+    /// `||`
+    OrOr,
 }
 
+/// A prefix operator as written: `-` or `!`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnOp {
-    Neg,
-    Not,
+    Minus,
+    Bang,
 }
 
 #[derive(Clone, Debug)]
@@ -165,29 +181,10 @@ pub struct GraphDecl {
 
 #[derive(Clone, Debug)]
 pub enum GraphStmt {
-    Source {
+    /// `%a, ... = RHS`: a statement that defines values.
+    Def {
         results: Vec<Name>,
-        source: Name,
-        ty: TypeExpr,
-        span: Span,
-    },
-    Apply {
-        results: Vec<Name>,
-        op: Name,
-        params: Vec<(Name, Signed)>,
-        args: Vec<Name>,
-        range: Option<Vec<(Signed, Signed)>>,
-        placement: Option<Signed>,
-        types: Vec<TypeExpr>,
-        span: Span,
-    },
-    /// Selectors and generators: `%t = transpose %y [1, 0]`, `%z = zeros : f32[3]`.
-    Instr {
-        results: Vec<Name>,
-        instr: Name,
-        args: Vec<Name>,
-        attrs: Vec<Attr>,
-        types: Vec<TypeExpr>,
+        rhs: Rhs,
         span: Span,
     },
     Sink {
@@ -258,9 +255,7 @@ pub enum ListElem {
 impl GraphStmt {
     pub fn span(&self) -> Span {
         match self {
-            GraphStmt::Source { span, .. }
-            | GraphStmt::Apply { span, .. }
-            | GraphStmt::Instr { span, .. }
+            GraphStmt::Def { span, .. }
             | GraphStmt::Sink { span, .. }
             | GraphStmt::Sequence { span, .. }
             | GraphStmt::Word { span, .. }
@@ -278,66 +273,37 @@ pub fn bin(op: BinOp, a: Expr, b: Expr, l: usize, r: usize) -> Expr {
     }
 }
 
-/// The right-hand side of `%a, ... = ...` before it is merged with its results.
+/// The right-hand side of a value-defining statement.
+#[derive(Clone, Debug)]
 pub enum Rhs {
-    Source {
-        source: Name,
-        ty: TypeExpr,
-    },
-    Apply {
-        op: Name,
-        params: Vec<(Name, Signed)>,
-        args: Vec<Name>,
-        range: Option<Vec<(Signed, Signed)>>,
-        placement: Option<Signed>,
-        types: Vec<TypeExpr>,
-    },
-    Instr {
-        instr: Name,
-        args: Vec<Name>,
-        attrs: Vec<Attr>,
-        types: Vec<TypeExpr>,
-    },
+    /// `source @name : type`
+    Source(SourceRhs),
+    /// `apply @op<params>(args) @[range] on N : types`
+    Apply(ApplyRhs),
+    /// Selectors and generators: `transpose %y [1, 0]`, `zeros : f32[3]`.
+    Instr(InstrRhs),
 }
 
-/// Builds a value-defining graph statement (used by the grammar).
-pub fn make_def(results: Vec<Name>, rhs: Rhs, span: Span) -> GraphStmt {
-    match rhs {
-        Rhs::Source { source, ty } => GraphStmt::Source {
-            results,
-            source,
-            ty,
-            span,
-        },
-        Rhs::Apply {
-            op,
-            params,
-            args,
-            range,
-            placement,
-            types,
-        } => GraphStmt::Apply {
-            results,
-            op,
-            params,
-            args,
-            range,
-            placement,
-            types,
-            span,
-        },
-        Rhs::Instr {
-            instr,
-            args,
-            attrs,
-            types,
-        } => GraphStmt::Instr {
-            results,
-            instr,
-            args,
-            attrs,
-            types,
-            span,
-        },
-    }
+#[derive(Clone, Debug)]
+pub struct SourceRhs {
+    pub source: Name,
+    pub ty: TypeExpr,
+}
+
+#[derive(Clone, Debug)]
+pub struct ApplyRhs {
+    pub op: Name,
+    pub params: Vec<(Name, Signed)>,
+    pub args: Vec<Name>,
+    pub range: Option<Vec<(Signed, Signed)>>,
+    pub placement: Option<Signed>,
+    pub types: Vec<TypeExpr>,
+}
+
+#[derive(Clone, Debug)]
+pub struct InstrRhs {
+    pub instr: Name,
+    pub args: Vec<Name>,
+    pub attrs: Vec<Attr>,
+    pub types: Vec<TypeExpr>,
 }

@@ -1,14 +1,15 @@
-//! Front end: text to syntax tree (lexer + lalrpop parser), and IR back to text (printer).
+//! Front end: text to syntax tree. The lexer (`lexer`), the LR parser that lalrpop generates
+//! from `grammar/teg.lalrpop` (`grammar`), the parse with its diagnostics (`parser`), the
+//! recovery of op headers that do not parse (`recover`) and the tree itself (`ast`).
 //!
+//! It depends on nothing in the compiler but diagnostics: lowering the tree to IR is
+//! [`crate::lower`], and printing IR back to text is [`crate::print`].
 //! [`parse`] never gives up: it returns a tree with `Error` nodes plus diagnostics.
 
 pub mod ast;
-mod instr;
+mod grammar;
 pub mod lexer;
-mod literal;
-pub mod lower;
 mod parser;
-pub mod printer;
 mod recover;
 
 pub use parser::{parse, MAX_NESTING};

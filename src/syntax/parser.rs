@@ -2,14 +2,11 @@
 //! errors (recovered or not) into diagnostics.
 
 use super::ast::{File, Item};
+use super::grammar::teg;
 use super::lexer::{lex, Spanned, Tok};
+use super::recover::recover_op;
 use crate::diag::{codes, Diagnostic, Diagnostics, Span};
-use lalrpop_util::{lalrpop_mod, ErrorRecovery, ParseError};
-
-lalrpop_mod!(
-    #[allow(clippy::all, clippy::pedantic, unused)]
-    pub(super) teg
-);
+use lalrpop_util::{ErrorRecovery, ParseError};
 
 /// Parses a whole file. Always returns a tree; problems are pushed to `diags`.
 pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
@@ -89,7 +86,7 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
         if parsed.contains(&(from as u32)) {
             continue;
         }
-        let (op, errs) = super::recover::recover_op(&tokens, at);
+        let (op, errs) = recover_op(&tokens, at);
         for e in errs {
             report(at_line_end(describe(e, src.len()), &shape, src));
         }

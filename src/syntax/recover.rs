@@ -3,9 +3,9 @@
 //! on its own), the number of ports where its brackets show it, and its body (parsed on its
 //! own). Applies of it are then checked against what is known (see [`Partial`]).
 
-use super::ast::{OpDecl, OpStmt, Partial, Port};
+use super::ast::{Name, OpDecl, OpStmt, Partial, Port};
+use super::grammar::teg;
 use super::lexer::{Spanned, Tok};
-use super::parser::teg;
 use crate::diag::Span;
 use lalrpop_util::ParseError;
 
@@ -21,7 +21,7 @@ pub(super) fn recover_op(
         (l, Tok::Global(n), r) => (*l, n.clone(), *r),
         _ => unreachable!("recover_op is called on `op @name`"),
     };
-    let name = super::ast::Name {
+    let name = Name {
         text: name,
         span: Span::new(l, r),
     };
@@ -102,13 +102,13 @@ pub(super) fn recover_op(
 }
 
 /// `a, b, c` (between `<` and `>`): the parameter names, if each is one identifier.
-fn params_of(list: &[Spanned]) -> Option<Vec<super::ast::Name>> {
+fn params_of(list: &[Spanned]) -> Option<Vec<Name>> {
     let list: Vec<&Spanned> = list.iter().filter(|t| t.1 != Tok::Newline).collect();
     let mut out = Vec::new();
     for piece in list.split(|t| t.1 == Tok::Comma) {
         match piece {
             [] if out.is_empty() && list.is_empty() => {}
-            [(l, Tok::Ident(n), r)] => out.push(super::ast::Name {
+            [(l, Tok::Ident(n), r)] => out.push(Name {
                 text: n.clone(),
                 span: Span::new(*l, *r),
             }),

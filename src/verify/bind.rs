@@ -1,7 +1,7 @@
 //! Binding an op's shape symbols, variadic shape lists and parameters to the argument types of
 //! one apply (unification), and evaluating the op's output shapes.
 
-use crate::diag::{codes, Diagnostic, Span};
+use crate::diag::{codes, Diagnostic, Label, Span};
 use crate::ir::kernel::{Dim, IExpr, OpDef, PortDef};
 use crate::ir::TensorType;
 use std::collections::HashMap;
@@ -358,4 +358,40 @@ pub fn output_shape(b: &Bindings, port: &PortDef, site: Site) -> Result<Vec<i64>
         }
     }
     Ok(shape)
+}
+
+/// An error about an input port moves its primary label to the apply's argument (as rustc
+/// labels a call's argument), with the port as the secondary label.
+pub(super) fn at_argument(mut d: Diagnostic, op: &OpDef, args: &[Span], site: Span) -> Diagnostic {
+    let Some(primary) = d.primary_span() else {
+        return d;
+    };
+    let port = op.inputs.iter().position(|p| {
+        p.span.start <= primary.start && primary.end <= p.span.end && p.span.end > p.span.start
+    });
+    let (Some(k), true) = (
+        port,
+        d.labels.iter().any(|l| !l.primary && l.span.same_as(site)),
+    ) else {
+        return d;
+    };
+    let Some(&arg) = args.get(k) else {
+        return d;
+    };
+    d.labels.retain(|l| l.primary || !l.span.same_as(site));
+    for l in &mut d.labels {
+        if l.primary {
+            l.primary = false;
+            l.message = format!("input `{}`: {}", op.inputs[k].name, l.message);
+        }
+    }
+    d.labels.insert(
+        0,
+        Label {
+            primary: true,
+            span: arg,
+            message: "this argument".into(),
+        },
+    );
+    d
 }

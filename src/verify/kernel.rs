@@ -7,6 +7,7 @@ use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::instance::*;
 use crate::ir::kernel::*;
 use crate::ir::TensorType;
+use crate::print::iexpr_text;
 use std::collections::{HashMap, HashSet};
 use tapc_runtime::DType;
 
@@ -51,10 +52,6 @@ struct Lx<'a> {
 }
 
 type R<T> = Result<T, ()>;
-
-/// The tensor a kernel statement whose value failed to lower reads instead (not a valid name):
-/// the statement then fails silently, like one whose error was already reported.
-pub const POISONED: &str = "<poisoned>";
 
 /// Lowers `stmts` of `op`; `outputs` are the full output types, `range` the shard's sub-range.
 pub fn lower(
@@ -525,7 +522,7 @@ impl Lx<'_> {
             match i {
                 Index::Expr(e) => {
                     index.push(self.affine(e, scope)?);
-                    texts.push((e.span(), crate::syntax::printer::iexpr_text(e)));
+                    texts.push((e.span(), iexpr_text(e)));
                 }
                 Index::Variadic(n, s) => match scope.get(n) {
                     Some(Scope::List(vs)) => {
@@ -583,7 +580,7 @@ impl Lx<'_> {
                 Err(())
             }
             Err(AffineError::NonAffine(why)) => {
-                let text = crate::syntax::printer::iexpr_text(e);
+                let text = iexpr_text(e);
                 self.err(
                     codes::NON_AFFINE,
                     format!("index `{text}` is not affine in the index variables"),

@@ -12,15 +12,14 @@ mod views;
 
 pub use bind::Site;
 pub use instance::{instantiate, visit_loads};
-pub use kernel::POISONED;
-pub use stub::Stub;
 pub use symbolic::check_ops;
-pub use views::{canonical_slice, checked_elements};
+pub use views::canonical_slice;
 
-use crate::diag::{codes, Diagnostic, Diagnostics, Label, Span};
+use crate::diag::{codes, Diagnostic, Diagnostics, Span};
 use crate::ir::instance::Instance;
-use crate::ir::kernel::OpDef;
+use crate::ir::kernel::{OpDef, Stub};
 use crate::ir::{Graph, Module, NodeKind, SeqRef};
+use bind::at_argument;
 use petgraph::graph::DiGraph;
 use std::collections::HashMap;
 
@@ -36,7 +35,7 @@ pub fn verify(m: &mut Module) -> (Diagnostics, Vec<GraphFacts>) {
 }
 
 /// [`verify`], with the spans of every apply's arguments (per graph, per node; see
-/// `syntax::lower::Lowered`) so that argument errors are labelled at the argument. Values
+/// `lower::Lowered`) so that argument errors are labelled at the argument. Values
 /// without a node (poisoned by lowering) are allowed: their users are skipped. Applies of
 /// `stubs` (ops that failed to lower) are checked against their known ports (see [`Stub`]).
 pub fn verify_with(
@@ -180,42 +179,6 @@ fn poison(g: &mut Graph, n: usize) {
     for v in g.nodes[n].results.clone() {
         g.values[v.index()].ty = None;
     }
-}
-
-/// An error about an input port moves its primary label to the apply's argument (as rustc
-/// labels a call's argument), with the port as the secondary label.
-fn at_argument(mut d: Diagnostic, op: &OpDef, args: &[Span], site: Span) -> Diagnostic {
-    let Some(primary) = d.primary_span() else {
-        return d;
-    };
-    let port = op.inputs.iter().position(|p| {
-        p.span.start <= primary.start && primary.end <= p.span.end && p.span.end > p.span.start
-    });
-    let (Some(k), true) = (
-        port,
-        d.labels.iter().any(|l| !l.primary && l.span.same_as(site)),
-    ) else {
-        return d;
-    };
-    let Some(&arg) = args.get(k) else {
-        return d;
-    };
-    d.labels.retain(|l| l.primary || !l.span.same_as(site));
-    for l in &mut d.labels {
-        if l.primary {
-            l.primary = false;
-            l.message = format!("input `{}`: {}", op.inputs[k].name, l.message);
-        }
-    }
-    d.labels.insert(
-        0,
-        Label {
-            primary: true,
-            span: arg,
-            message: "this argument".into(),
-        },
-    );
-    d
 }
 
 /// Types the results of node `n`; a `None` type (unknown) poisons its value.

@@ -1,27 +1,14 @@
 //! Applies of an op that failed to lower (an error in its body, a port that did not lower, or
 //! a header that did not parse): they are checked against the part of the op's header that is
-//! known and typed from its known output ports. What is unknown is poisoned, never reported.
+//! known (its [`Stub`]) and typed from its known output ports. What is unknown is poisoned,
+//! never reported.
 
-use super::bind::{arity_error, bind_ports, output_shape, with_port_dtypes, Ports, Site};
+use super::bind::{
+    arity_error, at_argument, bind_ports, output_shape, with_port_dtypes, Ports, Site,
+};
 use crate::diag::{Diagnostic, Span};
-use crate::ir::kernel::{OpBody, OpDef, PortDef};
+use crate::ir::kernel::{OpBody, OpDef, Stub};
 use crate::ir::TensorType;
-
-/// The known header of an op with errors.
-#[derive(Clone, Debug)]
-pub struct Stub {
-    pub name: String,
-    pub name_span: Span,
-    /// `None` when the parameter list did not parse.
-    pub params: Option<Vec<String>>,
-    /// Per position, the port if it is known; `None` when not even their number is known.
-    pub inputs: Option<Vec<Option<PortDef>>>,
-    /// The same for the outputs.
-    pub outputs: Option<Vec<Option<PortDef>>>,
-    /// The op with its failed kernel statements poisoned, when its header is sound and every
-    /// statement kept its target: checked on its own like any op (`check_ops`).
-    pub kernel: Option<OpDef>,
-}
 
 /// Checks an apply of `stub` (unsharded) that binds `results` names, with its arguments' types
 /// (`None`: poisoned): its diagnostics, and per result its type where the header gives it.
@@ -74,7 +61,7 @@ pub(super) fn check_apply(
         Err(ds) => {
             let ds = ds
                 .into_iter()
-                .map(|d| super::at_argument(d, &op, &known.2, site.span))
+                .map(|d| at_argument(d, &op, &known.2, site.span))
                 .collect();
             match bind_ports(&op, params, &with_port_dtypes(&op, &known.1), ports, site) {
                 Ok(b) => (ds, b),

@@ -4,7 +4,7 @@
 //! are kept (bounds and shape errors are left to the applies, which know the real sizes).
 
 use super::bind::Site;
-use super::instantiate;
+use super::instance::instantiate;
 use crate::diag::{codes, Code, Diagnostics};
 use crate::ir::kernel::{Dim, IExpr, OpDef};
 use crate::ir::TensorType;

@@ -3,6 +3,7 @@
 
 use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::graph::{GenKind, Generator, PadMode, SliceDim, View};
+use crate::ir::types::checked_elements;
 use crate::ir::{DType, Literal, TensorType};
 
 type R<T> = Result<T, Diagnostic>;
@@ -67,11 +68,6 @@ pub fn canonical_slice(s: SliceDim, n: i64, span: Span) -> R<(SliceDim, i64)> {
         SliceDim::from_count(start as i64, step, count as i64),
         count as i64,
     ))
-}
-
-/// The element count of `shape`, if it fits in i64.
-pub fn checked_elements(shape: &[i64]) -> Option<i64> {
-    shape.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))
 }
 
 fn opt(v: Option<i64>) -> String {

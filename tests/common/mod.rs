@@ -88,7 +88,7 @@ pub fn before_after(
         &mut String::new(),
     )
     .unwrap_or_else(|d| panic!("{pipeline}: {}", d.message));
-    let printed = tapc::syntax::printer::print_module(&m);
+    let printed = tapc::print::print_module(&m);
     let (m2, facts2) = compile_ok("output", &printed);
     assert_eq!(m, m2, "output re-parses to the same module");
     let after = (0..m2.graphs.len())

@@ -126,7 +126,7 @@ pub fn front_end(src: &str) {
     let _ = tapc::diag::render_human("fuzz.teg", src, &diags.0, false);
     let _ = tapc::diag::render_json("fuzz.teg", src, &diags.0);
     if !diags.has_errors() {
-        let printed = tapc::syntax::printer::print_module(&m);
+        let printed = tapc::print::print_module(&m);
         let (m2, _, d2) = tapc::compile_source(&printed);
         assert!(
             !d2.has_errors(),
@@ -230,7 +230,7 @@ pub fn pipeline(src: &str, pipeline: &str) -> Result<PipelineOutcome, String> {
         }
         return Ok(PipelineOutcome::Declined);
     }
-    let printed = tapc::syntax::printer::print_module(&m);
+    let printed = tapc::print::print_module(&m);
     let (m2, facts2, d2) = tapc::compile_source(&printed);
     if d2.has_errors() {
         return Err(format!(

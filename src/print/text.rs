@@ -1,5 +1,5 @@
-//! The printer: IR back to canonical TEG text. `parse(print(m)) == m` for every module, and
-//! printing is a fixed point (`print(parse(print(m))) == print(m)`).
+//! IR back to canonical TEG text. `parse(print(m)) == m` for every module, and printing is a
+//! fixed point (`print(parse(print(m))) == print(m)`).
 
 use crate::ir::graph::*;
 use crate::ir::kernel::*;

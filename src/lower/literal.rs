@@ -2,9 +2,9 @@
 //! values, `[...]` list elements), shared by op and graph lowering (`lower`) and instruction
 //! lowering (`instr`). An out-of-range number is an E0004 at its span.
 
-use super::ast::{self, Attr, ListElem};
 use crate::diag::{codes, Diagnostic, Diagnostics, Span};
 use crate::ir::Literal;
+use crate::syntax::ast::{self, Attr, ListElem};
 
 /// An integer literal, negated when `negative` (so that `-9223372036854775808` fits).
 pub(super) fn int(

@@ -1,11 +1,11 @@
 //! Lowering of selector and generator instructions (`transpose`, `slice`, `zeros`, ...): checks
 //! operand counts and attribute forms. Shape-dependent checks are the verifier's.
 
-use super::ast::{self, Attr};
 use super::literal::{attr_span, list_elems, literal, signed};
 use crate::diag::{codes, Diagnostic, Diagnostics, Span};
 use crate::ir::graph::*;
 use crate::ir::{Literal, TensorType};
+use crate::syntax::ast::{self, Attr};
 
 /// The attributes of one instruction, sorted by form.
 #[derive(Default)]
@@ -48,6 +48,11 @@ fn bad(span: Span, msg: impl Into<String>) -> Diagnostic {
     Diagnostic::error(codes::BAD_ATTR, msg.clone()).primary(span, msg)
 }
 
+/// The selectors by name (`permute` is another name for `transpose`), and the generators.
+const SELECTORS: &str =
+    "transpose permute reverse slice squeeze unsqueeze broadcast reshape concat interleave repeat pad";
+const GENERATORS: &str = "zeros ones full iota rand";
+
 /// Lowers `%r = NAME args attrs : type`.
 pub(super) fn lower_instr(
     diags: &mut Diagnostics,
@@ -66,98 +71,19 @@ pub(super) fn lower_instr(
         all: attrs,
     };
     let name = instr.text.as_str();
-    let generator = matches!(name, "zeros" | "ones" | "full" | "iota" | "rand");
-    let views = [
-        "transpose",
-        "permute",
-        "reverse",
-        "slice",
-        "squeeze",
-        "unsqueeze",
-        "broadcast",
-        "reshape",
-        "concat",
-        "interleave",
-        "repeat",
-        "pad",
-    ];
-    if !generator && !views.contains(&name) {
+    let is = |names: &str| names.split(' ').any(|n| n == name);
+    if is(GENERATORS) {
+        return l.generator_node(name, args, ty);
+    }
+    if !is(SELECTORS) {
         l.diags.push(
             Diagnostic::error(codes::UNKNOWN_INSTR, format!("unknown instruction `{name}`"))
                 .primary(instr.span, "not a selector or generator")
-                .note(format!("selectors: {}; generators: zeros ones full iota rand; ops are called with `apply @op(...)`", views.join(" "))),
+                .note(format!("selectors: {SELECTORS}; generators: {GENERATORS}; ops are called with `apply @op(...)`")),
         );
         return None;
     }
-    if generator {
-        l.arity(args, 0, 0)?;
-        let Some(ty) = ty else {
-            l.diags.push(
-                Diagnostic::error(codes::BAD_ATTR, format!("`{name}` needs its result type"))
-                    .primary(span, "missing `: dtype[shape]`")
-                    .note(format!("e.g. `%z = {name} ... : f32[4, 4]`")),
-            );
-            return None;
-        };
-        let kind = l.generator(name)?;
-        return Some(NodeKind::Generator(Generator {
-            kind,
-            ty: ty.clone(),
-        }));
-    }
-    let (min, max) = if matches!(name, "concat" | "interleave") {
-        (1, usize::MAX)
-    } else {
-        (1, 1)
-    };
-    l.arity(args, min, max)?;
-    let arg = args[0];
-    let view = match name {
-        "transpose" | "permute" => View::Transpose {
-            arg,
-            perm: l.dims_list()?,
-        },
-        "reverse" => View::Reverse {
-            arg,
-            dims: l.dims_list()?,
-        },
-        "squeeze" => View::Squeeze {
-            arg,
-            dims: l.dims_list()?,
-        },
-        "unsqueeze" => View::Unsqueeze {
-            arg,
-            dims: l.dims_list()?,
-        },
-        "broadcast" => View::Broadcast {
-            arg,
-            shape: l.int_list()?,
-        },
-        "reshape" => View::Reshape {
-            arg,
-            shape: l.int_list()?,
-        },
-        "slice" => View::Slice {
-            arg,
-            dims: l.slice_list()?,
-        },
-        "concat" => View::Concat {
-            args: args.to_vec(),
-            axis: l.axis()?,
-        },
-        "interleave" => View::Interleave {
-            args: args.to_vec(),
-            axis: l.axis()?,
-        },
-        "repeat" => View::Repeat {
-            arg,
-            times: l.word_int("times")?,
-            axis: l.axis()?,
-        },
-        _ => l.pad(arg)?,
-    };
-    l.no_leftovers(name)?;
-    Some(NodeKind::View(view))
+    l.view(name, args).map(NodeKind::View)
 }
 
 struct InstrCx<'a, 'd> {
@@ -169,6 +95,86 @@ struct InstrCx<'a, 'd> {
 }
 
 impl<'a> InstrCx<'a, '_> {
+    /// A generator: no operands, and its result type written.
+    fn generator_node(
+        &mut self,
+        name: &str,
+        args: &[ValueId],
+        ty: Option<&TensorType>,
+    ) -> Option<NodeKind> {
+        self.arity(args, 0, 0)?;
+        let Some(ty) = ty else {
+            self.diags.push(
+                Diagnostic::error(codes::BAD_ATTR, format!("`{name}` needs its result type"))
+                    .primary(self.span, "missing `: dtype[shape]`")
+                    .note(format!("e.g. `%z = {name} ... : f32[4, 4]`")),
+            );
+            return None;
+        };
+        let kind = self.generator(name)?;
+        Some(NodeKind::Generator(Generator {
+            kind,
+            ty: ty.clone(),
+        }))
+    }
+
+    /// A selector of the operands `args`.
+    fn view(&mut self, name: &str, args: &[ValueId]) -> Option<View> {
+        let (min, max) = if matches!(name, "concat" | "interleave") {
+            (1, usize::MAX)
+        } else {
+            (1, 1)
+        };
+        self.arity(args, min, max)?;
+        let arg = args[0];
+        let view = match name {
+            "transpose" | "permute" => View::Transpose {
+                arg,
+                perm: self.dims_list()?,
+            },
+            "reverse" => View::Reverse {
+                arg,
+                dims: self.dims_list()?,
+            },
+            "squeeze" => View::Squeeze {
+                arg,
+                dims: self.dims_list()?,
+            },
+            "unsqueeze" => View::Unsqueeze {
+                arg,
+                dims: self.dims_list()?,
+            },
+            "broadcast" => View::Broadcast {
+                arg,
+                shape: self.int_list()?,
+            },
+            "reshape" => View::Reshape {
+                arg,
+                shape: self.int_list()?,
+            },
+            "slice" => View::Slice {
+                arg,
+                dims: self.slice_list()?,
+            },
+            "concat" => View::Concat {
+                args: args.to_vec(),
+                axis: self.axis()?,
+            },
+            "interleave" => View::Interleave {
+                args: args.to_vec(),
+                axis: self.axis()?,
+            },
+            "repeat" => View::Repeat {
+                arg,
+                times: self.word_int("times")?,
+                axis: self.axis()?,
+            },
+            _ => self.pad(arg)?,
+        };
+        self.no_leftovers(name)?;
+        Some(view)
+    }
+
     fn arity(&mut self, args: &[ValueId], min: usize, max: usize) -> Option<()> {
         if args.len() >= min && args.len() <= max {
             return Some(());
