@@ -15,9 +15,9 @@
 use super::kernel::plan::{plan as kernel_plan, KernelPlan};
 pub use super::view::{row_major, Padding, SView};
 use crate::diag::{codes, Diagnostic};
-use crate::ir::graph::{GenKind, NodeKind, PadMode, View};
+use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, PadMode, View};
 use crate::ir::instance::{Instance, Scalar};
-use crate::ir::{DType, Graph, Literal, Module, ValueId};
+use crate::ir::{DType, Graph, Module, TensorType, ValueId};
 use crate::verify::GraphFacts;
 use std::collections::HashMap;
 use tapc_runtime::plan::{self, Arg, Buffer, Init, Plan, Task};
@@ -192,14 +192,6 @@ fn reshape_strides(shape: &[i64], strides: &[i64], new: &[i64]) -> Option<Vec<i6
     Some(out)
 }
 
-fn scalar_of(l: Literal) -> Scalar {
-    match l {
-        Literal::Int(v) => Scalar::I(v),
-        Literal::Float(v) => Scalar::F(v),
-        Literal::Bool(b) => Scalar::B(b),
-    }
-}
-
 /// Operations that take as long as moving one byte to or from memory (a core does some 50
 /// GFLOP/s and streams some 10 GB/s): a task's `work` counts both, so that the executor splits a
 /// memory-bound task as readily as a compute-bound one of the same length.
@@ -294,7 +286,7 @@ pub fn build(
 }
 
 impl Builder<'_> {
-    fn ty(&self, v: ValueId) -> Result<&crate::ir::TensorType, Diagnostic> {
+    fn ty(&self, v: ValueId) -> Result<&TensorType, Diagnostic> {
         self.g.ty(v).ok_or_else(|| {
             Diagnostic::error(
                 codes::NOT_AVAILABLE,
@@ -349,7 +341,7 @@ impl Builder<'_> {
                 self.locs[r.index()] = Some(l);
             }
             let whole = self.loc(r);
-            let args = v.args();
+            let args = v.operands();
             let mut start = 0;
             // Operands already seen (a value used twice is placed once); a set keeps this linear.
             let mut seen = std::collections::HashSet::new();
@@ -357,23 +349,10 @@ impl Builder<'_> {
                 let Some(at) = self.g.ty(a).cloned() else {
                     return;
                 };
-                let region = match v {
-                    View::Concat { axis, .. } => {
-                        let mut l = whole.clone();
-                        l.offset += start * l.strides[*axis];
-                        l.shape = at.shape.clone();
-                        start += at.shape[*axis];
-                        l
-                    }
-                    View::Interleave { axis, .. } => {
-                        let mut l = whole.clone();
-                        l.offset += k as i64 * l.strides[*axis];
-                        l.strides[*axis] *= args.len() as i64;
-                        l.shape = at.shape.clone();
-                        l
-                    }
-                    _ => unreachable!("matched above"),
-                };
+                let region = operand_region(&whole, v, k, start, at.shape.clone());
+                if let View::Concat { axis, .. } = v {
+                    start += at.shape[*axis];
+                }
                 let def = &self.g.nodes[self.g.value(a).node].kind;
                 let placeable = matches!(
                     def,
@@ -475,376 +454,450 @@ impl Builder<'_> {
         t
     }
 
+    /// `%name` of value `v`, for kernel and task names.
+    fn vname(&self, v: ValueId) -> String {
+        format!("%{}", self.g.value(v).name)
+    }
+
+    /// Schedules node `i` (one function per kind of node).
     fn node(&mut self, i: usize, kind: &NodeKind, facts: &GraphFacts) -> Result<(), Diagnostic> {
-        let results = self.g.nodes[i].results.clone();
-        let vname = |v: ValueId| format!("%{}", self.g.value(v).name);
+        let results = &self.g.nodes[i].results;
         match kind {
             NodeKind::Source { name, ty } => {
-                let k = self.plan.sources.len() as u32;
-                let buffer = self.new_buffer(ty.bytes(), Init::Source(k));
-                self.plan.sources.push(plan::Source {
-                    name: name.clone(),
-                    dtype: ty.dtype,
-                    shape: ty.shape.iter().map(|&d| d as usize).collect(),
-                    buffer,
-                });
-                self.locs[results[0].index()] = Some(Loc {
-                    buffer,
-                    offset: 0,
-                    strides: row_major(&ty.shape),
-                    shape: ty.shape.clone(),
-                    dtype: ty.dtype,
-                    producers: vec![],
-                    pad: None,
-                });
+                let loc = self.source(name, ty);
+                self.locs[results[0].index()] = Some(loc);
             }
             NodeKind::Generator(gen) => {
-                let ty = &gen.ty;
-                let constant = match gen.kind {
-                    GenKind::Zeros => Some(Scalar::I(0)),
-                    GenKind::Ones => Some(Scalar::I(1)),
-                    GenKind::Full(l) => Some(scalar_of(l)),
-                    GenKind::Iota { .. } | GenKind::Rand { .. } => None,
-                };
-                let loc = match constant {
-                    Some(s) => {
-                        let bytes = scalar_bytes(s, ty.dtype);
-                        let buffer = self.new_buffer(bytes.len() as i64, Init::Const(bytes));
-                        Loc {
-                            buffer,
-                            offset: 0,
-                            strides: vec![0; ty.rank()],
-                            shape: ty.shape.clone(),
-                            dtype: ty.dtype,
-                            producers: vec![],
-                            pad: None,
-                        }
-                    }
-                    None => {
-                        let mut l = self.fresh(results[0])?;
-                        let name = format!("{} -> {}", gen.kind.name(), vname(results[0]));
-                        let k = self.add_kernel(
-                            KernelSpec::Generate {
-                                out: l.sview(),
-                                kind: gen.kind,
-                            },
-                            name.clone(),
-                        );
-                        let range = l.shape.iter().map(|&n| (0, n)).collect::<Vec<_>>();
-                        let split = (!range.is_empty()).then_some(0);
-                        let t = self.add_task(
-                            name,
-                            k,
-                            vec![l.arg()],
-                            range,
-                            split,
-                            1,
-                            8.0 * l.elements() as f64
-                                + WORK_PER_BYTE
-                                    * (l.elements() * l.dtype.size_bytes() as i64) as f64,
-                            vec![],
-                        );
-                        self.access[t as usize].writes = vec![l.whole(vname(results[0]))];
-                        l.producers = vec![t];
-                        l
-                    }
-                };
+                let loc = self.generator(gen, results[0])?;
                 self.locs[results[0].index()] = Some(loc);
             }
             NodeKind::View(v) => {
                 let loc = self.view(i, v, results[0])?;
                 self.locs[results[0].index()] = Some(loc);
             }
-            NodeKind::Apply(a) => {
-                let Some(inst) = facts.instances.get(&i) else {
-                    return Err(Diagnostic::error(
-                        codes::NOT_AVAILABLE,
-                        format!("apply of `@{}` has no verified instance", a.op),
-                    )
-                    .primary(a.op_span, "here"));
-                };
-                if inst.stmts.is_none() {
-                    return Err(Diagnostic::error(
-                        codes::NO_KERNEL,
-                        format!("`@{}` is an extern op without a reference kernel", a.op),
-                    )
-                    .primary(a.op_span, "cannot be compiled")
-                    .note("add kernel statements to the extern op so the backend can compile it"));
-                }
-                let ins: Vec<Loc> = a.args.iter().map(|&v| self.loc(v)).collect();
-                let mut outs = Vec::new();
-                for &r in &results {
-                    let l = match &self.locs[r.index()] {
-                        Some(l) => l.clone(),
-                        None => self.fresh(r)?,
-                    };
-                    outs.push(l);
-                }
-                let inputs: Vec<SView> = ins.iter().map(Loc::sview).collect();
-                let outputs: Vec<SView> = outs.iter().map(Loc::sview).collect();
-                let kplan = kernel_plan(inst, &outputs, self.lanes);
-                let name = format!(
-                    "apply @{}{} -> {}",
-                    a.op,
-                    match &a.range {
-                        Some(r) => format!(
-                            " @[{}]",
-                            r.iter()
-                                .map(|(l, h)| format!("{l}:{h}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                        None => String::new(),
-                    },
-                    results
-                        .iter()
-                        .map(|&r| vname(r))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                let (split, align) = (kplan.split, kplan.align);
-                let k = self.add_kernel(
-                    KernelSpec::Apply {
-                        inst: Box::new(inst.clone()),
-                        inputs,
-                        outputs,
-                        plan: kplan,
-                    },
-                    name.clone(),
-                );
-                let args = ins.iter().chain(&outs).map(Loc::arg).collect();
-                let deps = ins.iter().flat_map(|l| l.producers.clone()).collect();
-                let (in_boxes, out_boxes) = crate::passes::cost::model::io_boxes(inst);
-                let flops = inst.points().max(1) as f64 * inst.signature.flops_per_point.max(1.0);
-                let bytes: f64 = ins
-                    .iter()
-                    .zip(&in_boxes)
-                    .chain(outs.iter().zip(&out_boxes))
-                    .map(|(l, bx)| l.dtype.size_bytes() as f64 * volume(bx))
-                    .sum();
-                // A memory-bound apply (few flops per element) is as long as its traffic.
-                let work = flops + WORK_PER_BYTE * bytes;
-                let access = TaskAccess {
-                    node: Some(a.placement.unwrap_or(0)),
-                    reads: ins
-                        .iter()
-                        .zip(&a.args)
-                        .zip(&in_boxes)
-                        .map(|((l, &v), bx)| l.region(vname(v), bx))
-                        .collect(),
-                    writes: outs
-                        .iter()
-                        .zip(&results)
-                        .zip(&out_boxes)
-                        .map(|((l, &v), bx)| l.region(vname(v), bx))
-                        .collect(),
-                };
-                let t = self.add_task(
-                    name,
-                    k,
-                    args,
-                    inst.range(),
-                    split.map(|s| s as u32),
-                    align,
-                    work,
-                    deps,
-                );
-                self.access[t as usize] = access;
-                for (r, mut l) in results.iter().zip(outs) {
-                    l.producers = vec![t];
-                    self.locs[r.index()] = Some(l);
-                }
-            }
-            NodeKind::Sink { name, value } => {
-                let l = self.loc(*value);
-                self.plan.sinks.push(plan::Sink {
-                    name: name.clone(),
-                    dtype: l.dtype,
-                    shape: l.shape.iter().map(|&d| d as usize).collect(),
-                    view: plan::View {
-                        buffer: l.buffer,
-                        offset: l.offset,
-                        strides: l.strides.clone(),
-                    },
-                    deps: l.producers.clone(),
-                });
-                self.sink_reads.push(l.whole(format!("@{name}")));
-            }
+            NodeKind::Apply(a) => self.apply(i, a, facts)?,
+            NodeKind::Sink { name, value } => self.sink(name, *value),
             NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
         }
         Ok(())
     }
 
+    /// A source: a buffer of its own, filled from the input.
+    fn source(&mut self, name: &str, ty: &TensorType) -> Loc {
+        let k = self.plan.sources.len() as u32;
+        let buffer = self.new_buffer(ty.bytes(), Init::Source(k));
+        self.plan.sources.push(plan::Source {
+            name: name.to_string(),
+            dtype: ty.dtype,
+            shape: ty.shape.iter().map(|&d| d as usize).collect(),
+            buffer,
+        });
+        Loc {
+            buffer,
+            offset: 0,
+            strides: row_major(&ty.shape),
+            shape: ty.shape.clone(),
+            dtype: ty.dtype,
+            producers: vec![],
+            pad: None,
+        }
+    }
+
+    /// A generator: one constant element seen through all-zero strides, or a generator task.
+    fn generator(&mut self, gen: &Generator, r: ValueId) -> Result<Loc, Diagnostic> {
+        let ty = &gen.ty;
+        let constant = match gen.kind {
+            GenKind::Zeros => Scalar::I(0),
+            GenKind::Ones => Scalar::I(1),
+            GenKind::Full(l) => Scalar::from(l),
+            GenKind::Iota { .. } | GenKind::Rand { .. } => return self.generate(gen.kind, r),
+        };
+        let bytes = scalar_bytes(constant, ty.dtype);
+        let buffer = self.new_buffer(bytes.len() as i64, Init::Const(bytes));
+        Ok(Loc {
+            buffer,
+            offset: 0,
+            strides: vec![0; ty.rank()],
+            shape: ty.shape.clone(),
+            dtype: ty.dtype,
+            producers: vec![],
+            pad: None,
+        })
+    }
+
+    /// A generator task computing `r` from its coordinates (`iota`, `rand`).
+    fn generate(&mut self, kind: GenKind, r: ValueId) -> Result<Loc, Diagnostic> {
+        let mut l = self.fresh(r)?;
+        let name = format!("{} -> {}", kind.name(), self.vname(r));
+        let k = self.add_kernel(
+            KernelSpec::Generate {
+                out: l.sview(),
+                kind,
+            },
+            name.clone(),
+        );
+        let range = l.shape.iter().map(|&n| (0, n)).collect::<Vec<_>>();
+        let split = (!range.is_empty()).then_some(0);
+        let bytes = (l.elements() * l.dtype.size_bytes() as i64) as f64;
+        let work = 8.0 * l.elements() as f64 + WORK_PER_BYTE * bytes;
+        let t = self.add_task(name, k, vec![l.arg()], range, split, 1, work, vec![]);
+        self.access[t as usize].writes = vec![l.whole(self.vname(r))];
+        l.producers = vec![t];
+        Ok(l)
+    }
+
+    /// An apply: one kernel (shared by identical applies) and one task over its range.
+    fn apply(&mut self, i: usize, a: &Apply, facts: &GraphFacts) -> Result<(), Diagnostic> {
+        let inst = compiled_instance(a, facts.instances.get(&i))?;
+        let results = &self.g.nodes[i].results;
+        let ins: Vec<Loc> = a.args.iter().map(|&v| self.loc(v)).collect();
+        let mut outs = Vec::new();
+        for &r in results {
+            let l = match &self.locs[r.index()] {
+                Some(l) => l.clone(),
+                None => self.fresh(r)?,
+            };
+            outs.push(l);
+        }
+        let inputs: Vec<SView> = ins.iter().map(Loc::sview).collect();
+        let outputs: Vec<SView> = outs.iter().map(Loc::sview).collect();
+        let kplan = kernel_plan(inst, &outputs, self.lanes);
+        let name = self.apply_name(a, results);
+        let (split, align) = (kplan.split, kplan.align);
+        let k = self.add_kernel(
+            KernelSpec::Apply {
+                inst: Box::new(inst.clone()),
+                inputs,
+                outputs,
+                plan: kplan,
+            },
+            name.clone(),
+        );
+        let args = ins.iter().chain(&outs).map(Loc::arg).collect();
+        let deps = ins.iter().flat_map(|l| l.producers.clone()).collect();
+        let (work, access) = self.apply_access(inst, a, results, &ins, &outs);
+        let split = split.map(|s| s as u32);
+        let t = self.add_task(name, k, args, inst.range(), split, align, work, deps);
+        self.access[t as usize] = access;
+        for (r, mut l) in results.iter().zip(outs) {
+            l.producers = vec![t];
+            self.locs[r.index()] = Some(l);
+        }
+        Ok(())
+    }
+
+    /// `apply @op @[range] -> %results`.
+    fn apply_name(&self, a: &Apply, results: &[ValueId]) -> String {
+        let range = match &a.range {
+            Some(r) => format!(
+                " @[{}]",
+                r.iter()
+                    .map(|(l, h)| format!("{l}:{h}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => String::new(),
+        };
+        let results: Vec<String> = results.iter().map(|&r| self.vname(r)).collect();
+        format!("apply @{}{range} -> {}", a.op, results.join(", "))
+    }
+
+    /// An apply task's work and the regions it reads and writes (its footprints).
+    fn apply_access(
+        &self,
+        inst: &Instance,
+        a: &Apply,
+        results: &[ValueId],
+        ins: &[Loc],
+        outs: &[Loc],
+    ) -> (f64, TaskAccess) {
+        let (in_boxes, out_boxes) = crate::passes::cost::model::io_boxes(inst);
+        let flops = inst.points().max(1) as f64 * inst.signature.flops_per_point.max(1.0);
+        let bytes: f64 = ins
+            .iter()
+            .zip(&in_boxes)
+            .chain(outs.iter().zip(&out_boxes))
+            .map(|(l, bx)| l.dtype.size_bytes() as f64 * volume(bx))
+            .sum();
+        // A memory-bound apply (few flops per element) is as long as its traffic.
+        let work = flops + WORK_PER_BYTE * bytes;
+        let regions = |locs: &[Loc], values: &[ValueId], boxes: &[Vec<(i64, i64)>]| {
+            locs.iter()
+                .zip(values)
+                .zip(boxes)
+                .map(|((l, &v), bx)| l.region(self.vname(v), bx))
+                .collect()
+        };
+        let access = TaskAccess {
+            node: Some(a.placement.unwrap_or(0)),
+            reads: regions(ins, &a.args, &in_boxes),
+            writes: regions(outs, results, &out_boxes),
+        };
+        (work, access)
+    }
+
+    /// A sink: reads its value's view once everything that writes it has run.
+    fn sink(&mut self, name: &str, value: ValueId) {
+        let l = self.loc(value);
+        self.plan.sinks.push(plan::Sink {
+            name: name.to_string(),
+            dtype: l.dtype,
+            shape: l.shape.iter().map(|&d| d as usize).collect(),
+            view: plan::View {
+                buffer: l.buffer,
+                offset: l.offset,
+                strides: l.strides.clone(),
+            },
+            deps: l.producers.clone(),
+        });
+        self.sink_reads.push(l.whole(format!("@{name}")));
+    }
+
+    /// Selector `v` (result `r`, node `i`): a strided view of its operand where it can be one,
+    /// else gathered.
     fn view(&mut self, i: usize, v: &View, r: ValueId) -> Result<Loc, Diagnostic> {
         let out_ty = self.ty(r)?.clone();
         let name = format!("{} -> %{}", v.name(), self.g.value(r).name);
-        let args = v.args();
-        let a0 = self.loc(args[0]);
-        let mut l = a0.clone();
-        l.shape = out_ty.shape.clone();
-        let empty = out_ty.elements() == 0;
-        match v {
-            View::Transpose { perm, .. } => {
-                l.strides = perm.iter().map(|&p| a0.strides[p]).collect();
-            }
-            View::Reverse { dims, .. } => {
-                for &d in dims {
-                    if !empty {
-                        l.offset += (a0.shape[d] - 1) * a0.strides[d];
-                    }
-                    l.strides[d] = -a0.strides[d];
-                }
-            }
-            View::Slice { dims, .. } => {
-                for (d, s) in dims.iter().enumerate() {
-                    if !empty {
-                        l.offset += s.start.unwrap_or(0) * a0.strides[d];
-                    }
-                    l.strides[d] = a0.strides[d] * s.step.unwrap_or(1);
-                }
-            }
-            View::Squeeze { dims, .. } => {
-                l.strides = (0..a0.shape.len())
-                    .filter(|d| !dims.contains(d))
-                    .map(|d| a0.strides[d])
-                    .collect();
-            }
-            View::Unsqueeze { dims, .. } => {
-                let mut it = a0.strides.iter();
-                l.strides = (0..out_ty.rank())
-                    .map(|d| {
-                        if dims.contains(&d) {
-                            0
-                        } else {
-                            *it.next().unwrap_or(&0)
-                        }
-                    })
-                    .collect();
-            }
-            View::Broadcast { .. } => {
-                let lead = out_ty.rank() - a0.shape.len();
-                l.strides = (0..out_ty.rank())
-                    .map(|d| {
-                        if d < lead || a0.shape[d - lead] == 1 {
-                            0
-                        } else {
-                            a0.strides[d - lead]
-                        }
-                    })
-                    .collect();
-            }
-            View::Reshape { .. } => {
-                if a0.strides.iter().all(|&s| s == 0) {
-                    l.strides = vec![0; out_ty.rank()];
-                } else if let Some(strides) = reshape_strides(&a0.shape, &a0.strides, &out_ty.shape)
-                {
-                    // e.g. [T, D] column slice → [T, H, E] heads: still a strided view.
-                    l.strides = strides;
-                } else {
-                    let src = {
-                        let mut c = Loc {
-                            buffer: self.new_buffer(
-                                a0.elements() * a0.dtype.size_bytes() as i64,
-                                Init::Scratch,
-                            ),
-                            offset: 0,
-                            strides: row_major(&a0.shape),
-                            ..a0.clone()
-                        };
-                        let maps = vec![DimMap::Same; a0.shape.len()];
-                        let t = self.gather(format!("{name} (copy)"), &a0, &c, maps, None);
-                        c.producers = vec![t];
-                        c
-                    };
-                    l = Loc {
-                        strides: row_major(&out_ty.shape),
-                        shape: out_ty.shape.clone(),
-                        ..src
-                    };
-                }
-            }
+        let a0 = self.loc(v.operands()[0]);
+        let mut l = match v {
             View::Concat { .. } | View::Interleave { .. } => {
-                let mut whole = self.loc(r);
-                let mut producers = Vec::new();
-                for (k, &a) in args.iter().enumerate() {
-                    let src = self.loc(a);
-                    if self.placed.get(&a) == Some(&(i, k)) {
-                        producers.extend(src.producers.clone());
-                        continue;
-                    }
-                    let mut region = whole.clone();
-                    region.shape = src.shape.clone();
-                    match v {
-                        View::Concat { axis, .. } => {
-                            let start: i64 =
-                                args[..k].iter().map(|&p| self.loc(p).shape[*axis]).sum();
-                            region.offset += start * whole.strides[*axis];
-                        }
-                        View::Interleave { axis, .. } => {
-                            region.offset += k as i64 * whole.strides[*axis];
-                            region.strides[*axis] *= args.len() as i64;
-                        }
-                        _ => unreachable!("matched above"),
-                    }
-                    if region.elements() == 0 {
-                        continue;
-                    }
-                    let maps = vec![DimMap::Same; src.shape.len()];
-                    let t = self.gather(format!("{name} [operand {k}]"), &src, &region, maps, None);
-                    producers.push(t);
-                }
-                whole.producers = producers;
-                return Ok(whole);
+                return Ok(self.assemble(i, v, r, &name))
             }
-            View::Repeat { axis, .. } => {
-                let mut out = self.fresh(r)?;
-                let mut maps = vec![DimMap::Same; out.shape.len()];
-                maps[*axis] = DimMap::Mod { n: a0.shape[*axis] };
-                let t = self.gather(name, &a0, &out, maps, None);
-                out.producers = vec![t];
-                return Ok(out);
-            }
-            View::Pad { widths, mode, .. } => {
-                if let (PadMode::Constant(c), true) = (mode, self.apply_only[r.index()]) {
-                    // Folded into the readers' loads (bounds-guarded), never copied.
-                    let foldable = a0.pad.is_none()
-                        && a0.elements() > 0
-                        && (0..a0.shape.len()).all(|d| {
-                            a0.strides[d] != 0 || (a0.shape[d] == 1 && widths[d] == (0, 0))
-                        });
-                    if foldable {
-                        l.pad = Some(Padding {
-                            lo: widths.iter().map(|w| w.0).collect(),
-                            inner: a0.shape.clone(),
-                            fill: scalar_of(*c),
-                        });
-                        return Ok(l);
-                    }
-                }
-                let mut out = self.fresh(r)?;
-                let maps = widths
-                    .iter()
-                    .zip(&a0.shape)
-                    .map(|(&(lo, hi), &n)| match mode {
-                        _ if lo == 0 && hi == 0 => DimMap::Same,
-                        PadMode::Constant(_) => DimMap::Shift { lo, n },
-                        PadMode::Reflect => DimMap::Reflect { lo, n },
-                    })
-                    .collect();
-                let fill = match mode {
-                    PadMode::Constant(c) => Some(scalar_of(*c)),
-                    PadMode::Reflect => None,
-                };
-                let t = self.gather(name, &a0, &out, maps, fill);
-                out.producers = vec![t];
-                return Ok(out);
-            }
-        }
-        if empty {
+            View::Repeat { axis, .. } => return self.repeat(&a0, r, *axis, name),
+            View::Pad { widths, mode, .. } => return self.pad(&a0, r, widths, mode, name),
+            View::Reshape { .. } => self.reshape(&a0, &out_ty, &name),
+            _ => strided(v, &a0, &out_ty),
+        };
+        if out_ty.elements() == 0 {
             l.offset = 0;
         }
         Ok(l)
     }
+
+    /// A reshape: a strided view when the merged dims are contiguous among themselves (or
+    /// the operand is a broadcast constant), else a row-major copy of the operand.
+    fn reshape(&mut self, a0: &Loc, out_ty: &TensorType, name: &str) -> Loc {
+        let mut l = Loc {
+            shape: out_ty.shape.clone(),
+            ..a0.clone()
+        };
+        if a0.strides.iter().all(|&s| s == 0) {
+            l.strides = vec![0; out_ty.rank()];
+            return l;
+        }
+        if let Some(strides) = reshape_strides(&a0.shape, &a0.strides, &out_ty.shape) {
+            // e.g. [T, D] column slice → [T, H, E] heads: still a strided view.
+            l.strides = strides;
+            return l;
+        }
+        let bytes = a0.elements() * a0.dtype.size_bytes() as i64;
+        let mut copy = Loc {
+            buffer: self.new_buffer(bytes, Init::Scratch),
+            offset: 0,
+            strides: row_major(&a0.shape),
+            ..a0.clone()
+        };
+        let maps = vec![DimMap::Same; a0.shape.len()];
+        let t = self.gather(format!("{name} (copy)"), a0, &copy, maps, None);
+        copy.producers = vec![t];
+        Loc {
+            strides: row_major(&out_ty.shape),
+            shape: out_ty.shape.clone(),
+            ..copy
+        }
+    }
+
+    /// A concat or interleave result: every operand not placed into its region already is
+    /// gathered there.
+    fn assemble(&mut self, i: usize, v: &View, r: ValueId, name: &str) -> Loc {
+        let mut whole = self.loc(r);
+        let args = v.operands();
+        let mut producers = Vec::new();
+        let mut start = 0;
+        for (k, &a) in args.iter().enumerate() {
+            let src = self.loc(a);
+            let region = operand_region(&whole, v, k, start, src.shape.clone());
+            if let View::Concat { axis, .. } = v {
+                start += src.shape[*axis];
+            }
+            if self.placed.get(&a) == Some(&(i, k)) {
+                producers.extend(src.producers.clone());
+                continue;
+            }
+            if region.elements() == 0 {
+                continue;
+            }
+            let maps = vec![DimMap::Same; src.shape.len()];
+            let t = self.gather(format!("{name} [operand {k}]"), &src, &region, maps, None);
+            producers.push(t);
+        }
+        whole.producers = producers;
+        whole
+    }
+
+    /// A repeat: gathered, its axis read modulo the operand's size.
+    fn repeat(
+        &mut self,
+        a0: &Loc,
+        r: ValueId,
+        axis: usize,
+        name: String,
+    ) -> Result<Loc, Diagnostic> {
+        let mut out = self.fresh(r)?;
+        let mut maps = vec![DimMap::Same; out.shape.len()];
+        maps[axis] = DimMap::Mod { n: a0.shape[axis] };
+        let t = self.gather(name, a0, &out, maps, None);
+        out.producers = vec![t];
+        Ok(out)
+    }
+
+    /// A pad: a constant pad read only by applies is folded into their loads (bounds-guarded),
+    /// never copied; any other pad is gathered.
+    fn pad(
+        &mut self,
+        a0: &Loc,
+        r: ValueId,
+        widths: &[(i64, i64)],
+        mode: &PadMode,
+        name: String,
+    ) -> Result<Loc, Diagnostic> {
+        if let (PadMode::Constant(c), true) = (mode, self.apply_only[r.index()]) {
+            let foldable = a0.pad.is_none()
+                && a0.elements() > 0
+                && (0..a0.shape.len())
+                    .all(|d| a0.strides[d] != 0 || (a0.shape[d] == 1 && widths[d] == (0, 0)));
+            if foldable {
+                return Ok(Loc {
+                    shape: self.ty(r)?.shape.clone(),
+                    pad: Some(Padding {
+                        lo: widths.iter().map(|w| w.0).collect(),
+                        inner: a0.shape.clone(),
+                        fill: Scalar::from(*c),
+                    }),
+                    ..a0.clone()
+                });
+            }
+        }
+        let mut out = self.fresh(r)?;
+        let maps = widths
+            .iter()
+            .zip(&a0.shape)
+            .map(|(&(lo, hi), &n)| match mode {
+                _ if lo == 0 && hi == 0 => DimMap::Same,
+                PadMode::Constant(_) => DimMap::Shift { lo, n },
+                PadMode::Reflect => DimMap::Reflect { lo, n },
+            })
+            .collect();
+        let fill = match mode {
+            PadMode::Constant(c) => Some(Scalar::from(*c)),
+            PadMode::Reflect => None,
+        };
+        let t = self.gather(name, a0, &out, maps, fill);
+        out.producers = vec![t];
+        Ok(out)
+    }
+}
+
+/// The instance of apply `a`, which must have a kernel to compile.
+fn compiled_instance<'f>(
+    a: &Apply,
+    inst: Option<&'f Instance>,
+) -> Result<&'f Instance, Diagnostic> {
+    let Some(inst) = inst else {
+        return Err(Diagnostic::error(
+            codes::NOT_AVAILABLE,
+            format!("apply of `@{}` has no verified instance", a.op),
+        )
+        .primary(a.op_span, "here"));
+    };
+    if inst.stmts.is_none() {
+        return Err(Diagnostic::error(
+            codes::NO_KERNEL,
+            format!("`@{}` is an extern op without a reference kernel", a.op),
+        )
+        .primary(a.op_span, "cannot be compiled")
+        .note("add kernel statements to the extern op so the backend can compile it"));
+    }
+    Ok(inst)
+}
+
+/// Operand `k` of concat/interleave `v` inside its result `whole`: a concat operand starts
+/// `start` elements along the axis; interleaved operands take every `n`-th element.
+fn operand_region(whole: &Loc, v: &View, k: usize, start: i64, shape: Vec<i64>) -> Loc {
+    let mut l = whole.clone();
+    l.shape = shape;
+    match v {
+        View::Concat { axis, .. } => l.offset += start * l.strides[*axis],
+        View::Interleave { axis, args } => {
+            l.offset += k as i64 * l.strides[*axis];
+            l.strides[*axis] *= args.len() as i64;
+        }
+        _ => unreachable!("only concat and interleave have operand regions"),
+    }
+    l
+}
+
+/// The selectors that only change the view of their operand `a0`: new strides (and offset).
+fn strided(v: &View, a0: &Loc, out_ty: &TensorType) -> Loc {
+    let mut l = Loc {
+        shape: out_ty.shape.clone(),
+        ..a0.clone()
+    };
+    let empty = out_ty.elements() == 0;
+    match v {
+        View::Transpose { perm, .. } => l.strides = perm.iter().map(|&p| a0.strides[p]).collect(),
+        View::Reverse { dims, .. } => {
+            for &d in dims {
+                if !empty {
+                    l.offset += (a0.shape[d] - 1) * a0.strides[d];
+                }
+                l.strides[d] = -a0.strides[d];
+            }
+        }
+        View::Slice { dims, .. } => {
+            for (d, s) in dims.iter().enumerate() {
+                if !empty {
+                    l.offset += s.start.unwrap_or(0) * a0.strides[d];
+                }
+                l.strides[d] = a0.strides[d] * s.step.unwrap_or(1);
+            }
+        }
+        View::Squeeze { dims, .. } => {
+            l.strides = (0..a0.shape.len())
+                .filter(|d| !dims.contains(d))
+                .map(|d| a0.strides[d])
+                .collect();
+        }
+        View::Unsqueeze { dims, .. } => {
+            let mut it = a0.strides.iter();
+            l.strides = (0..out_ty.rank())
+                .map(|d| {
+                    if dims.contains(&d) {
+                        0
+                    } else {
+                        *it.next().unwrap_or(&0)
+                    }
+                })
+                .collect();
+        }
+        View::Broadcast { .. } => l.strides = broadcast_strides(a0, out_ty.rank()),
+        _ => unreachable!("the other selectors are not plain strided views"),
+    }
+    l
+}
+
+/// A broadcast's strides: 0 along new leading dims and along dims of size 1.
+fn broadcast_strides(a0: &Loc, rank: usize) -> Vec<i64> {
+    let lead = rank - a0.shape.len();
+    (0..rank)
+        .map(|d| {
+            if d < lead || a0.shape[d - lead] == 1 {
+                0
+            } else {
+                a0.strides[d - lead]
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -53,10 +53,7 @@ impl Ctx<'_> {
     fn temp_geometry(&self, t: usize) -> (Vec<i64>, Vec<i64>) {
         let vars = &self.inst.temps[t].vars;
         let base = vars.iter().map(|&v| self.inst.vars[v].range.0).collect();
-        let shape = vars
-            .iter()
-            .map(|&v| self.inst.vars[v].range.1 - self.inst.vars[v].range.0)
-            .collect();
+        let shape = vars.iter().map(|&v| self.inst.extent(v)).collect();
         (shape, base)
     }
 

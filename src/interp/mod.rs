@@ -13,7 +13,7 @@ mod views;
 use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::graph::{GenKind, Graph, NodeKind};
 use crate::ir::instance::Scalar;
-use crate::ir::{Literal, Module, TensorType, ValueId};
+use crate::ir::{Module, TensorType, ValueId};
 use crate::verify::GraphFacts;
 use std::collections::HashMap;
 use store::NoMemory;
@@ -59,7 +59,7 @@ pub fn run(
                 vec![generate(&gen.kind, &gen.ty).map_err(|e| oom(e, value_name()))?]
             }
             NodeKind::View(v) => {
-                let args: Vec<&Value> = v.args().into_iter().map(|a| get(&vals, a)).collect();
+                let args: Vec<&Value> = v.operands().iter().map(|&a| get(&vals, a)).collect();
                 let ty = g.ty(n.results[0]).expect("verified").clone();
                 vec![views::eval(v, &args, ty).map_err(|e| oom(e, value_name()))?]
             }
@@ -211,16 +211,11 @@ pub(crate) fn for_each_coord(shape: &[i64], mut f: impl FnMut(&[i64])) {
 
 fn generate(kind: &GenKind, ty: &TensorType) -> Result<Value, NoMemory> {
     let mut data = store::with_capacity(ty.dtype, ty.elements())?;
-    let lit = |l: Literal| match l {
-        Literal::Int(v) => Scalar::I(v),
-        Literal::Float(v) => Scalar::F(v),
-        Literal::Bool(b) => Scalar::B(b),
-    };
     for_each_coord(&ty.shape, |c| {
         let s = match *kind {
             GenKind::Zeros => Scalar::I(0),
             GenKind::Ones => Scalar::I(1),
-            GenKind::Full(l) => lit(l),
+            GenKind::Full(l) => Scalar::from(l),
             GenKind::Iota { axis } => Scalar::I(c[axis]),
             GenKind::Rand { seed } => scalar::random(seed, c, ty.dtype),
         };

@@ -5,7 +5,7 @@ use super::store::{self, NoMemory};
 use super::{for_each_coord, Value};
 use crate::ir::graph::{PadMode, View};
 use crate::ir::instance::Scalar;
-use crate::ir::{Literal, TensorType};
+use crate::ir::TensorType;
 
 /// Where an output coordinate's value comes from: (operand, coordinate), or a constant.
 enum From {
@@ -26,6 +26,7 @@ fn ravel(c: &[i64], shape: &[i64]) -> i64 {
     c.iter().zip(shape).fold(0, |acc, (x, n)| acc * n + x)
 }
 
+/// Where output coordinate `c` of view `v` (of operands of types `ins`) reads from.
 fn source(v: &View, ins: &[&TensorType], c: &[i64]) -> From {
     let s0 = &ins[0].shape;
     match v {
@@ -50,21 +51,7 @@ fn source(v: &View, ins: &[&TensorType], c: &[i64]) -> From {
                 .map(|(&x, s)| s.start.unwrap_or(0) + x * s.step.unwrap_or(1))
                 .collect(),
         ),
-        View::Squeeze { dims, .. } => {
-            let mut it = c.iter();
-            From::Arg(
-                0,
-                (0..s0.len())
-                    .map(|d| {
-                        if dims.contains(&d) {
-                            0
-                        } else {
-                            *it.next().unwrap_or(&0)
-                        }
-                    })
-                    .collect(),
-            )
-        }
+        View::Squeeze { dims, .. } => From::Arg(0, squeezed(dims, s0.len(), c)),
         View::Unsqueeze { dims, .. } => From::Arg(
             0,
             c.iter()
@@ -73,29 +60,9 @@ fn source(v: &View, ins: &[&TensorType], c: &[i64]) -> From {
                 .map(|(_, &x)| x)
                 .collect(),
         ),
-        View::Broadcast { .. } => {
-            let lead = c.len() - s0.len();
-            From::Arg(
-                0,
-                s0.iter()
-                    .enumerate()
-                    .map(|(i, &n)| if n == 1 { 0 } else { c[lead + i] })
-                    .collect(),
-            )
-        }
+        View::Broadcast { .. } => From::Arg(0, broadcast(s0, c)),
         View::Reshape { shape, .. } => From::Arg(0, unravel(ravel(c, shape), s0)),
-        View::Concat { axis, .. } => {
-            let mut x = c[*axis];
-            for (k, t) in ins.iter().enumerate() {
-                if x < t.shape[*axis] {
-                    let mut src = c.to_vec();
-                    src[*axis] = x;
-                    return From::Arg(k, src);
-                }
-                x -= t.shape[*axis];
-            }
-            unreachable!("coordinate within the concatenated size")
-        }
+        View::Concat { axis, .. } => concat(ins, *axis, c),
         View::Interleave { axis, .. } => {
             let n = ins.len() as i64;
             let mut src = c.to_vec();
@@ -107,27 +74,62 @@ fn source(v: &View, ins: &[&TensorType], c: &[i64]) -> From {
             src[*axis] = c[*axis] % s0[*axis];
             From::Arg(0, src)
         }
-        View::Pad { widths, mode, .. } => {
-            let mut src = Vec::with_capacity(c.len());
-            for ((&x, &(lo, _)), &n) in c.iter().zip(widths).zip(s0) {
-                let i = x - lo;
-                let i = match mode {
-                    _ if (0..n).contains(&i) => i,
-                    PadMode::Reflect if i < 0 => -i,
-                    PadMode::Reflect => 2 * (n - 1) - i,
-                    PadMode::Constant(l) => {
-                        return From::Const(match l {
-                            Literal::Int(v) => Scalar::I(*v),
-                            Literal::Float(v) => Scalar::F(*v),
-                            Literal::Bool(b) => Scalar::B(*b),
-                        })
-                    }
-                };
-                src.push(i);
-            }
-            From::Arg(0, src)
-        }
+        View::Pad { widths, mode, .. } => pad(widths, mode, s0, c),
     }
+}
+
+/// The operand coordinate of a squeeze (of an operand of rank `rank`): 0 in squeezed dims.
+fn squeezed(dims: &[usize], rank: usize, c: &[i64]) -> Vec<i64> {
+    let mut it = c.iter();
+    (0..rank)
+        .map(|d| {
+            if dims.contains(&d) {
+                0
+            } else {
+                *it.next().unwrap_or(&0)
+            }
+        })
+        .collect()
+}
+
+/// The operand coordinate of a broadcast of an operand of shape `s0`: the trailing dims, 0
+/// along the operand's dims of size 1.
+fn broadcast(s0: &[i64], c: &[i64]) -> Vec<i64> {
+    let lead = c.len() - s0.len();
+    s0.iter()
+        .enumerate()
+        .map(|(i, &n)| if n == 1 { 0 } else { c[lead + i] })
+        .collect()
+}
+
+/// The operand of a concat that holds coordinate `c`, and the coordinate in it.
+fn concat(ins: &[&TensorType], axis: usize, c: &[i64]) -> From {
+    let mut x = c[axis];
+    for (k, t) in ins.iter().enumerate() {
+        if x < t.shape[axis] {
+            let mut src = c.to_vec();
+            src[axis] = x;
+            return From::Arg(k, src);
+        }
+        x -= t.shape[axis];
+    }
+    unreachable!("coordinate within the concatenated size")
+}
+
+/// The operand coordinate of a pad (mirrored for `reflect`), or its constant outside.
+fn pad(widths: &[(i64, i64)], mode: &PadMode, s0: &[i64], c: &[i64]) -> From {
+    let mut src = Vec::with_capacity(c.len());
+    for ((&x, &(lo, _)), &n) in c.iter().zip(widths).zip(s0) {
+        let i = x - lo;
+        let i = match mode {
+            _ if (0..n).contains(&i) => i,
+            PadMode::Reflect if i < 0 => -i,
+            PadMode::Reflect => 2 * (n - 1) - i,
+            PadMode::Constant(l) => return From::Const(Scalar::from(*l)),
+        };
+        src.push(i);
+    }
+    From::Arg(0, src)
 }
 
 /// Materializes view `v` of `args` with result type `ty`.

@@ -127,6 +127,25 @@ pub enum View {
     },
 }
 
+/// Where each kind of view keeps its operands, written once for [`View::operands`] and
+/// [`View::operands_mut`]: `$many` turns a list into a slice, `$one` a single operand.
+macro_rules! view_operands {
+    ($view:expr, $many:ident, $one:path) => {
+        match $view {
+            View::Concat { args, .. } | View::Interleave { args, .. } => args.$many(),
+            View::Transpose { arg, .. }
+            | View::Reverse { arg, .. }
+            | View::Slice { arg, .. }
+            | View::Squeeze { arg, .. }
+            | View::Unsqueeze { arg, .. }
+            | View::Broadcast { arg, .. }
+            | View::Reshape { arg, .. }
+            | View::Repeat { arg, .. }
+            | View::Pad { arg, .. } => $one(arg),
+        }
+    };
+}
+
 impl View {
     pub fn name(&self) -> &'static str {
         match self {
@@ -143,36 +162,21 @@ impl View {
             View::Pad { .. } => "pad",
         }
     }
-    /// Calls `f` on every operand, in order, so it can be rewritten.
-    pub fn for_each_arg_mut(&mut self, mut f: impl FnMut(&mut ValueId)) {
-        match self {
-            View::Concat { args, .. } | View::Interleave { args, .. } => {
-                args.iter_mut().for_each(f)
-            }
-            View::Transpose { arg, .. }
-            | View::Reverse { arg, .. }
-            | View::Slice { arg, .. }
-            | View::Squeeze { arg, .. }
-            | View::Unsqueeze { arg, .. }
-            | View::Broadcast { arg, .. }
-            | View::Reshape { arg, .. }
-            | View::Repeat { arg, .. }
-            | View::Pad { arg, .. } => f(arg),
-        }
+    /// The operands, in order.
+    pub fn operands(&self) -> &[ValueId] {
+        view_operands!(self, as_slice, std::slice::from_ref)
     }
+    /// The operands, in order, to rewrite in place.
+    pub fn operands_mut(&mut self) -> &mut [ValueId] {
+        view_operands!(self, as_mut_slice, std::slice::from_mut)
+    }
+    /// Calls `f` on every operand, in order, so it can be rewritten.
+    pub fn for_each_arg_mut(&mut self, f: impl FnMut(&mut ValueId)) {
+        self.operands_mut().iter_mut().for_each(f)
+    }
+    /// The operands as an owned list.
     pub fn args(&self) -> Vec<ValueId> {
-        match self {
-            View::Concat { args, .. } | View::Interleave { args, .. } => args.clone(),
-            View::Transpose { arg, .. }
-            | View::Reverse { arg, .. }
-            | View::Slice { arg, .. }
-            | View::Squeeze { arg, .. }
-            | View::Unsqueeze { arg, .. }
-            | View::Broadcast { arg, .. }
-            | View::Reshape { arg, .. }
-            | View::Repeat { arg, .. }
-            | View::Pad { arg, .. } => vec![*arg],
-        }
+        self.operands().to_vec()
     }
 }
 
@@ -255,7 +259,7 @@ impl NodeKind {
     pub fn operands(&self) -> Vec<ValueId> {
         match self {
             NodeKind::Apply(a) => a.args.clone(),
-            NodeKind::View(v) => v.args(),
+            NodeKind::View(v) => v.operands().to_vec(),
             NodeKind::Sink { value, .. } | NodeKind::Pin { value } => vec![*value],
             NodeKind::Source { .. } | NodeKind::Generator(_) | NodeKind::Sequence { .. } => vec![],
         }

@@ -6,7 +6,7 @@
 //! verifier turns into diagnostics.
 
 use super::kernel::{floor_div, floor_mod, BinOp, Func, Reduction, UnOp};
-use super::types::TensorType;
+use super::types::{Literal, TensorType};
 use crate::diag::Span;
 use tapc_runtime::DType;
 
@@ -82,7 +82,7 @@ fn saturate(v: i128) -> i64 {
 
 /// One port's index projection: the block of the port touched by index point `p` starts at
 /// `matrix · p + offset` and has shape `shape`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Projection {
     pub matrix: Vec<Vec<i64>>,
     pub offset: Vec<i64>,
@@ -127,7 +127,7 @@ pub struct PortSig {
 }
 
 /// The signature of an instance: index space, one projection per port, costs.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Signature {
     pub index: Vec<(String, i64)>,
     pub inputs: Vec<PortSig>,
@@ -143,6 +143,13 @@ pub struct Var {
     pub name: String,
     /// Half-open range of the variable: the shard's sub-range for parallel variables.
     pub range: (i64, i64),
+}
+
+impl Var {
+    /// How many values the variable takes.
+    pub fn extent(&self) -> i64 {
+        self.range.1 - self.range.0
+    }
 }
 
 /// A value of the interpreter's scalar domain. Floats are held as f64 and rounded to the
@@ -233,11 +240,61 @@ impl Instance {
     pub fn points(&self) -> i64 {
         self.vars[..self.parallel]
             .iter()
-            .fold(1i64, |acc, v| acc.saturating_mul(v.range.1 - v.range.0))
+            .fold(1i64, |acc, v| acc.saturating_mul(v.extent()))
+    }
+    /// The extent of variable `v`.
+    pub fn extent(&self, v: usize) -> i64 {
+        self.vars[v].extent()
+    }
+}
+
+/// Calls `f` on every load in `e`.
+pub fn visit_loads(e: &CExpr, f: &mut dyn FnMut(Src, &[Affine])) {
+    walk(
+        e,
+        &mut |e, _| {
+            if let CKind::Load { src, index, .. } = &e.kind {
+                f(src.clone(), index);
+            }
+        },
+        &mut vec![],
+    );
+}
+
+/// Pre-order walk of `e` that also passes the reduction variables enclosing each node (`red`
+/// holds those around `e` itself).
+pub fn walk(e: &CExpr, f: &mut dyn FnMut(&CExpr, &[usize]), red: &mut Vec<usize>) {
+    f(e, red);
+    match &e.kind {
+        CKind::Reduce { vars, body, .. } => {
+            let n = red.len();
+            red.extend(vars);
+            walk(body, f, red);
+            red.truncate(n);
+        }
+        CKind::Call(_, args) => args.iter().for_each(|a| walk(a, f, red)),
+        CKind::Unary(_, a) => walk(a, f, red),
+        CKind::Binary(_, a, b) => {
+            walk(a, f, red);
+            walk(b, f, red);
+        }
+        CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } => {}
     }
 }
 
 // Scalar helpers live here so the interpreter and constant folding share one definition.
+/// An attribute constant as a scalar of the interpreter's domain (its own kind: the consumer
+/// casts it to the dtype).
+impl From<Literal> for Scalar {
+    fn from(l: Literal) -> Scalar {
+        match l {
+            Literal::Int(v) => Scalar::I(v),
+            Literal::Float(v) => Scalar::F(v),
+            Literal::Bool(b) => Scalar::B(b),
+        }
+    }
+}
+
 impl Scalar {
     pub fn as_f64(self) -> f64 {
         match self {

@@ -178,102 +178,16 @@ impl State {
         }
         let docs = &self.docs;
         match req.method.as_str() {
-            HoverRequest::METHOD => respond(req, |p: HoverParams| {
-                let (doc, offset) = at(docs, &p.text_document_position_params)?;
-                let (text, span) = hover::hover(doc, offset)?;
-                Some(Hover {
-                    contents: HoverContents::Markup(MarkupContent {
-                        kind: MarkupKind::Markdown,
-                        value: text,
-                    }),
-                    range: Some(doc.range(span)),
-                })
-            }),
-            GotoDefinition::METHOD => respond(req, |p: GotoDefinitionParams| {
-                let pos = &p.text_document_position_params;
-                let (doc, offset) = at(docs, pos)?;
-                let def = nav::definition(doc, offset)?;
-                let loc = Location::new(pos.text_document.uri.clone(), doc.range(def.span.clone()));
-                Some(GotoDefinitionResponse::Scalar(loc))
-            }),
-            References::METHOD => respond(req, |p: ReferenceParams| {
-                let (doc, offset) = at(docs, &p.text_document_position)?;
-                let uri = &p.text_document_position.text_document.uri;
-                let refs = nav::references(doc, offset, p.context.include_declaration);
-                Some(
-                    refs.iter()
-                        .map(|o| Location::new(uri.clone(), doc.range(o.span.clone())))
-                        .collect::<Vec<_>>(),
-                )
-            }),
+            HoverRequest::METHOD => respond(req, |p| hover_at(docs, p)),
+            GotoDefinition::METHOD => respond(req, |p| definition(docs, p)),
+            References::METHOD => respond(req, |p| references(docs, p)),
             DocumentSymbolRequest::METHOD => respond(req, |p: DocumentSymbolParams| {
                 let doc = docs.get(&p.text_document.uri)?;
                 Some(DocumentSymbolResponse::Nested(nav::symbols(doc)))
             }),
-            Formatting::METHOD => {
-                let id = req.id.clone();
-                let Ok(p) = serde_json::from_value::<DocumentFormattingParams>(req.params.clone())
-                else {
-                    return respond(req, |_: DocumentFormattingParams| ());
-                };
-                let Some(doc) = docs.get(&p.text_document.uri) else {
-                    return Response::new_ok(id, ());
-                };
-                if doc.diags.iter().any(|d| d.is_error()) {
-                    return Response::new_err(
-                        id,
-                        ErrorCode::RequestFailed as i32,
-                        "tapc fmt: the file has errors; fix them to format it".into(),
-                    );
-                }
-                let edits: Vec<TextEdit> = edits::format(doc)
-                    .map(|text| TextEdit::new(doc.range(0..doc.text.len()), text))
-                    .into_iter()
-                    .collect();
-                Response::new_ok(id, edits)
-            }
-            CodeActionRequest::METHOD => respond(req, |p: CodeActionParams| {
-                let uri = &p.text_document.uri;
-                let doc = docs.get(uri)?;
-                let range = doc.offset(p.range.start)..doc.offset(p.range.end);
-                let actions: Vec<CodeActionOrCommand> = edits::quick_fixes(doc, range)
-                    .into_iter()
-                    .map(|fix| {
-                        let edit = TextEdit::new(doc.range(fix.span), fix.new_text);
-                        let diag = doc.lsp_diagnostic(uri, &doc.diags[fix.diagnostic]);
-                        CodeActionOrCommand::CodeAction(CodeAction {
-                            title: fix.title,
-                            kind: Some(CodeActionKind::QUICKFIX),
-                            diagnostics: Some(vec![diag]),
-                            edit: Some(WorkspaceEdit::new(HashMap::from([(
-                                uri.clone(),
-                                vec![edit],
-                            )]))),
-                            is_preferred: Some(true),
-                            ..Default::default()
-                        })
-                    })
-                    .collect();
-                Some(actions)
-            }),
-            InlayHintRequest::METHOD => respond(req, |p: InlayHintParams| {
-                let doc = docs.get(&p.text_document.uri)?;
-                let range = doc.offset(p.range.start)..doc.offset(p.range.end);
-                let hints: Vec<InlayHint> = edits::inlay_hints(doc, range)
-                    .into_iter()
-                    .map(|(offset, label)| InlayHint {
-                        position: doc.range(offset..offset).start,
-                        label: InlayHintLabel::String(label),
-                        kind: Some(InlayHintKind::TYPE),
-                        text_edits: None,
-                        tooltip: None,
-                        padding_left: Some(true),
-                        padding_right: None,
-                        data: None,
-                    })
-                    .collect();
-                Some(hints)
-            }),
+            Formatting::METHOD => formatting(docs, req),
+            CodeActionRequest::METHOD => respond(req, |p| code_actions(docs, p)),
+            InlayHintRequest::METHOD => respond(req, |p| inlay_hints(docs, p)),
             _ => Response::new_err(
                 req.id,
                 ErrorCode::MethodNotFound as i32,
@@ -283,11 +197,111 @@ impl State {
     }
 }
 
+type Docs = HashMap<Url, Document>;
+
+fn hover_at(docs: &Docs, p: HoverParams) -> Option<Hover> {
+    let (doc, offset) = at(docs, &p.text_document_position_params)?;
+    let (text, span) = hover::hover(doc, offset)?;
+    Some(Hover {
+        contents: HoverContents::Markup(MarkupContent {
+            kind: MarkupKind::Markdown,
+            value: text,
+        }),
+        range: Some(doc.range(span)),
+    })
+}
+
+fn definition(docs: &Docs, p: GotoDefinitionParams) -> Option<GotoDefinitionResponse> {
+    let pos = &p.text_document_position_params;
+    let (doc, offset) = at(docs, pos)?;
+    let def = nav::definition(doc, offset)?;
+    let loc = Location::new(pos.text_document.uri.clone(), doc.range(def.span.clone()));
+    Some(GotoDefinitionResponse::Scalar(loc))
+}
+
+fn references(docs: &Docs, p: ReferenceParams) -> Option<Vec<Location>> {
+    let (doc, offset) = at(docs, &p.text_document_position)?;
+    let uri = &p.text_document_position.text_document.uri;
+    let refs = nav::references(doc, offset, p.context.include_declaration);
+    Some(
+        refs.iter()
+            .map(|o| Location::new(uri.clone(), doc.range(o.span.clone())))
+            .collect(),
+    )
+}
+
+/// The whole document printed canonically; a file with errors is not formatted (an error
+/// response says why).
+fn formatting(docs: &Docs, req: Request) -> Response {
+    let id = req.id.clone();
+    let Ok(p) = serde_json::from_value::<DocumentFormattingParams>(req.params.clone()) else {
+        return respond(req, |_: DocumentFormattingParams| ());
+    };
+    let Some(doc) = docs.get(&p.text_document.uri) else {
+        return Response::new_ok(id, ());
+    };
+    if doc.diags.iter().any(|d| d.is_error()) {
+        return Response::new_err(
+            id,
+            ErrorCode::RequestFailed as i32,
+            "tapc fmt: the file has errors; fix them to format it".into(),
+        );
+    }
+    let edits: Vec<TextEdit> = edits::format(doc)
+        .map(|text| TextEdit::new(doc.range(0..doc.text.len()), text))
+        .into_iter()
+        .collect();
+    Response::new_ok(id, edits)
+}
+
+/// Quick fixes from "did you mean" notes in the range.
+fn code_actions(docs: &Docs, p: CodeActionParams) -> Option<Vec<CodeActionOrCommand>> {
+    let uri = &p.text_document.uri;
+    let doc = docs.get(uri)?;
+    let range = doc.offset(p.range.start)..doc.offset(p.range.end);
+    let actions = edits::quick_fixes(doc, range)
+        .into_iter()
+        .map(|fix| {
+            let edit = TextEdit::new(doc.range(fix.span), fix.new_text);
+            let diag = doc.lsp_diagnostic(uri, &doc.diags[fix.diagnostic]);
+            CodeActionOrCommand::CodeAction(CodeAction {
+                title: fix.title,
+                kind: Some(CodeActionKind::QUICKFIX),
+                diagnostics: Some(vec![diag]),
+                edit: Some(WorkspaceEdit::new(HashMap::from([(
+                    uri.clone(),
+                    vec![edit],
+                )]))),
+                is_preferred: Some(true),
+                ..Default::default()
+            })
+        })
+        .collect();
+    Some(actions)
+}
+
+/// Inferred result types in the range.
+fn inlay_hints(docs: &Docs, p: InlayHintParams) -> Option<Vec<InlayHint>> {
+    let doc = docs.get(&p.text_document.uri)?;
+    let range = doc.offset(p.range.start)..doc.offset(p.range.end);
+    let hints = edits::inlay_hints(doc, range)
+        .into_iter()
+        .map(|(offset, label)| InlayHint {
+            position: doc.range(offset..offset).start,
+            label: InlayHintLabel::String(label),
+            kind: Some(InlayHintKind::TYPE),
+            text_edits: None,
+            tooltip: None,
+            padding_left: Some(true),
+            padding_right: None,
+            data: None,
+        })
+        .collect();
+    Some(hints)
+}
+
 /// The document and byte offset a position names.
-fn at<'a>(
-    docs: &'a HashMap<Url, Document>,
-    p: &TextDocumentPositionParams,
-) -> Option<(&'a Document, usize)> {
+fn at<'a>(docs: &'a Docs, p: &TextDocumentPositionParams) -> Option<(&'a Document, usize)> {
     let doc = docs.get(&p.text_document.uri)?;
     Some((doc, doc.offset(p.position)))
 }

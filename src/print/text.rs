@@ -275,7 +275,7 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
             return format!("{results} = {s} : {}", gen.ty);
         }
         NodeKind::View(v) => {
-            let args = list(&v.args(), |a| val(g, *a));
+            let args = list(v.operands(), |a| val(g, *a));
             let attrs = match v {
                 View::Transpose { perm, .. } => ints(perm),
                 View::Reverse { dims, .. }

@@ -1,13 +1,57 @@
 //! Building an [`Instance`] for one apply: bind, lower the kernel (or read the extern
-//! signature), derive projections, place shard windows and check every access's static bounds.
+//! signature), derive projections (`signature`), place shard windows and check every access's
+//! static bounds.
 
 use super::bind::{bind, output_shape, with_port_dtypes, Bindings, Site};
 use super::kernel;
+use super::signature::derive_signature;
 use crate::diag::{codes, Diagnostic};
 use crate::ir::instance::*;
-use crate::ir::kernel::{ExternSig, OpBody, OpDef};
+use crate::ir::kernel::{ExternProjection, ExternSig, IExpr, OpBody, OpDef, PortDef, Stmt};
 use crate::ir::TensorType;
 use std::collections::HashMap;
+
+type R<T> = Result<T, Vec<Diagnostic>>;
+
+/// Per index dimension: its name and extent (`Signature::index`).
+type IndexSpace = Vec<(String, i64)>;
+
+/// Per index dimension, per resource: a marginal cost (`Signature::marginal`).
+type Costs = Vec<(String, Vec<(String, i64)>)>;
+
+/// One apply being instantiated: the op, its bindings, the argument types, the full output
+/// types (empty shapes for a shard, whose outputs come from its range) and the shard's range.
+struct Call<'a> {
+    op: &'a OpDef,
+    b: &'a Bindings,
+    args: &'a [TensorType],
+    full: &'a [TensorType],
+    range: Option<&'a [(i64, i64)]>,
+    site: Site,
+}
+
+impl Call<'_> {
+    /// An error in the extern signature, at `at`.
+    fn bad(&self, msg: String, at: crate::diag::Span) -> Vec<Diagnostic> {
+        vec![self
+            .site
+            .err(codes::BAD_SIGNATURE, msg, at, "in this signature")]
+    }
+
+    /// Evaluates an expression of the signature that must give a value (`what` fails).
+    fn eval(&self, e: &IExpr, ok: impl Fn(i64) -> bool, what: String) -> R<i64> {
+        match self.b.eval(e) {
+            Ok(Some(v)) if ok(v) => Ok(v),
+            _ => Err(self.bad(what, e.span())),
+        }
+    }
+
+    /// The reference kernel (or the kernel) lowered against `outputs`.
+    fn lower(&self, stmts: &[Stmt], outputs: &[TensorType]) -> R<kernel::Lowered> {
+        let c = self;
+        kernel::lower(c.op, stmts, c.b, c.args, outputs, c.range, c.site)
+    }
+}
 
 /// Instantiates `op` for an apply with these parameters, argument types and optional range.
 pub fn instantiate(
@@ -38,9 +82,17 @@ pub fn instantiate(
             .collect::<Result<_, _>>()
             .map_err(|d| vec![d])?,
     };
+    let call = Call {
+        op,
+        b: &b,
+        args,
+        full: &full,
+        range,
+        site,
+    };
     let mut inst = match &op.body {
-        OpBody::Kernel(stmts) => from_kernel(op, stmts, &b, args, &full, range, site)?,
-        OpBody::Extern(sig) => from_extern(op, sig, &b, args, &full, range, site)?,
+        OpBody::Kernel(stmts) => from_kernel(&call, stmts)?,
+        OpBody::Extern(sig) => from_extern(&call, sig)?,
     };
     inst.sharded = range.is_some();
     inst.origins = inst
@@ -81,371 +133,54 @@ pub(super) fn declared_outputs(
         .collect()
 }
 
-fn from_kernel(
-    op: &OpDef,
-    stmts: &[crate::ir::kernel::Stmt],
-    b: &Bindings,
-    args: &[TensorType],
-    full: &[TensorType],
-    range: Option<&[(i64, i64)]>,
-    site: Site,
-) -> Result<Instance, Vec<Diagnostic>> {
-    let low = kernel::lower(op, stmts, b, args, full, range, site)?;
+fn from_kernel(c: &Call, stmts: &[Stmt]) -> R<Instance> {
+    let low = c.lower(stmts, c.full)?;
     let mut inst = Instance {
-        inputs: args.to_vec(),
+        inputs: c.args.to_vec(),
         outputs: low.outputs,
         vars: low.vars,
         parallel: low.parallel,
         temps: low.temps,
         stmts: Some(low.stmts),
         origins: vec![],
-        signature: Signature {
-            index: vec![],
-            inputs: vec![],
-            outputs: vec![],
-            marginal: vec![],
-            flops_per_point: 0.0,
-            bytes_per_point: 0.0,
-        },
+        signature: Signature::default(),
         sharded: false,
     };
-    inst.signature = derive_signature(op, &inst);
+    inst.signature = derive_signature(c.op, &inst);
     Ok(inst)
 }
 
-#[allow(clippy::needless_range_loop)] // d indexes three parallel tables
-/// Projections from the kernel's accesses: reduction variables fold into the block shape;
-/// several accesses to one port take their hull (widened to the whole dim if they disagree).
-fn derive_signature(op: &OpDef, inst: &Instance) -> Signature {
-    let stmts = inst.stmts.as_deref().unwrap_or_default();
-    let np = inst.parallel;
-    let mut per_input: Vec<Vec<(Vec<i64>, i64, i64)>> = vec![vec![]; inst.inputs.len()];
-    let mut rows_of: Vec<Vec<Option<Vec<i64>>>> =
-        inst.inputs.iter().map(|t| vec![None; t.rank()]).collect();
-    for st in stmts {
-        visit_loads(&st.value, &mut |src, index| {
-            let Src::Input(k) = src else { return };
-            if per_input[k].is_empty() {
-                per_input[k] = vec![(vec![], i64::MAX, i64::MIN); index.len()];
-            }
-            for (d, a) in index.iter().enumerate() {
-                let row: Vec<i64> = (0..np).map(|v| a.coeff(v)).collect();
-                let (mut lo, mut hi) = (a.constant, a.constant);
-                for &(v, c) in a.terms.iter().filter(|t| t.0 >= np) {
-                    let (x, y) = (0, c * (inst.vars[v].range.1 - 1).max(0));
-                    lo += x.min(y);
-                    hi += x.max(y);
-                }
-                let slot = &mut per_input[k][d];
-                slot.1 = slot.1.min(lo);
-                slot.2 = slot.2.max(hi);
-                let r = &mut rows_of[k][d];
-                match r {
-                    None => *r = Some(row),
-                    Some(prev) if *prev != row => *r = Some(vec![i64::MIN]),
-                    _ => {}
-                }
-            }
-        });
-    }
-    let inputs = op
-        .inputs
-        .iter()
-        .enumerate()
-        .map(|(k, p)| {
-            let ty = inst.inputs[k].clone();
-            let mut proj = Projection {
-                matrix: vec![],
-                offset: vec![],
-                shape: vec![],
-            };
-            for d in 0..ty.rank() {
-                match (&rows_of[k][d], per_input[k].get(d)) {
-                    (Some(row), Some(&(_, lo, hi))) if row.first() != Some(&i64::MIN) => {
-                        proj.matrix.push(row.clone());
-                        proj.offset.push(lo);
-                        proj.shape.push(hi - lo + 1);
-                    }
-                    (Some(_), _) => {
-                        proj.matrix.push(vec![0; np]);
-                        proj.offset.push(0);
-                        proj.shape.push(ty.shape[d]);
-                    }
-                    (None, _) => {
-                        proj.matrix.push(vec![0; np]);
-                        proj.offset.push(0);
-                        proj.shape.push(0);
-                    }
-                }
-            }
-            PortSig {
-                name: p.name.clone(),
-                ty,
-                projection: proj,
-            }
-        })
-        .collect::<Vec<_>>();
-    let outputs = op
-        .outputs
-        .iter()
-        .enumerate()
-        .map(|(k, p)| {
-            let vars = stmts
-                .iter()
-                .find(|s| s.target == Target::Output(k))
-                .map(|s| s.vars.clone())
-                .unwrap_or_default();
-            let matrix = vars
-                .iter()
-                .map(|&v| (0..np).map(|u| i64::from(u == v)).collect())
-                .collect();
-            let rank = vars.len();
-            PortSig {
-                name: p.name.clone(),
-                ty: inst.outputs[k].clone(),
-                projection: Projection {
-                    matrix,
-                    offset: vec![0; rank],
-                    shape: vec![1; rank],
-                },
-            }
-        })
-        .collect::<Vec<_>>();
-    let points = inst.points().max(1) as f64;
-    let flops: f64 = stmts
-        .iter()
-        .map(|s| lhs_points(inst, &s.vars) * flops_of(&s.value, inst))
-        .sum();
-    let bytes: f64 = inputs
-        .iter()
-        .chain(&outputs)
-        .map(|p| p.projection.shape.iter().product::<i64>() as f64 * p.ty.dtype.size_bytes() as f64)
-        .sum();
-    let index = inst.vars[..np]
-        .iter()
-        .map(|v| (v.name.clone(), v.range.1 - v.range.0))
-        .collect::<Vec<(String, i64)>>();
-    let marginal = index
-        .iter()
-        .map(|(n, ext)| {
-            (
-                n.clone(),
-                vec![(
-                    "flops".to_string(),
-                    (flops / (*ext).max(1) as f64).round() as i64,
-                )],
-            )
-        })
-        .collect();
-    Signature {
-        index,
-        inputs,
-        outputs,
-        marginal,
-        flops_per_point: flops / points,
-        bytes_per_point: bytes,
-    }
-}
-
-fn lhs_points(inst: &Instance, vars: &[usize]) -> f64 {
-    vars.iter()
-        .map(|&v| (inst.vars[v].range.1 - inst.vars[v].range.0) as f64)
-        .product()
-}
-
-/// Arithmetic operations per evaluation of `e` (loads and casts are free).
-fn flops_of(e: &CExpr, inst: &Instance) -> f64 {
-    match &e.kind {
-        CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } => 0.0,
-        CKind::Reduce { vars, body, .. } => lhs_points(inst, vars) * (flops_of(body, inst) + 1.0),
-        CKind::Call(f, args) => {
-            let own = if matches!(f, crate::ir::kernel::Func::Cast(_)) {
-                0.0
-            } else {
-                1.0
-            };
-            own + args.iter().map(|a| flops_of(a, inst)).sum::<f64>()
-        }
-        CKind::Unary(_, a) => 1.0 + flops_of(a, inst),
-        CKind::Binary(_, a, b) => 1.0 + flops_of(a, inst) + flops_of(b, inst),
-    }
-}
-
-/// Calls `f` on every load in `e`.
-pub fn visit_loads(e: &CExpr, f: &mut dyn FnMut(Src, &[Affine])) {
-    walk(
-        e,
-        &mut |e, _| {
-            if let CKind::Load { src, index, .. } = &e.kind {
-                f(src.clone(), index);
-            }
-        },
-        &mut vec![],
-    );
-}
-
-/// Pre-order walk that also passes the reduction variables enclosing each node.
-fn walk(e: &CExpr, f: &mut dyn FnMut(&CExpr, &[usize]), red: &mut Vec<usize>) {
-    f(e, red);
-    match &e.kind {
-        CKind::Reduce { vars, body, .. } => {
-            let n = red.len();
-            red.extend(vars);
-            walk(body, f, red);
-            red.truncate(n);
-        }
-        CKind::Call(_, args) => args.iter().for_each(|a| walk(a, f, red)),
-        CKind::Unary(_, a) => walk(a, f, red),
-        CKind::Binary(_, a, b) => {
-            walk(a, f, red);
-            walk(b, f, red);
-        }
-        CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } => {}
-    }
-}
-
-fn from_extern(
-    op: &OpDef,
-    sig: &ExternSig,
-    b: &Bindings,
-    args: &[TensorType],
-    full: &[TensorType],
-    range: Option<&[(i64, i64)]>,
-    site: Site,
-) -> Result<Instance, Vec<Diagnostic>> {
-    let bad = |msg: String, at| vec![site.err(codes::BAD_SIGNATURE, msg, at, "in this signature")];
-    let mut index = Vec::new();
-    let mut names = HashMap::new();
-    for (k, (n, e)) in sig.index.iter().enumerate() {
-        let ext = match b.eval(e) {
-            Ok(Some(v)) if v >= 0 => v,
-            _ => {
-                return Err(bad(
-                    format!("the extent of index `{n}` cannot be evaluated"),
-                    e.span(),
-                ))
-            }
-        };
-        if names.insert(n.clone(), k).is_some() {
-            return Err(bad(format!("index `{n}` is declared twice"), e.span()));
-        }
-        index.push((n.clone(), ext));
-    }
-    if let Some(r) = range {
-        if r.len() != index.len() {
-            let d = Diagnostic::error(
-                codes::BAD_RANGE,
-                format!(
-                    "the op's index space has {} dimension(s) but the range has {}",
-                    index.len(),
-                    r.len()
-                ),
-            )
-            .primary(site.span, "wrong number of ranges");
-            return Err(vec![d]);
-        }
-    }
-    let ranges: Vec<(i64, i64)> = match range {
+/// An extern op's instance: its declared index space, projections and costs, and its
+/// reference kernel if it has one.
+fn from_extern(c: &Call, sig: &ExternSig) -> R<Instance> {
+    let (index, names) = extern_index(c, sig)?;
+    let ranges: Vec<(i64, i64)> = match c.range {
+        Some(r) if r.len() != index.len() => return Err(range_rank(c, index.len(), r.len())),
         Some(r) => r.to_vec(),
         None => index.iter().map(|(_, e)| (0, *e)).collect(),
     };
-    let mut ports: Vec<PortSig> = Vec::new();
-    for (p, ty) in op
-        .inputs
-        .iter()
-        .zip(args)
-        .chain(op.outputs.iter().zip(full))
-    {
-        let Some(pr) = sig.projections.iter().find(|x| x.port == p.name) else {
-            return Err(bad(
-                format!("port `{}` has no projection", p.name),
-                sig.index_span,
-            ));
-        };
-        if pr.start.len() != p.dims.len() || pr.shape.len() != p.dims.len() {
-            return Err(bad(
-                format!(
-                    "the projection of `{}` must have {} entries",
-                    p.name,
-                    p.dims.len()
-                ),
-                pr.span,
-            ));
-        }
-        let mut proj = Projection {
-            matrix: vec![],
-            offset: vec![],
-            shape: vec![],
-        };
-        for (s, sh) in pr.start.iter().zip(&pr.shape) {
-            let lookup = |n: &str| {
-                names
-                    .get(n)
-                    .map(|&v| Affine::var(v))
-                    .or_else(|| b.get(n).map(Affine::constant))
-            };
-            let a = affine_of(s, &lookup).map_err(|_| {
-                bad(
-                    format!(
-                        "projection start of `{}` is not affine in the index",
-                        p.name
-                    ),
-                    s.span(),
-                )
-            })?;
-            proj.matrix
-                .push((0..index.len()).map(|v| a.coeff(v)).collect());
-            proj.offset.push(a.constant);
-            match b.eval(sh) {
-                Ok(Some(v)) if v >= 0 => proj.shape.push(v),
-                _ => {
-                    return Err(bad(
-                        format!(
-                            "projection shape of `{}` must be a non-negative constant",
-                            p.name
-                        ),
-                        sh.span(),
-                    ))
-                }
-            }
-        }
+    let mut ports = Vec::new();
+    let declared = c.op.inputs.iter().zip(c.args);
+    for (p, ty) in declared.chain(c.op.outputs.iter().zip(c.full)) {
         ports.push(PortSig {
             name: p.name.clone(),
             ty: ty.clone(),
-            projection: proj,
+            projection: extern_projection(c, sig, p, &names)?,
         });
     }
-    let outputs: Vec<PortSig> = ports.split_off(op.inputs.len());
-    let outputs: Vec<PortSig> = outputs
-        .into_iter()
-        .map(|mut p| {
-            if range.is_some() {
-                p.ty.shape = p
-                    .projection
-                    .image(&ranges)
-                    .iter()
-                    .map(|(lo, hi)| hi - lo)
-                    .collect();
-            }
-            p
-        })
-        .collect();
-    let mut marginal = Vec::new();
-    for (d, entries) in &sig.costs {
-        let mut row = Vec::new();
-        for (res, e) in entries {
-            match b.eval(e) {
-                Ok(Some(v)) => row.push((res.clone(), v)),
-                _ => {
-                    return Err(bad(
-                        format!("cost `{res}` of `{d}` cannot be evaluated"),
-                        e.span(),
-                    ))
-                }
-            }
+    let mut outputs: Vec<PortSig> = ports.split_off(c.op.inputs.len());
+    if c.range.is_some() {
+        // A shard's outputs are the image of its range.
+        for p in &mut outputs {
+            p.ty.shape = p
+                .projection
+                .image(&ranges)
+                .iter()
+                .map(|(lo, hi)| hi - lo)
+                .collect();
         }
-        marginal.push((d.clone(), row));
     }
+    let marginal = extern_costs(c, sig)?;
     let vars: Vec<Var> = index
         .iter()
         .zip(&ranges)
@@ -454,8 +189,8 @@ fn from_extern(
             range: *r,
         })
         .collect();
-    let mut inst = Instance {
-        inputs: args.to_vec(),
+    let inst = Instance {
+        inputs: c.args.to_vec(),
         outputs: outputs.iter().map(|p| p.ty.clone()).collect(),
         parallel: vars.len(),
         vars,
@@ -472,20 +207,118 @@ fn from_extern(
         },
         sharded: false,
     };
-    if !sig.kernel.is_empty() {
-        let low = kernel::lower(op, &sig.kernel, b, args, &inst.outputs, range, site)?;
-        let declared: Vec<&str> = inst.vars.iter().map(|v| v.name.as_str()).collect();
-        let got: Vec<&str> = low.vars[..low.parallel]
-            .iter()
-            .map(|v| v.name.as_str())
-            .collect();
-        if declared != got {
-            return Err(bad(format!("the reference kernel's index variables {got:?} differ from the declared index {declared:?}"), sig.index_span));
+    with_reference_kernel(c, sig, inst)
+}
+
+/// The declared index space: each dimension's extent, and each name's position.
+fn extern_index(c: &Call, sig: &ExternSig) -> R<(IndexSpace, HashMap<String, usize>)> {
+    let mut index = Vec::new();
+    let mut names = HashMap::new();
+    for (k, (n, e)) in sig.index.iter().enumerate() {
+        let what = format!("the extent of index `{n}` cannot be evaluated");
+        let ext = c.eval(e, |v| v >= 0, what)?;
+        if names.insert(n.clone(), k).is_some() {
+            return Err(c.bad(format!("index `{n}` is declared twice"), e.span()));
         }
-        inst.vars = low.vars;
-        inst.temps = low.temps;
-        inst.stmts = Some(low.stmts);
+        index.push((n.clone(), ext));
     }
+    Ok((index, names))
+}
+
+/// A shard's range must have one entry per index dimension.
+fn range_rank(c: &Call, dims: usize, got: usize) -> Vec<Diagnostic> {
+    let d = Diagnostic::error(
+        codes::BAD_RANGE,
+        format!("the op's index space has {dims} dimension(s) but the range has {got}"),
+    )
+    .primary(c.site.span, "wrong number of ranges");
+    vec![d]
+}
+
+/// Port `p`'s declared projection: affine starts in the index, constant shapes.
+fn extern_projection(
+    c: &Call,
+    sig: &ExternSig,
+    p: &PortDef,
+    names: &HashMap<String, usize>,
+) -> R<Projection> {
+    let Some(pr) = sig.projections.iter().find(|x| x.port == p.name) else {
+        let msg = format!("port `{}` has no projection", p.name);
+        return Err(c.bad(msg, sig.index_span));
+    };
+    check_entries(c, pr, p)?;
+    let mut proj = Projection::default();
+    for (s, sh) in pr.start.iter().zip(&pr.shape) {
+        let lookup = |n: &str| {
+            names
+                .get(n)
+                .map(|&v| Affine::var(v))
+                .or_else(|| c.b.get(n).map(Affine::constant))
+        };
+        let a = affine_of(s, &lookup).map_err(|_| {
+            let msg = format!(
+                "projection start of `{}` is not affine in the index",
+                p.name
+            );
+            c.bad(msg, s.span())
+        })?;
+        proj.matrix
+            .push((0..names.len()).map(|v| a.coeff(v)).collect());
+        proj.offset.push(a.constant);
+        let what = format!(
+            "projection shape of `{}` must be a non-negative constant",
+            p.name
+        );
+        proj.shape.push(c.eval(sh, |v| v >= 0, what)?);
+    }
+    Ok(proj)
+}
+
+/// A projection has one start and one shape entry per dimension of its port.
+fn check_entries(c: &Call, pr: &ExternProjection, p: &PortDef) -> R<()> {
+    if pr.start.len() != p.dims.len() || pr.shape.len() != p.dims.len() {
+        let msg = format!(
+            "the projection of `{}` must have {} entries",
+            p.name,
+            p.dims.len()
+        );
+        return Err(c.bad(msg, pr.span));
+    }
+    Ok(())
+}
+
+/// The declared marginal costs, evaluated.
+fn extern_costs(c: &Call, sig: &ExternSig) -> R<Costs> {
+    let mut marginal = Vec::new();
+    for (d, entries) in &sig.costs {
+        let mut row = Vec::new();
+        for (res, e) in entries {
+            let what = format!("cost `{res}` of `{d}` cannot be evaluated");
+            row.push((res.clone(), c.eval(e, |_| true, what)?));
+        }
+        marginal.push((d.clone(), row));
+    }
+    Ok(marginal)
+}
+
+/// `inst` with the extern op's reference kernel, whose index variables must be the declared
+/// index.
+fn with_reference_kernel(c: &Call, sig: &ExternSig, mut inst: Instance) -> R<Instance> {
+    if sig.kernel.is_empty() {
+        return Ok(inst);
+    }
+    let low = c.lower(&sig.kernel, &inst.outputs)?;
+    let declared: Vec<&str> = inst.vars.iter().map(|v| v.name.as_str()).collect();
+    let got: Vec<&str> = low.vars[..low.parallel]
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    if declared != got {
+        return Err(c.bad(format!("the reference kernel's index variables {got:?} differ from the declared index {declared:?}"), sig.index_span));
+    }
+    inst.vars = low.vars;
+    inst.temps = low.temps;
+    inst.stmts = Some(low.stmts);
     Ok(inst)
 }
 

@@ -119,11 +119,7 @@ pub fn lower(
     let outputs = (0..op.outputs.len())
         .map(|k| {
             let vars = &parallel.out_vars[k];
-            outputs[k].with_shape(
-                vars.iter()
-                    .map(|&v| lx.vars[v].range.1 - lx.vars[v].range.0)
-                    .collect(),
-            )
+            outputs[k].with_shape(vars.iter().map(|&v| lx.vars[v].extent()).collect())
         })
         .collect();
     Ok(Lowered {

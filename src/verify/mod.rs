@@ -5,13 +5,15 @@
 mod bind;
 mod instance;
 mod kernel;
+mod signature;
 mod size;
 mod stub;
 mod symbolic;
 mod views;
 
+pub use crate::ir::instance::visit_loads;
 pub use bind::Site;
-pub use instance::{instantiate, visit_loads};
+pub use instance::instantiate;
 pub use symbolic::check_ops;
 pub use views::canonical_slice;
 

@@ -83,228 +83,260 @@ pub fn view_type(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorT
     }
 }
 
+/// The result type of `view` (one rule per kind of selector), canonicalizing in place.
 fn view_type_unchecked(view: &mut View, args: &[&TensorType], span: Span) -> R<TensorType> {
     let t = args[0];
-    let rank = t.rank();
     match view {
-        View::Transpose { perm, .. } => {
-            if perm.len() != rank {
-                return Err(bad(
-                    span,
-                    format!(
-                        "transpose of a rank-{rank} tensor needs {rank} dims, got {}",
-                        perm.len()
-                    ),
-                ));
-            }
-            check_dims(perm, rank, span, "transpose")?;
-            Ok(t.with_shape(perm.iter().map(|&p| t.shape[p]).collect()))
-        }
+        View::Transpose { perm, .. } => transpose(t, perm, span),
         View::Reverse { dims, .. } => {
-            check_dims(dims, rank, span, "reverse")?;
+            check_dims(dims, t.rank(), span, "reverse")?;
             Ok(t.clone())
         }
-        View::Slice { dims, .. } => {
-            if dims.len() > rank {
-                return Err(bad(
-                    span,
-                    format!("slice of a rank-{rank} tensor has {} ranges", dims.len()),
-                ));
-            }
-            dims.resize(
-                rank,
-                SliceDim {
-                    start: None,
-                    stop: None,
-                    step: None,
-                },
-            );
-            let mut shape = Vec::new();
-            for (d, n) in dims.iter_mut().zip(&t.shape) {
-                let (c, count) = canonical_slice(*d, *n, span)?;
-                *d = c;
-                shape.push(count);
-            }
-            Ok(t.with_shape(shape))
+        View::Slice { dims, .. } => slice(t, dims, span),
+        View::Squeeze { dims, .. } => squeeze(t, dims, span),
+        View::Unsqueeze { dims, .. } => unsqueeze(t, dims, span),
+        View::Broadcast { shape, .. } => broadcast(t, shape, span),
+        View::Reshape { shape, .. } => reshape(t, shape, span),
+        View::Concat { axis, .. } => join(args, *axis, false, span),
+        View::Interleave { axis, .. } => join(args, *axis, true, span),
+        View::Repeat { times, axis, .. } => repeat(t, *times, *axis, span),
+        View::Pad { widths, mode, .. } => pad(t, widths, mode, span),
+    }
+}
+
+fn transpose(t: &TensorType, perm: &[usize], span: Span) -> R<TensorType> {
+    let rank = t.rank();
+    if perm.len() != rank {
+        return Err(bad(
+            span,
+            format!(
+                "transpose of a rank-{rank} tensor needs {rank} dims, got {}",
+                perm.len()
+            ),
+        ));
+    }
+    check_dims(perm, rank, span, "transpose")?;
+    Ok(t.with_shape(perm.iter().map(|&p| t.shape[p]).collect()))
+}
+
+/// Fills in the omitted trailing dims and makes every range explicit.
+fn slice(t: &TensorType, dims: &mut Vec<SliceDim>, span: Span) -> R<TensorType> {
+    let rank = t.rank();
+    if dims.len() > rank {
+        return Err(bad(
+            span,
+            format!("slice of a rank-{rank} tensor has {} ranges", dims.len()),
+        ));
+    }
+    dims.resize(
+        rank,
+        SliceDim {
+            start: None,
+            stop: None,
+            step: None,
+        },
+    );
+    let mut shape = Vec::new();
+    for (d, n) in dims.iter_mut().zip(&t.shape) {
+        let (c, count) = canonical_slice(*d, *n, span)?;
+        *d = c;
+        shape.push(count);
+    }
+    Ok(t.with_shape(shape))
+}
+
+fn squeeze(t: &TensorType, dims: &[usize], span: Span) -> R<TensorType> {
+    let rank = t.rank();
+    check_dims(dims, rank, span, "squeeze")?;
+    if let Some(&d) = dims.iter().find(|&&d| t.shape[d] != 1) {
+        return Err(bad(
+            span,
+            format!("cannot squeeze dimension {d} of size {}", t.shape[d]),
+        ));
+    }
+    Ok(t.with_shape(
+        (0..rank)
+            .filter(|d| !dims.contains(d))
+            .map(|d| t.shape[d])
+            .collect(),
+    ))
+}
+
+fn unsqueeze(t: &TensorType, dims: &[usize], span: Span) -> R<TensorType> {
+    let out = t.rank() + dims.len();
+    check_dims(dims, out, span, "unsqueeze")?;
+    let mut it = t.shape.iter();
+    Ok(t.with_shape(
+        (0..out)
+            .map(|d| {
+                if dims.contains(&d) {
+                    1
+                } else {
+                    *it.next().unwrap_or(&1)
+                }
+            })
+            .collect(),
+    ))
+}
+
+fn broadcast(t: &TensorType, shape: &[i64], span: Span) -> R<TensorType> {
+    let ok = shape.len() >= t.rank()
+        && shape.iter().all(|&s| s >= 0)
+        && t.shape
+            .iter()
+            .rev()
+            .zip(shape.iter().rev())
+            .all(|(&a, &b)| a == b || a == 1);
+    if !ok {
+        return Err(bad(span, format!("cannot broadcast {t} to {shape:?}"))
+            .note("dims align from the right; each must be equal or 1 in the operand"));
+    }
+    Ok(t.with_shape(shape.to_vec()))
+}
+
+/// Fills in a `-1` size.
+fn reshape(t: &TensorType, shape: &mut [i64], span: Span) -> R<TensorType> {
+    let Some(known) = checked_elements(
+        &shape
+            .iter()
+            .copied()
+            .filter(|&s| s != -1)
+            .collect::<Vec<_>>(),
+    ) else {
+        return Err(bad(
+            span,
+            format!("reshape to {shape:?} has too many elements"),
+        ));
+    };
+    let holes = shape.iter().filter(|&&s| s == -1).count();
+    if holes > 1 || shape.iter().any(|&s| s < -1) {
+        return Err(bad(
+            span,
+            "reshape takes non-negative sizes and at most one -1".into(),
+        ));
+    }
+    if holes == 1 {
+        if known == 0 || t.elements() % known != 0 {
+            return Err(bad(
+                span,
+                format!("cannot infer -1 when reshaping {t} to {shape:?}"),
+            ));
         }
-        View::Squeeze { dims, .. } => {
-            check_dims(dims, rank, span, "squeeze")?;
-            if let Some(&d) = dims.iter().find(|&&d| t.shape[d] != 1) {
-                return Err(bad(
-                    span,
-                    format!("cannot squeeze dimension {d} of size {}", t.shape[d]),
-                ));
-            }
-            Ok(t.with_shape(
-                (0..rank)
-                    .filter(|d| !dims.contains(d))
-                    .map(|d| t.shape[d])
-                    .collect(),
-            ))
-        }
-        View::Unsqueeze { dims, .. } => {
-            let out = rank + dims.len();
-            check_dims(dims, out, span, "unsqueeze")?;
-            let mut it = t.shape.iter();
-            Ok(t.with_shape(
-                (0..out)
-                    .map(|d| {
-                        if dims.contains(&d) {
-                            1
-                        } else {
-                            *it.next().unwrap_or(&1)
-                        }
-                    })
-                    .collect(),
-            ))
-        }
-        View::Broadcast { shape, .. } => {
-            let ok = shape.len() >= rank
-                && shape.iter().all(|&s| s >= 0)
-                && t.shape
-                    .iter()
-                    .rev()
-                    .zip(shape.iter().rev())
-                    .all(|(&a, &b)| a == b || a == 1);
-            if !ok {
-                return Err(bad(span, format!("cannot broadcast {t} to {shape:?}"))
-                    .note("dims align from the right; each must be equal or 1 in the operand"));
-            }
-            Ok(t.with_shape(shape.clone()))
-        }
-        View::Reshape { shape, .. } => {
-            let Some(known) = checked_elements(
-                &shape
-                    .iter()
-                    .copied()
-                    .filter(|&s| s != -1)
-                    .collect::<Vec<_>>(),
-            ) else {
-                return Err(bad(
-                    span,
-                    format!("reshape to {shape:?} has too many elements"),
-                ));
+        let fill = t.elements() / known;
+        shape
+            .iter_mut()
+            .filter(|s| **s == -1)
+            .for_each(|s| *s = fill);
+    }
+    if checked_elements(shape) != Some(t.elements()) {
+        return Err(bad(
+            span,
+            format!(
+                "cannot reshape {t} ({} elements) to {shape:?}",
+                t.elements()
+            ),
+        ));
+    }
+    Ok(t.with_shape(shape.to_vec()))
+}
+
+/// `concat` (sizes add up along `axis`) or `interleave` (every operand of one type).
+fn join(args: &[&TensorType], axis: usize, interleave: bool, span: Span) -> R<TensorType> {
+    let t = args[0];
+    let rank = t.rank();
+    if axis >= rank {
+        return Err(bad(
+            span,
+            format!("axis {axis} is out of range for rank {rank}"),
+        ));
+    }
+    let mut total = 0;
+    for a in args {
+        let same = a.dtype == t.dtype
+            && a.rank() == rank
+            && (0..rank).all(|d| (d == axis && !interleave) || a.shape[d] == t.shape[d]);
+        if !same {
+            let how = if interleave {
+                "the same type"
+            } else {
+                "the same dtype and the same sizes except along the axis"
             };
-            let holes = shape.iter().filter(|&&s| s == -1).count();
-            if holes > 1 || shape.iter().any(|&s| s < -1) {
-                return Err(bad(
-                    span,
-                    "reshape takes non-negative sizes and at most one -1".into(),
-                ));
-            }
-            if holes == 1 {
-                if known == 0 || t.elements() % known != 0 {
-                    return Err(bad(
-                        span,
-                        format!("cannot infer -1 when reshaping {t} to {shape:?}"),
-                    ));
-                }
-                let fill = t.elements() / known;
-                shape
-                    .iter_mut()
-                    .filter(|s| **s == -1)
-                    .for_each(|s| *s = fill);
-            }
-            if checked_elements(shape) != Some(t.elements()) {
-                return Err(bad(
-                    span,
-                    format!(
-                        "cannot reshape {t} ({} elements) to {shape:?}",
-                        t.elements()
-                    ),
-                ));
-            }
-            Ok(t.with_shape(shape.clone()))
+            let code = if a.dtype == t.dtype {
+                codes::SHAPE_MISMATCH
+            } else {
+                codes::DTYPE_MISMATCH
+            };
+            return Err(
+                Diagnostic::error(code, format!("operands must have {how}: {t} and {a}"))
+                    .primary(span, "operands disagree"),
+            );
         }
-        View::Concat { axis, .. } | View::Interleave { axis, .. } => {
-            let axis = *axis;
-            let interleave = matches!(view, View::Interleave { .. });
-            if axis >= rank {
-                return Err(bad(
-                    span,
-                    format!("axis {axis} is out of range for rank {rank}"),
-                ));
-            }
-            let mut total = 0;
-            for a in args {
-                let same = a.dtype == t.dtype
-                    && a.rank() == rank
-                    && (0..rank).all(|d| (d == axis && !interleave) || a.shape[d] == t.shape[d]);
-                if !same {
-                    let how = if interleave {
-                        "the same type"
-                    } else {
-                        "the same dtype and the same sizes except along the axis"
-                    };
-                    let code = if a.dtype == t.dtype {
-                        codes::SHAPE_MISMATCH
-                    } else {
-                        codes::DTYPE_MISMATCH
-                    };
-                    return Err(Diagnostic::error(
-                        code,
-                        format!("operands must have {how}: {t} and {a}"),
-                    )
-                    .primary(span, "operands disagree"));
-                }
-                total = a.shape[axis]
-                    .checked_add(total)
-                    .ok_or_else(|| bad(span, "the result is too large".into()))?;
-            }
-            let mut shape = t.shape.clone();
-            shape[axis] = total;
-            Ok(t.with_shape(shape))
-        }
-        View::Repeat { times, axis, .. } => {
-            if *axis >= rank || *times < 0 {
-                return Err(bad(
-                    span,
-                    format!("repeat needs 0 <= axis < {rank} and times >= 0"),
-                ));
-            }
-            let mut shape = t.shape.clone();
-            shape[*axis] = shape[*axis]
-                .checked_mul(*times)
-                .ok_or_else(|| bad(span, "repeat makes the tensor too large".into()))?;
-            Ok(t.with_shape(shape))
-        }
-        View::Pad { widths, mode, .. } => {
-            if widths.len() > rank {
-                return Err(bad(
-                    span,
-                    format!("pad of a rank-{rank} tensor has {} widths", widths.len()),
-                ));
-            }
-            widths.resize(rank, (0, 0));
-            if let PadMode::Constant(l) = mode {
-                *l = literal_for(*l, t.dtype, span)?;
-            }
-            if *mode == PadMode::Reflect {
-                if let Some((d, _)) = widths
-                    .iter()
-                    .enumerate()
-                    .find(|(d, w)| w.0.max(w.1) > t.shape[*d] - 1 && w.0.max(w.1) > 0)
-                {
-                    return Err(bad(
-                        span,
-                        format!(
-                            "reflect padding of dimension {d} must be smaller than its size {}",
-                            t.shape[d]
-                        ),
-                    ));
-                }
-            }
-            let shape: Option<Vec<i64>> = t
-                .shape
-                .iter()
-                .zip(widths.iter())
-                .map(|(s, w)| s.checked_add(w.0)?.checked_add(w.1))
-                .collect();
-            shape
-                .map(|s| t.with_shape(s))
-                .ok_or_else(|| bad(span, "padding makes the tensor too large".into()))
+        total = a.shape[axis]
+            .checked_add(total)
+            .ok_or_else(|| bad(span, "the result is too large".into()))?;
+    }
+    let mut shape = t.shape.clone();
+    shape[axis] = total;
+    Ok(t.with_shape(shape))
+}
+
+fn repeat(t: &TensorType, times: i64, axis: usize, span: Span) -> R<TensorType> {
+    let rank = t.rank();
+    if axis >= rank || times < 0 {
+        return Err(bad(
+            span,
+            format!("repeat needs 0 <= axis < {rank} and times >= 0"),
+        ));
+    }
+    let mut shape = t.shape.clone();
+    shape[axis] = shape[axis]
+        .checked_mul(times)
+        .ok_or_else(|| bad(span, "repeat makes the tensor too large".into()))?;
+    Ok(t.with_shape(shape))
+}
+
+/// Fills in the omitted trailing widths and converts the constant to the dtype.
+fn pad(
+    t: &TensorType,
+    widths: &mut Vec<(i64, i64)>,
+    mode: &mut PadMode,
+    span: Span,
+) -> R<TensorType> {
+    let rank = t.rank();
+    if widths.len() > rank {
+        return Err(bad(
+            span,
+            format!("pad of a rank-{rank} tensor has {} widths", widths.len()),
+        ));
+    }
+    widths.resize(rank, (0, 0));
+    if let PadMode::Constant(l) = mode {
+        *l = literal_for(*l, t.dtype, span)?;
+    }
+    if *mode == PadMode::Reflect {
+        if let Some((d, _)) = widths
+            .iter()
+            .enumerate()
+            .find(|(d, w)| w.0.max(w.1) > t.shape[*d] - 1 && w.0.max(w.1) > 0)
+        {
+            return Err(bad(
+                span,
+                format!(
+                    "reflect padding of dimension {d} must be smaller than its size {}",
+                    t.shape[d]
+                ),
+            ));
         }
     }
+    let shape: Option<Vec<i64>> = t
+        .shape
+        .iter()
+        .zip(widths.iter())
+        .map(|(s, w)| s.checked_add(w.0)?.checked_add(w.1))
+        .collect();
+    shape
+        .map(|s| t.with_shape(s))
+        .ok_or_else(|| bad(span, "padding makes the tensor too large".into()))
 }
 
 /// A literal converted to `dtype`, or an error if it does not fit (a float for an int, ...).

@@ -9,29 +9,112 @@ use super::*;
 /// 512 channels).
 const PANEL_BYTES: i64 = 512 << 10;
 
+/// Vectors per lane panel of a reduction without row blocking: 16 accumulators, so each
+/// reduction step reads a 1 KiB run (f32) of the streamed operand, not 128 bytes.
+const STREAM_VECTORS: i64 = 16;
+
+/// A reduction over at most this many points (an outer product, K = 1) does too little work
+/// per output point to pay for row blocking and packing: the output's writes dominate, and
+/// lane panels down columns would write each row in short pieces.
+const TINY_REDUCTION: i64 = 8;
+
+/// A block variable with at most this many values is blocked whole and not packed.
+const FEW_ROWS: i64 = 4;
+
+/// Vector accumulators of a register block.
+const ACCUMULATORS: i64 = 16;
+
 /// The register tile of a blocked statement: lane variable `j` in panels of `u` vectors, block
 /// variable `i` in blocks of `rows`.
 #[derive(Clone, Copy)]
-pub(super) struct Tile {
-    pub j: usize,
-    pub u: i64,
-    pub i: usize,
-    pub rows: i64,
+struct Tile {
+    j: usize,
+    u: i64,
+    i: usize,
+    rows: i64,
     /// Whether the reused operand is packed (not when too few rows reuse a panel).
-    pub pack: bool,
+    pack: bool,
+}
+
+/// One panel of lanes: lane variable `j` in `u` vectors from `j0`, only the first `rem`
+/// lanes of them when given (the partial last panel).
+#[derive(Clone, Copy)]
+struct Panel<'ctx> {
+    j: usize,
+    u: i64,
+    j0: IntValue<'ctx>,
+    rem: Option<IntValue<'ctx>>,
 }
 
 /// Rows of a register block of `u` vectors per row: 16 accumulators (4 × 4, or 2 × 8).
-pub(super) fn block_rows(u: i64) -> i64 {
+fn block_rows(u: i64) -> i64 {
     (16 / u).clamp(1, 8)
 }
 
 impl<'ctx> K<'_, '_, 'ctx> {
+    /// Statement `st` vectorised along lane variable `j` (of its loop variables `lv`): in lane
+    /// panels, times register blocks of rows of a block variable when it reduces and has one.
+    pub(super) fn lanes(&mut self, st: &CStmt, lv: &[usize], j: usize, red: bool) -> R<()> {
+        let inst = self.inst;
+        let w = self.g.w as i64;
+        let ej = inst.extent(j);
+        let (u, block) = if red {
+            let u = self.panel_vectors(st, j);
+            let tiny = self.reduce_points(&st.value) <= TINY_REDUCTION;
+            match self.block_var(st, lv, j, u) {
+                Some(i) if !tiny => (u, Some(i)),
+                // No rows to reuse a panel (a row vector times a matrix), or too little work
+                // per point to pay for a panel (an outer product): no packing, and wide
+                // panels along whole output rows, so each step streams a long contiguous run.
+                _ => (((ej + w - 1) / w).clamp(1, STREAM_VECTORS), None),
+            }
+        } else {
+            (if ej >= 2 * w { 2 } else { 1 }, None)
+        };
+        // Few rows: all of them in one register block, each step's wide run of the reused
+        // operand read once from memory and used by every row, with no packing pass (unless
+        // a load strides along the lanes: a transposed operand is gathered into the panel).
+        let few = block.is_some_and(|i| inst.extent(i) <= FEW_ROWS)
+            && self
+                .loads_of(&st.value)
+                .iter()
+                .all(|a| matches!(a.coeff(j), 0 | 1));
+        let u = if few {
+            let r = block.map_or(1, |i| inst.extent(i));
+            (ACCUMULATORS / r).min((ej + w - 1) / w).max(1)
+        } else {
+            u
+        };
+        let rows = block.map_or(1, |i| block_rows(u).min(inst.extent(i)));
+        let outer: Vec<usize> = lv
+            .iter()
+            .copied()
+            .filter(|&v| v != j && Some(v) != block)
+            .collect();
+        match block {
+            None => self.point_loops(&outer, &mut |k| k.row_block(st, j, u)),
+            Some(i) => {
+                let pack = !few;
+                self.panels(
+                    st,
+                    Tile {
+                        j,
+                        u,
+                        i,
+                        rows,
+                        pack,
+                    },
+                    &outer,
+                )
+            }
+        }
+    }
+
     /// Vectors per lane panel of reduction statement `st` vectorised along `j`: up to 4, or 2
     /// when a 4-vector panel of its reduction would outgrow [`PANEL_BYTES`].
-    pub(super) fn panel_vectors(&self, st: &CStmt, j: usize) -> i64 {
+    fn panel_vectors(&self, st: &CStmt, j: usize) -> i64 {
         let w = self.g.w as i64;
-        let u = ((ext(self.inst, j) + w - 1) / w).clamp(1, 4);
+        let u = ((self.inst.extent(j) + w - 1) / w).clamp(1, 4);
         let points = self.reduce_points(&st.value);
         if u > 2 && points * u * w * st.value.dtype.size_bytes() as i64 > PANEL_BYTES {
             2
@@ -41,9 +124,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
     }
 
     /// The largest number of points of a top-level reduction in `e`.
-    pub(super) fn reduce_points(&self, e: &CExpr) -> i64 {
+    fn reduce_points(&self, e: &CExpr) -> i64 {
         match &e.kind {
-            CKind::Reduce { vars, .. } => vars.iter().map(|&v| ext(self.inst, v)).product(),
+            CKind::Reduce { vars, .. } => vars.iter().map(|&v| self.inst.extent(v)).product(),
             CKind::Call(_, a) => a.iter().map(|x| self.reduce_points(x)).max().unwrap_or(0),
             CKind::Unary(_, a) => self.reduce_points(a),
             CKind::Binary(_, a, b) => self.reduce_points(a).max(self.reduce_points(b)),
@@ -62,7 +145,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
     /// are *packed*: for each panel they are first copied into a contiguous buffer of
     /// `reduction points × panel width` elements, so the inner loop streams them
     /// sequentially instead of striding across rows (which thrashes cache sets and TLBs).
-    pub(super) fn panels(&mut self, st: &CStmt, t: Tile, outer: &[usize]) -> R<()> {
+    fn panels(&mut self, st: &CStmt, t: Tile, outer: &[usize]) -> R<()> {
         let Tile { j, u, i, rows, .. } = t;
         let g = self.g;
         let (lo, hi) = (self.lo_of(j), self.hi_of(j));
@@ -83,7 +166,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
         }
         let mut bufs = Vec::new();
         for (_, _, rvars, d) in &packs {
-            let points: i64 = rvars.iter().map(|&v| ext(self.inst, v)).product();
+            let points: i64 = rvars.iter().map(|&v| self.inst.extent(v)).product();
             let bytes = points * jb * d.size_bytes() as i64;
             let p = self.malloc_or_fail(bytes);
             bufs.push(ptr::cast(g.b, p, g.mty(*d)));
@@ -114,7 +197,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
 
     /// The lane variable from `lo` to `hi` in blocks of `jb` lanes: `f(block start, None)`
     /// for every full block, then `f(start, Some(lanes left))` for a partial last block.
-    pub(super) fn lane_blocks(
+    fn lane_blocks(
         &mut self,
         lo: IntValue<'ctx>,
         hi: IntValue<'ctx>,
@@ -166,12 +249,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
     }
 
     /// `lo + (hi - lo) / step * step`.
-    pub(super) fn round_down(
-        &self,
-        lo: IntValue<'ctx>,
-        hi: IntValue<'ctx>,
-        step: i64,
-    ) -> IntValue<'ctx> {
+    fn round_down(&self, lo: IntValue<'ctx>, hi: IntValue<'ctx>, step: i64) -> IntValue<'ctx> {
         let b = self.g.b;
         let n = b.build_int_sub(hi, lo, "").expect("positioned");
         let nb = b
@@ -186,7 +264,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
     /// Every value of `i`, `rows` at a time, for the panel starting at `j0`; the rows left
     /// over run as edge tiles of `rows / 2`, `rows / 4`, ... rows (at most one each), then
     /// single rows.
-    pub(super) fn rows_at(
+    fn rows_at(
         &mut self,
         st: &CStmt,
         t: Tile,
@@ -209,14 +287,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
                             .expect("positioned")
                     })
                     .collect();
-                k.lane_group(st, j, u, &vals, Some(i), j0, rem)?;
+                k.lane_group(st, Panel { j, u, j0, rem }, Some((i, &vals)))?;
                 Ok(vec![])
             })?;
             start = full;
             r /= 2;
         }
         loops.counted(self, start, hi, 1, vec![], &mut |k, iv, _| {
-            k.lane_group(st, j, u, &[iv], Some(i), j0, rem)?;
+            k.lane_group(st, Panel { j, u, j0, rem }, Some((i, &[iv])))?;
             Ok(vec![])
         })?;
         Ok(())
@@ -230,7 +308,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let Some(i) = self.block_var(st, lv, j, u) else {
             return false;
         };
-        if block_rows(u).min(ext(self.inst, i)) < 2 {
+        if block_rows(u).min(self.inst.extent(i)) < 2 {
             return false;
         }
         let packs = self.pack_candidates(&st.value, j, i);
@@ -246,11 +324,11 @@ impl<'ctx> K<'_, '_, 'ctx> {
 
     /// The variable to block rows over: the one whose blocking reuses loads best (loads not
     /// depending on it are shared by every row of the block).
-    pub(super) fn block_var(&self, st: &CStmt, lv: &[usize], j: usize, u: i64) -> Option<usize> {
+    fn block_var(&self, st: &CStmt, lv: &[usize], j: usize, u: i64) -> Option<usize> {
         let loads = self.loads_of(&st.value);
         let mut best: Option<(i64, usize)> = None;
         for &v in lv {
-            if v == j || ext(self.inst, v) < 2 {
+            if v == j || self.inst.extent(v) < 2 {
                 continue;
             }
             if loads.iter().all(|a| a.coeff(v) != 0) {
@@ -272,45 +350,33 @@ impl<'ctx> K<'_, '_, 'ctx> {
         best.map(|b| b.1)
     }
 
-    /// One row block: `rows` values of the block variable `i`, the lane variable `j` in
-    /// steps of `u` vectors, then a masked tail.
-    pub(super) fn row_block(
-        &mut self,
-        st: &CStmt,
-        j: usize,
-        u: i64,
-        rows: &[IntValue<'ctx>],
-        i: Option<usize>,
-    ) -> R<()> {
+    /// One panel row: the lane variable `j` in steps of `u` vectors, then a masked tail.
+    fn row_block(&mut self, st: &CStmt, j: usize, u: i64) -> R<()> {
         let (lo, hi) = (self.lo_of(j), self.hi_of(j));
         let jb = u * self.g.w as i64;
-        let rows = rows.to_vec();
         self.lane_blocks(lo, hi, jb, &mut |k, j0, rem| {
-            k.lane_group(st, j, u, &rows, i, j0, rem)
+            k.lane_group(st, Panel { j, u, j0, rem }, None)
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn lane_group(
+    /// Statement `st` at panel `p`, for each of the `rows` values of block variable `i` when
+    /// given.
+    fn lane_group(
         &mut self,
         st: &CStmt,
-        j: usize,
-        u: i64,
-        rows: &[IntValue<'ctx>],
-        i: Option<usize>,
-        j0: IntValue<'ctx>,
-        rem: Option<IntValue<'ctx>>,
+        p: Panel<'ctx>,
+        rows: Option<(usize, &[IntValue<'ctx>])>,
     ) -> R<()> {
-        let row_over: Vec<Vec<(usize, IntValue)>> = match i {
-            Some(i) => rows.iter().map(|&r| vec![(i, r)]).collect(),
+        let row_over: Vec<Vec<(usize, IntValue)>> = match rows {
+            Some((i, rows)) => rows.iter().map(|&r| vec![(i, r)]).collect(),
             None => vec![vec![]],
         };
         let groups = row_over
             .iter()
-            .flat_map(|over| self.lane_groups(over, u, j0, rem))
+            .flat_map(|over| self.lane_groups(over, p.u, p.j0, p.rem))
             .collect();
         let cx = Cx {
-            lane: Some(j),
+            lane: Some(p.j),
             groups,
         };
         self.memo.clear();

@@ -38,27 +38,21 @@ mod reduce;
 
 pub use plan::KernelPlan;
 
-use blocking::{block_rows, Tile};
-
 use super::epilogue::{has_reduce, inline_epilogues};
 use super::loops::{wrap, Loops};
 use super::ops::{Gen, R, V};
 use super::ptr;
 use super::target::Host;
 use super::view::{row_major, Padding, SView};
+use crate::ir::instance::visit_loads;
 use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Instance, Src, Target};
 use crate::ir::kernel::Reduction;
 use crate::ir::DType;
-use crate::verify::visit_loads;
 use inkwell::basic_block::BasicBlock;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::InstructionOpcode as Op;
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::IntPredicate;
-
-fn ext(inst: &Instance, v: usize) -> i64 {
-    inst.vars[v].range.1 - inst.vars[v].range.0
-}
 
 /// Values of the variables that differ between the groups evaluated together.
 #[derive(Clone)]
@@ -131,21 +125,6 @@ struct K<'k, 'a, 'ctx> {
     /// How many reductions enclose the expression being evaluated.
     depth: usize,
 }
-
-/// Vectors per lane panel of a reduction without row blocking: 16 accumulators, so each
-/// reduction step reads a 1 KiB run (f32) of the streamed operand, not 128 bytes.
-const STREAM_VECTORS: i64 = 16;
-
-/// A reduction over at most this many points (an outer product, K = 1) does too little work
-/// per output point to pay for row blocking and packing: the output's writes dominate, and
-/// lane panels down columns would write each row in short pieces.
-const TINY_REDUCTION: i64 = 8;
-
-/// A block variable with at most this many values is blocked whole and not packed.
-const FEW_ROWS: i64 = 4;
-
-/// Vector accumulators of a register block.
-const ACCUMULATORS: i64 = 16;
 
 /// Largest temporary kept on the stack; bigger ones are heap allocated.
 const STACK_TEMP_BYTES: i64 = 64 << 10;
@@ -294,7 +273,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                     if self.fused[v] {
                         1
                     } else {
-                        ext(self.inst, v).max(1)
+                        self.inst.extent(v).max(1)
                     }
                 })
                 .collect();
@@ -399,20 +378,45 @@ impl<'ctx> K<'_, '_, 'ctx> {
         })
     }
 
+    /// One statement at every point of its non-fused variables: vectorised along its lane
+    /// variable (register blocked when it reduces), or one point at a time.
     fn stmt(&mut self, st: &CStmt) -> R<()> {
-        let inst = self.inst;
         let lv: Vec<usize> = st
             .vars
             .iter()
             .copied()
             .filter(|&v| !self.fused[v])
             .collect();
-        let tgt = self.target_lin(st);
         let red = has_reduce(&st.value);
+        if let Some(j) = self.lane_var(st, &lv, red) {
+            return self.lanes(st, &lv, j, red);
+        }
+        // Scalar points (reductions may still vectorise along their own variable).
+        let cx = Cx {
+            lane: None,
+            groups: vec![Group {
+                over: vec![],
+                lane_base: None,
+                mask: None,
+                slot: 0,
+            }],
+        };
+        self.point_loops(&lv, &mut |k| {
+            k.memo.clear();
+            let v = k.eval(&st.value, &cx)?;
+            k.store(st, v, st.value.dtype, &cx);
+            Ok(())
+        })
+    }
+
+    /// The variable of `lv` whose points statement `st` computes as vector lanes, if any.
+    fn lane_var(&self, st: &CStmt, lv: &[usize], red: bool) -> Option<usize> {
+        let inst = self.inst;
+        let tgt = self.target_lin(st);
         // The lane variable: smallest target stride among the non-trivial dims.
         let mut lane: Option<(i64, usize)> = None;
-        for &v in &lv {
-            if ext(inst, v) <= 1 {
+        for &v in lv {
+            if inst.extent(v) <= 1 {
                 continue;
             }
             let s = tgt.coeff(v).abs();
@@ -425,7 +429,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             let along_red = red && self.reduce_contiguous(&st.value);
             if along_red
                 && self.contiguous_loads(&st.value, j) == 0
-                && !self.packs_strided(st, &lv, j)
+                && !self.packs_strided(st, lv, j)
             {
                 lane = None;
             }
@@ -434,84 +438,16 @@ impl<'ctx> K<'_, '_, 'ctx> {
         // 7×7 or 14×14) is vectorised along its widest other dimension instead (output
         // channels), when that one gets register blocking with its strided loads packed.
         let w = self.g.w as i64;
-        if let Some(j) = lane.filter(|&j| red && ext(inst, j) < w) {
+        if let Some(j) = lane.filter(|&j| red && inst.extent(j) < w) {
             let wider = lv
                 .iter()
                 .copied()
-                .filter(|&v| v != j && ext(inst, v) >= 2 * w)
-                .filter(|&v| self.packs_strided(st, &lv, v))
-                .max_by_key(|&v| ext(inst, v));
+                .filter(|&v| v != j && inst.extent(v) >= 2 * w)
+                .filter(|&v| self.packs_strided(st, lv, v))
+                .max_by_key(|&v| inst.extent(v));
             lane = wider.or(lane);
         }
-        let Some(j) = lane else {
-            // Scalar points (reductions may still vectorise along their own variable).
-            let cx = Cx {
-                lane: None,
-                groups: vec![Group {
-                    over: vec![],
-                    lane_base: None,
-                    mask: None,
-                    slot: 0,
-                }],
-            };
-            return self.point_loops(&lv, &mut |k| {
-                k.memo.clear();
-                let v = k.eval(&st.value, &cx)?;
-                k.store(st, v, st.value.dtype, &cx);
-                Ok(())
-            });
-        };
-        let ej = ext(inst, j);
-        let (u, block) = if red {
-            let u = self.panel_vectors(st, j);
-            let tiny = self.reduce_points(&st.value) <= TINY_REDUCTION;
-            match self.block_var(st, &lv, j, u) {
-                Some(i) if !tiny => (u, Some(i)),
-                // No rows to reuse a panel (a row vector times a matrix), or too little work
-                // per point to pay for a panel (an outer product): no packing, and wide
-                // panels along whole output rows, so each step streams a long contiguous run.
-                _ => (((ej + w - 1) / w).clamp(1, STREAM_VECTORS), None),
-            }
-        } else {
-            (if ej >= 2 * w { 2 } else { 1 }, None)
-        };
-        // Few rows: all of them in one register block, each step's wide run of the reused
-        // operand read once from memory and used by every row, with no packing pass (unless
-        // a load strides along the lanes: a transposed operand is gathered into the panel).
-        let few = block.is_some_and(|i| ext(inst, i) <= FEW_ROWS)
-            && self
-                .loads_of(&st.value)
-                .iter()
-                .all(|a| matches!(a.coeff(j), 0 | 1));
-        let u = if few {
-            let r = block.map_or(1, |i| ext(inst, i));
-            (ACCUMULATORS / r).min((ej + w - 1) / w).max(1)
-        } else {
-            u
-        };
-        let rows = block.map_or(1, |i| block_rows(u).min(ext(inst, i)));
-        let outer: Vec<usize> = lv
-            .iter()
-            .copied()
-            .filter(|&v| v != j && Some(v) != block)
-            .collect();
-        match block {
-            None => self.point_loops(&outer, &mut |k| k.row_block(st, j, u, &[], None)),
-            Some(i) => {
-                let pack = !few;
-                self.panels(
-                    st,
-                    Tile {
-                        j,
-                        u,
-                        i,
-                        rows,
-                        pack,
-                    },
-                    &outer,
-                )
-            }
-        }
+        lane
     }
 
     fn lo_of(&self, v: usize) -> IntValue<'ctx> {

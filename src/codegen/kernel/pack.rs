@@ -41,7 +41,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
         while let Some(e) = stack.pop() {
             match &e.kind {
                 CKind::Reduce { vars, body, .. } => {
-                    let points: i64 = vars.iter().map(|&v| ext(self.inst, v)).product();
+                    let points: i64 = vars.iter().map(|&v| self.inst.extent(v)).product();
                     if points * 4 * self.g.w as i64 * 8 > 16 << 20 {
                         continue;
                     }

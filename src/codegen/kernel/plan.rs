@@ -2,11 +2,10 @@
 //! parallel variables are fused around all statements (softmax's rows) and which one the
 //! executor may split a task along.
 
-use super::ext;
 use crate::codegen::epilogue::inline_epilogues;
 use crate::codegen::view::SView;
+use crate::ir::instance::visit_loads;
 use crate::ir::instance::{CStmt, Instance, Src, Target};
-use crate::verify::visit_loads;
 
 /// Loop structure decided before code generation (also used by the scheduler).
 #[derive(Clone, Debug, PartialEq)]
@@ -49,7 +48,7 @@ fn fusable(inst: &Instance, stmts: &[CStmt]) -> Vec<bool> {
 fn lane_of(inst: &Instance, vars: &[usize], strides: &[i64]) -> Option<usize> {
     let mut best: Option<(i64, usize)> = None;
     for (d, &v) in vars.iter().enumerate() {
-        if ext(inst, v) <= 1 {
+        if inst.extent(v) <= 1 {
             continue;
         }
         let s = strides.get(d).map_or(i64::MAX, |s| s.abs());
@@ -91,8 +90,8 @@ pub fn plan(inst: &Instance, outputs: &[SView], lanes: u32) -> KernelPlan {
     } else {
         vec![]
     };
-    let lane_split = lane.filter(|&l| is_ok(l) && ext(inst, l) >= 2);
-    let wide_lane = lane_split.is_some_and(|l| ext(inst, l) >= 8 * lanes as i64);
+    let lane_split = lane.filter(|&l| is_ok(l) && inst.extent(l) >= 2);
+    let wide_lane = lane_split.is_some_and(|l| inst.extent(l) >= 8 * lanes as i64);
     // A short other dimension (a matmul with 16 rows) splits into few chunks that each pack
     // the whole reused operand; a wide lane dimension splits evenly, each chunk packing its
     // own columns.
@@ -100,12 +99,12 @@ pub fn plan(inst: &Instance, outputs: &[SView], lanes: u32) -> KernelPlan {
         .vars
         .iter()
         .copied()
-        .find(|&v| is_ok(v) && Some(v) != lane && ext(inst, v) >= 2)
-        .filter(|&v| ext(inst, v) >= SHORT_SPLIT || !wide_lane);
+        .find(|&v| is_ok(v) && Some(v) != lane && inst.extent(v) >= 2)
+        .filter(|&v| inst.extent(v) >= SHORT_SPLIT || !wide_lane);
     let split = fused
         .iter()
         .copied()
-        .find(|&v| ext(inst, v) >= 2)
+        .find(|&v| inst.extent(v) >= 2)
         .or(other)
         .or(lane_split);
     let align = if split.is_some() && split == lane {

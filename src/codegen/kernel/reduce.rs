@@ -16,7 +16,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
     ) -> R<Vec<V<'ctx>>> {
         let g = self.g;
         if let (None, [_], Some(&r)) = (cx.lane, cx.groups.as_slice(), vars.last()) {
-            if ext(self.inst, r) >= 4 && self.contiguous_loads(body, r) > 0 && d != DType::Bool {
+            if self.inst.extent(r) >= 4 && self.contiguous_loads(body, r) > 0 && d != DType::Bool {
                 return self.reduce_along(kind, vars, r, body, d, cx);
             }
         }
