@@ -2,8 +2,7 @@
 //! every load linearized up front into one affine offset into its buffer.
 
 use super::scalar;
-use super::store::{self, NoMemory};
-use super::Value;
+use super::store::{self, NoMemory, Value};
 use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Instance, Scalar, Src, Target};
 use crate::ir::kernel::{Func, Reduction};
 use crate::ir::DType;

@@ -16,22 +16,9 @@ use crate::ir::instance::Scalar;
 use crate::ir::{Module, TensorType, ValueId};
 use crate::verify::GraphFacts;
 use std::collections::HashMap;
-use store::NoMemory;
-use tapc_runtime::{Data, Tensor};
-
-/// A materialized value: type plus elements in row-major order, stored in the value's dtype.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Value {
-    pub ty: TensorType,
-    pub data: Data,
-}
-
-impl Value {
-    /// Element `i` as a scalar.
-    pub fn get(&self, i: usize) -> Scalar {
-        store::get(&self.data, i)
-    }
-}
+pub use store::Value;
+use store::{for_each_coord, NoMemory};
+use tapc_runtime::Tensor;
 
 /// Runs graph `g` of `m` with `sources` bound by source name; returns every sink by name,
 /// in the order the sinks appear. Each value is freed after its last use, and a buffer that
@@ -183,29 +170,6 @@ pub fn to_tensor(v: &Value) -> Tensor {
     Tensor {
         shape: v.ty.shape.iter().map(|&d| d as usize).collect(),
         data: v.data.clone(),
-    }
-}
-
-/// Row-major coordinates of every element of `shape`, in order.
-pub(crate) fn for_each_coord(shape: &[i64], mut f: impl FnMut(&[i64])) {
-    if shape.iter().any(|&d| d <= 0) {
-        return;
-    }
-    let mut c = vec![0i64; shape.len()];
-    loop {
-        f(&c);
-        let mut d = shape.len();
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
-            c[d] += 1;
-            if c[d] < shape[d] {
-                break;
-            }
-            c[d] = 0;
-        }
     }
 }
 

@@ -1,9 +1,10 @@
 //! Typed storage for the interpreter's values: a tensor is held in its dtype (4 bytes per f32,
 //! 1 per bool), as the runtime's [`Data`], and read and written one [`Scalar`] at a time.
 //! Buffers are reserved fallibly, so a value too big for memory is an error, not an abort.
+//! A [`Value`] is a typed tensor held this way; [`for_each_coord`] walks its coordinates.
 
 use crate::ir::instance::Scalar;
-use crate::ir::DType;
+use crate::ir::{DType, TensorType};
 use tapc_runtime::Data;
 
 /// A buffer that could not be allocated, and how many bytes it needed.
@@ -70,5 +71,42 @@ pub fn get(d: &Data, i: usize) -> Scalar {
         Data::I32(v) => Scalar::I(v[i] as i64),
         Data::I64(v) => Scalar::I(v[i]),
         Data::Bool(v) => Scalar::B(v[i]),
+    }
+}
+
+/// A materialized value: type plus elements in row-major order, stored in the value's dtype.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Value {
+    pub ty: TensorType,
+    pub data: Data,
+}
+
+impl Value {
+    /// Element `i` as a scalar.
+    pub fn get(&self, i: usize) -> Scalar {
+        get(&self.data, i)
+    }
+}
+
+/// Row-major coordinates of every element of `shape`, in order.
+pub fn for_each_coord(shape: &[i64], mut f: impl FnMut(&[i64])) {
+    if shape.iter().any(|&d| d <= 0) {
+        return;
+    }
+    let mut c = vec![0i64; shape.len()];
+    loop {
+        f(&c);
+        let mut d = shape.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            c[d] += 1;
+            if c[d] < shape[d] {
+                break;
+            }
+            c[d] = 0;
+        }
     }
 }

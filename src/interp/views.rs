@@ -1,8 +1,7 @@
 //! Selectors in the interpreter: each output element is gathered from the operand element the
 //! view maps it to (or is the pad constant). This is the definition of every view.
 
-use super::store::{self, NoMemory};
-use super::{for_each_coord, Value};
+use super::store::{self, for_each_coord, NoMemory, Value};
 use crate::ir::graph::{PadMode, View};
 use crate::ir::instance::Scalar;
 use crate::ir::TensorType;

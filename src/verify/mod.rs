@@ -153,7 +153,7 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
             Ok(tys) => assign_types(g, n, tys.into_iter().map(Some).collect(), diags),
         }
     }
-    size::check_graph(g, &facts, diags);
+    size::check_graph(g, &facts.instances, diags);
     check_acyclic(g, diags);
     facts
 }

@@ -3,10 +3,10 @@
 //! re-checks them: the interpreter, the backend and the runtime compute sizes and addresses
 //! in i64/usize, where an overflow would wrap into a wrong size, a wild address or a crash.
 
-use super::GraphFacts;
 use crate::diag::{codes, Diagnostic, Diagnostics};
-use crate::ir::instance::{Affine, Instance, Src};
+use crate::ir::instance::{visit_loads, Affine, Instance, Src};
 use crate::ir::{Graph, NodeKind, TensorType};
+use std::collections::HashMap;
 
 const LIMIT: i128 = i64::MAX as i128;
 
@@ -21,7 +21,11 @@ fn span_bytes(t: &TensorType) -> i128 {
 
 /// Checks every typed value of `g` and every load of its applies; one diagnostic per oversized
 /// value (values computed from an oversized one are not reported again).
-pub(super) fn check_graph(g: &Graph, facts: &GraphFacts, diags: &mut Diagnostics) {
+pub(super) fn check_graph(
+    g: &Graph,
+    instances: &HashMap<usize, Instance>,
+    diags: &mut Diagnostics,
+) {
     let mut oversized = vec![false; g.values.len()];
     for (i, n) in g.nodes.iter().enumerate() {
         if n.kind.operands().iter().any(|v| oversized[v.index()]) {
@@ -40,7 +44,7 @@ pub(super) fn check_graph(g: &Graph, facts: &GraphFacts, diags: &mut Diagnostics
                 ));
             }
         }
-        if let (NodeKind::Apply(_), Some(inst)) = (&n.kind, facts.instances.get(&i)) {
+        if let (NodeKind::Apply(_), Some(inst)) = (&n.kind, instances.get(&i)) {
             if let Some(worst) = widest_load(inst) {
                 diags.push(too_large(
                     n.span,
@@ -80,7 +84,7 @@ fn widest_load(inst: &Instance) -> Option<i128> {
     };
     let mut worst = None;
     for st in inst.stmts.iter().flatten() {
-        super::visit_loads(&st.value, &mut |src, index: &[Affine]| {
+        visit_loads(&st.value, &mut |src, index: &[Affine]| {
             let Src::Input(k) = src else { return };
             let (t, origin) = (&inst.inputs[k], &inst.origins[k]);
             let mut stride = t.dtype.size_bytes() as i128;

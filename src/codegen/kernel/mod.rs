@@ -27,8 +27,10 @@
 //! Files: [`plan`] (fusion and split decided before code generation, also used by the
 //! scheduler), `access` (loads and stores through strided views and folded pads), `reduce`
 //! (reductions in registers, fused multiply-adds, vectorised along a contiguous reduction),
-//! `blocking` (register blocking: lane panels times row blocks, edge tiles) and `pack`
-//! (panels of a reused operand copied contiguous).
+//! `blocking` (register blocking: the tile a vectorised statement gets, lane panels times row
+//! blocks, edge tiles) and `pack` (panels of a reused operand copied contiguous). This file
+//! holds the kernel's state and the statement loops. It imports only `plan` (which imports
+//! nothing of it); the other files extend [`K`] with methods, so no two files import each other.
 
 mod access;
 mod blocking;
