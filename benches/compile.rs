@@ -11,7 +11,7 @@
 //! pipeline, LLVM, linking). Run with `cargo bench --profile dev --bench compile [-- --only
 //! chain,views --sizes 1k,10k --runs 3 --modes opt,exe]`; by default every shape and size, one
 //! run each (the 100k rows take minutes). `--profile dev` times the test-profile binary (what
-//! the README's table shows); plain `cargo bench` builds and times a release binary. Each row
+//! docs/benchmarks.md shows); plain `cargo bench` builds and times a release binary. Each row
 //! also gives CPU µs per unit (apply, view or operand), which stays flat when a step is linear.
 //! The bars: a 10k chain with `-o` in under 5 s, linear time, under 1 GB at 100k.
 

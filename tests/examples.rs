@@ -12,6 +12,7 @@ const EXAMPLES: &[&str] = &[
     "softmax.teg",
     "attention.teg",
     "transformer.teg",
+    "tour.teg",
 ];
 
 #[test]
@@ -69,7 +70,7 @@ fn mlp_matches_numpy_within_1e_5() {
 
 #[test]
 fn every_example_runs_in_the_interpreter() {
-    for name in ["conv.teg", "softmax.teg", "attention.teg"] {
+    for name in ["conv.teg", "softmax.teg", "attention.teg", "tour.teg"] {
         let (m, facts) = compile_ok(name, &example(name));
         let sinks = run(&m, &facts, 0, &HashMap::new());
         assert!(!sinks.is_empty(), "{name} has sinks");
