@@ -10,8 +10,9 @@
 //! `MPI_Abort` in a distributed job. So a failed run writes no output.
 //!
 //! What differs between the two is a [`Mode`]: what the process holds at its peak (the memory
-//! check), how it reads its inputs, whether it writes the outputs, how it runs the schedule
-//! and how it reports a failure. [`Local`] is the single process.
+//! check), how it reads its inputs, whether it writes the outputs, how it runs the schedule,
+//! how it puts the outputs in place and how it reports a failure. [`Local`] is the single
+//! process.
 
 use crate::cli::{self, Args, Declared, Outcome};
 use crate::exec::{execute_with, KernelFn, Options};
@@ -73,14 +74,19 @@ pub trait Mode {
     /// Reads this process's inputs; `files` holds every source's, in declaration order.
     fn read(&mut self, job: &Job, files: &[PathBuf]) -> Result<(), String>;
 
-    /// Whether this process writes the outputs.
-    fn commits(&self) -> bool {
+    /// Whether this process writes the outputs (it checks `--out-dir` before running).
+    fn writes_outputs(&self) -> bool {
         true
     }
 
     /// Runs the schedule. The process that writes the outputs stages the sinks in `outputs`
     /// (see [`stage_sinks`]) and returns what it staged; the others return `None`.
     fn execute(&mut self, job: &Job, outputs: &mut Outputs) -> Result<Option<Done>, String>;
+
+    /// Puts the staged outputs (the sinks and the trace) in place, all or nothing.
+    fn commit(&mut self, _job: &Job, outputs: Outputs) -> Result<(), String> {
+        outputs.commit().map(drop).map_err(|e| e.to_string())
+    }
 
     /// Reports a failure: the outcome to print (or, on a rank of a distributed job, prints it
     /// and aborts the job).
@@ -108,24 +114,29 @@ fn steps(job: &Job, mode: &mut impl Mode) -> Result<Outcome, String> {
     let (threads, max) = (job.args.threads, job.args.max_memory);
     memory::check(peak.plan, peak.input_bytes, threads, max)?;
     mode.read(job, &files)?;
-    if mode.commits() {
+    if mode.writes_outputs() {
         output::check_out_dir(&job.args.out_dir)?;
     }
     let mut outputs = Outputs::new();
     match mode.execute(job, &mut outputs)? {
-        Some(done) => commit(job, outputs, done),
+        Some(done) => finish(job, mode, outputs, done),
         None => Ok(Outcome::default()),
     }
 }
 
 /// Adds the trace to the staged sinks, puts them all in place, and says what was written.
-fn commit(job: &Job, mut outputs: Outputs, done: Done) -> Result<Outcome, String> {
+fn finish(
+    job: &Job,
+    mode: &mut impl Mode,
+    mut outputs: Outputs,
+    done: Done,
+) -> Result<Outcome, String> {
     if let (Some(path), Some(json)) = (&job.args.trace, &done.trace) {
         outputs
             .write(path, |w| w.write_all(json.as_bytes()))
             .map_err(|e| format!("{e} (the --trace file; no output was written)"))?;
     }
-    outputs.commit().map_err(|e| e.to_string())?;
+    mode.commit(job, outputs)?;
     let mut out = Outcome::default();
     for (p, s) in done.paths.iter().zip(&job.plan.sinks) {
         let ty = type_string(s.dtype, &s.shape);

@@ -121,7 +121,7 @@ impl Mode for Rank {
         Ok(())
     }
 
-    fn commits(&self) -> bool {
+    fn writes_outputs(&self) -> bool {
         self.at.rank == 0
     }
 
