@@ -537,3 +537,72 @@ fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     assert!(files(&out).is_empty(), "no sink is written");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--max-memory` is honoured under `mpirun`: a job that cannot fit is refused before any
+/// input is read, with the message the single-process program prints, and writes nothing.
+#[test]
+fn max_memory_refuses_a_job_under_mpirun_with_the_single_process_message() {
+    let file = root().join("examples/mlp.teg");
+    let dir = scratch("max-memory");
+    let (single, prog) = (dir.join("single"), dir.join("mlp"));
+    compile(&file, "mlp", COST, &single, false);
+    compile(&file, "mlp", COST, &prog, true);
+    let data = root().join("tests/data/mlp");
+    let out = dir.join("out");
+    // Source @x is bound to a missing file: a run that read its inputs would fail on it.
+    let args = |max: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = ["--input-dir", data.to_str().unwrap()]
+            .iter()
+            .chain(&["--input", "x=/nonexistent/x.npy", "--threads", "1"])
+            .chain(&["--out-dir", out.to_str().unwrap()])
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(max.iter().map(|s| s.to_string()));
+        a
+    };
+    let refused = args(&["--max-memory", "64KiB"]);
+    let one = Command::new(&single).args(&refused).output().unwrap();
+    let one_err = String::from_utf8_lossy(&one.stderr);
+    assert_eq!(one.status.code(), Some(1), "{one_err}");
+    let want = one_err
+        .strip_prefix("single: error: ")
+        .unwrap_or_else(|| panic!("one error line: {one_err}"))
+        .trim_end();
+    assert!(want.starts_with("graph @mlp needs "), "{want}");
+    assert!(
+        want.contains("more than the 64.0 KiB that --max-memory allows"),
+        "{want}"
+    );
+    let mut checked = 0;
+    for np in [1, 2] {
+        let o = mpirun(np, Btl::SharedMemory, &prog, &refused);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        let reports: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("mlp: rank "))
+            .collect();
+        assert!(!reports.is_empty(), "-np {np}: no rank reported:\n{err}");
+        for r in reports {
+            let (_, msg) = r.split_once(": error: ").unwrap();
+            assert_eq!(msg, want, "-np {np}:\n{err}");
+            checked += 1;
+        }
+        assert!(
+            !err.contains("cannot read"),
+            "-np {np}: an input was read:\n{err}"
+        );
+        assert!(!out.exists(), "-np {np}: no output is written");
+    }
+    assert!(checked >= 2, "{checked} rank reports checked");
+    // The control: without the limit, the same job gets as far as reading @x.
+    let o = mpirun(2, Btl::SharedMemory, &prog, &args(&[]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("input for source @x: cannot read /nonexistent/x.npy"),
+        "{err}"
+    );
+    assert!(!out.exists(), "no output is written");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 mod pool;
 
+pub use pool::Event;
+
 /// A compiled kernel: `bases[k]` points at element 0 of the task's `k`-th view, `range`
 /// holds `lo, hi` per index dimension. Returns 0 on success, 1 if it could not allocate its
 /// temporaries. The C calling convention; `C-unwind` only so that a kernel written in Rust
@@ -57,15 +59,6 @@ impl Default for Options {
 /// The number of cores available to this process.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// One executed job: a chunk of a task on a worker.
-#[derive(Clone, Debug)]
-pub struct Event {
-    pub task: usize,
-    pub worker: usize,
-    pub start: Duration,
-    pub duration: Duration,
 }
 
 /// What a run measured.
@@ -369,29 +362,67 @@ pub fn execute_with<T>(
     let threads = opts.threads.max(1);
     let test_fault = TestFault::from_env()?;
     let nt = plan.tasks.len();
-    let mut refs = vec![0usize; plan.buffers.len()];
-    for t in &plan.tasks {
-        let mut seen: Vec<u32> = t.args.iter().map(|a| a.buffer).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        for b in seen {
-            refs[b as usize] += 1;
-        }
+    let (bufs, live) = initial_buffers(plan, inputs)?;
+    let (pending, dependents) = plan.waits();
+    let shared = Shared {
+        plan,
+        kernels,
+        threads,
+        dependents,
+        state: Mutex::new(State {
+            queue: VecDeque::new(),
+            pending,
+            chunks_left: vec![0; nt],
+            bufs,
+            refs: plan.buffer_refs(),
+            live,
+            peak: live,
+            finished: 0,
+            error: None,
+        }),
+        cv: Condvar::new(),
+        signal: AtomicU64::new(0),
+        t0: Instant::now(),
+    };
+    shared.start();
+    let helpers = if shared.parallel() { threads - 1 } else { 0 };
+    let work = |w: usize| shared.work(w, opts.record, test_fault.as_ref());
+    let mut events = pool::run(helpers, &work, &|e| shared.fail(e));
+    let wall = shared.t0.elapsed();
+    let mut st = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(e) = st.error.take() {
+        return Err(e);
     }
-    for s in &plan.sinks {
-        refs[s.view.buffer as usize] += 1;
+    if st.finished != nt {
+        return Err("the schedule did not finish (a dependency cycle?)".into());
     }
+    let sinks = sinks(&sink_views(plan, &st.bufs)?)?;
+    events.sort_by_key(|e: &Event| e.start);
+    let report = Report {
+        wall,
+        peak_bytes: st.peak,
+        threads,
+        task_names: plan.tasks.iter().map(|t| t.name.clone()).collect(),
+        events,
+    };
+    Ok((sinks, report))
+}
+
+/// The buffers that live from the start (constants and sources, filled) and their bytes.
+fn initial_buffers(
+    plan: &Plan,
+    inputs: &[&Tensor],
+) -> Result<(Vec<Option<AlignedBuf>>, u64), String> {
     let mut bufs: Vec<Option<AlignedBuf>> = (0..plan.buffers.len()).map(|_| None).collect();
     let mut live = 0u64;
     for (i, b) in plan.buffers.iter().enumerate() {
-        match &b.init {
-            Init::Scratch => {}
+        let buf = match &b.init {
+            Init::Scratch => continue,
             Init::Const(bytes) => {
                 let buf = AlignedBuf::new(b.bytes)?;
                 // SAFETY: the buffer holds at least `bytes.len()` bytes (validated).
                 unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.ptr, bytes.len()) };
-                live += b.bytes;
-                bufs[i] = Some(buf);
+                buf
             }
             Init::Source(k) => {
                 let (src, t) = (&plan.sources[*k as usize], &inputs[*k as usize]);
@@ -405,87 +436,34 @@ pub fn execute_with<T>(
                 }
                 let buf = AlignedBuf::new(b.bytes)?;
                 copy_in(&t.data, buf.ptr);
-                live += b.bytes;
-                bufs[i] = Some(buf);
+                buf
             }
-        }
+        };
+        live += b.bytes;
+        bufs[i] = Some(buf);
     }
-    let mut dependents = vec![Vec::new(); nt];
-    let mut pending = vec![0usize; nt];
-    for (i, t) in plan.tasks.iter().enumerate() {
-        let mut deps = t.deps.clone();
-        deps.sort_unstable();
-        deps.dedup();
-        pending[i] = deps.len();
-        for d in deps {
-            dependents[d as usize].push(i);
-        }
-    }
-    let shared = Shared {
-        plan,
-        kernels,
-        threads,
-        dependents,
-        state: Mutex::new(State {
-            queue: VecDeque::new(),
-            pending,
-            chunks_left: vec![0; nt],
-            bufs,
-            refs,
-            live,
-            peak: live,
-            finished: 0,
-            error: None,
-        }),
-        cv: Condvar::new(),
-        signal: AtomicU64::new(0),
-        t0: Instant::now(),
-    };
-    {
-        let mut st = lock(&shared.state);
-        for i in 0..nt {
-            if st.pending[i] == 0 {
-                shared.make_ready(&mut st, i);
-            }
-        }
-    }
-    let helpers = if shared.parallel() { threads - 1 } else { 0 };
-    let work = |w: usize| shared.work(w, opts.record, test_fault.as_ref());
-    let mut events = pool::run(helpers, &work, &|e| shared.fail(e));
-    let wall = shared.t0.elapsed();
-    let mut st = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
-    if let Some(e) = st.error.take() {
-        return Err(e);
-    }
-    if st.finished != nt {
-        return Err("the schedule did not finish (a dependency cycle?)".into());
-    }
-    let mut views = Vec::with_capacity(plan.sinks.len());
-    for s in &plan.sinks {
-        let Some(buf) = &st.bufs[s.view.buffer as usize] else {
+    Ok((bufs, live))
+}
+
+/// Every sink read in place from its (computed) buffer.
+fn sink_views<'p>(
+    plan: &'p Plan,
+    bufs: &[Option<AlignedBuf>],
+) -> Result<Vec<SinkView<'p>>, String> {
+    let view = |s: &'p crate::plan::Sink| {
+        let Some(buf) = &bufs[s.view.buffer as usize] else {
             return Err(format!("sink @{} was never computed", s.name));
         };
-        views.push(SinkView {
+        Ok(SinkView {
             name: &s.name,
             dtype: s.dtype,
             shape: &s.shape,
             base: buf.ptr,
             offset: s.view.offset,
             strides: &s.view.strides,
-        });
-    }
-    let sinks = sinks(&views)?;
-    events.sort_by_key(|e: &Event| e.start);
-    Ok((
-        sinks,
-        Report {
-            wall,
-            peak_bytes: st.peak,
-            threads,
-            task_names: plan.tasks.iter().map(|t| t.name.clone()).collect(),
-            events,
-        },
-    ))
+        })
+    };
+    plan.sinks.iter().map(view).collect()
 }
 
 fn lock<'a>(m: &'a Mutex<State>) -> MutexGuard<'a, State> {
@@ -515,6 +493,16 @@ impl Shared<'_> {
     }
 
     /// Allocates the task's buffers and queues its chunks.
+    /// Makes every task that waits for nothing ready.
+    fn start(&self) {
+        let mut st = lock(&self.state);
+        for i in 0..self.plan.tasks.len() {
+            if st.pending[i] == 0 {
+                self.make_ready(&mut st, i);
+            }
+        }
+    }
+
     fn make_ready(&self, st: &mut State, i: usize) {
         let t = &self.plan.tasks[i];
         for a in &t.args {
@@ -684,11 +672,7 @@ impl Shared<'_> {
 
     fn complete(&self, st: &mut State, i: usize) {
         st.finished += 1;
-        let t = &self.plan.tasks[i];
-        let mut seen: Vec<u32> = t.args.iter().map(|a| a.buffer).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        for b in seen {
+        for b in self.plan.tasks[i].buffers() {
             let b = b as usize;
             st.refs[b] -= 1;
             if st.refs[b] == 0 && st.bufs[b].take().is_some() {

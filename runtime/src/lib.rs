@@ -2,12 +2,14 @@
 //! [`Tensor`] type programs compute on, `.npy` file I/O ([`npy`]) for their source inputs
 //! and sink outputs, the compiled schedule ([`plan`]), the multithreaded executor that runs
 //! it ([`exec`]), failure reports that name the task ([`fault`]), outputs written all or
-//! nothing ([`output`], with [`signals`] cleaning up on SIGINT/SIGTERM) and the command line
-//! of compiled programs ([`entry`]).
+//! nothing ([`output`], with [`signals`] cleaning up on SIGINT/SIGTERM), and compiled programs
+//! themselves: their command line and source binding ([`cli`]), the steps of one run
+//! ([`program`]), their C entry point ([`entry`]) and the distributed run ([`mpi`]).
 //!
 //! Built as an rlib (linked into `tapc` for `tapc run`) and as a staticlib (linked into the
 //! programs `tapc FILE -o OUT` produces).
 
+pub mod cli;
 pub mod entry;
 pub mod exec;
 pub mod fault;
@@ -16,6 +18,7 @@ pub mod mpi;
 pub mod npy;
 pub mod output;
 pub mod plan;
+pub mod program;
 pub mod signals;
 pub mod tensor;
 

@@ -17,20 +17,8 @@ use std::collections::VecDeque;
 /// The most bytes of buffers live at once, and the buffers live at that moment.
 pub fn peak(plan: &Plan) -> (u64, Vec<u32>) {
     let nb = plan.buffers.len();
-    let mut refs = vec![0usize; nb];
-    let mut arg_bufs: Vec<Vec<u32>> = Vec::with_capacity(plan.tasks.len());
-    for t in &plan.tasks {
-        let mut seen: Vec<u32> = t.args.iter().map(|a| a.buffer).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        for &b in &seen {
-            refs[b as usize] += 1;
-        }
-        arg_bufs.push(seen);
-    }
-    for s in &plan.sinks {
-        refs[s.view.buffer as usize] += 1;
-    }
+    let mut refs = plan.buffer_refs();
+    let arg_bufs: Vec<Vec<u32>> = plan.tasks.iter().map(|t| t.buffers()).collect();
     let mut live = vec![false; nb];
     let mut bytes = 0u64;
     for (i, b) in plan.buffers.iter().enumerate() {
@@ -39,17 +27,7 @@ pub fn peak(plan: &Plan) -> (u64, Vec<u32>) {
             bytes = bytes.saturating_add(b.bytes);
         }
     }
-    let mut pending: Vec<usize> = Vec::with_capacity(plan.tasks.len());
-    let mut dependents = vec![Vec::new(); plan.tasks.len()];
-    for (i, t) in plan.tasks.iter().enumerate() {
-        let mut deps = t.deps.clone();
-        deps.sort_unstable();
-        deps.dedup();
-        pending.push(deps.len());
-        for d in deps {
-            dependents[d as usize].push(i);
-        }
-    }
+    let (mut pending, dependents) = plan.waits();
     let (mut best, mut at_best) = (bytes, snapshot(&live));
     let mut queue: VecDeque<usize> = VecDeque::new();
     let ready = |i: usize, live: &mut Vec<bool>, bytes: &mut u64, q: &mut VecDeque<usize>| {

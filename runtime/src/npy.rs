@@ -277,12 +277,24 @@ struct Header {
     len: u64,
 }
 
+/// An error of kind `kind` about `path`: the file's name, then `what`.
+fn file_error(path: &Path, kind: NpyErrorKind, what: String) -> NpyError {
+    NpyError::new(path, kind, format!("{} {what}", path.display()))
+}
+
 fn truncated(path: &Path, what: String) -> NpyError {
-    let file = path.display();
-    NpyError::new(
+    file_error(
         path,
         NpyErrorKind::Truncated,
-        format!("{file} is truncated: {what}"),
+        format!("is truncated: {what}"),
+    )
+}
+
+fn not_npy(path: &Path, what: String) -> NpyError {
+    file_error(
+        path,
+        NpyErrorKind::NotNpy,
+        format!("is not a .npy file: {what}"),
     )
 }
 
@@ -306,46 +318,53 @@ fn read_header<R: Read>(
     path: &Path,
     expect: Option<Expect>,
 ) -> Result<Header, NpyError> {
-    let file = path.display();
-    let not_npy = |what: String| {
-        NpyError::new(
-            path,
-            NpyErrorKind::NotNpy,
-            format!("{file} is not a .npy file: {what}"),
-        )
-    };
-    let truncated = |what: String| truncated(path, what);
-    let read_err = |e: io::Error| NpyError::io("cannot read", path, e);
+    let (text, len) = read_header_text(r, total_len, path)?;
+    let dict = parse_header_dict(&text).map_err(|e| not_npy(path, format!("bad header: {e}")))?;
+    let (dtype, shape, numel, data_bytes) = header_type(&dict, path)?;
+    let ty = type_string(dtype, &shape);
+    if let Some(x) = expect {
+        // As the file stores it (a Fortran-order file has the same logical shape).
+        if dtype != x.dtype || shape != x.shape {
+            return Err(NpyError::new(
+                path,
+                NpyErrorKind::Mismatch,
+                format!(
+                    "input for source {} ({}): expected {}, found {ty}",
+                    x.source,
+                    path.display(),
+                    type_string(x.dtype, x.shape)
+                ),
+            ));
+        }
+    }
+    if let Some(total_len) = total_len {
+        check_data_size(path, &ty, data_bytes, total_len.saturating_sub(len))?;
+    }
+    Ok(Header {
+        dtype,
+        shape,
+        numel,
+        data_bytes,
+        fortran_order: dict.fortran_order,
+        len,
+    })
+}
 
-    // Preamble: magic, version, header length.
+/// Reads the preamble (magic, version, header length) and the header text; returns the text
+/// and the bytes read.
+fn read_header_text<R: Read>(
+    r: &mut R,
+    total_len: Option<u64>,
+    path: &Path,
+) -> Result<(String, u64), NpyError> {
+    let read_err = |e: io::Error| NpyError::io("cannot read", path, e);
     let mut pre = [0u8; 12];
     let n = read_up_to(r, &mut pre[..10]).map_err(read_err)?;
-    if n < MAGIC.len() || pre[..6] != MAGIC[..] {
-        return Err(not_npy(format!(
-            "bad magic (expected the 6 bytes \"{}\", found \"{}\")",
-            MAGIC.escape_ascii(),
-            pre[..n.min(6)].escape_ascii()
-        )));
-    }
-    if n < 8 {
-        return Err(truncated(format!(
-            "the file ends inside the format version (file is {n} bytes)"
-        )));
-    }
-    let (major, minor) = (pre[6], pre[7]);
-    let len_field_size = match (major, minor) {
-        (1, 0) => 2,
-        (2, 0) | (3, 0) => 4,
-        _ => {
-            return Err(not_npy(format!(
-                "unsupported format version {major}.{minor} (supported: 1.0, 2.0, 3.0)"
-            )))
-        }
-    };
+    let len_field_size = preamble_version(&pre, n, path)?;
     let prefix_len = 8 + len_field_size;
     let n = n + read_up_to(r, &mut pre[n..prefix_len]).map_err(read_err)?;
     if n < prefix_len {
-        return Err(truncated(format!(
+        return Err(truncated(path, format!(
             "the file ends inside the header length field ({prefix_len} bytes of preamble expected, found {n})"
         )));
     }
@@ -355,29 +374,69 @@ fn read_header<R: Read>(
         u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize
     };
     if header_len > MAX_HEADER_LEN {
-        return Err(not_npy(format!(
+        return Err(not_npy(path, format!(
             "the header length field says {header_len} bytes, more than the {MAX_HEADER_LEN} accepted"
         )));
     }
     let available = total_len.map_or(u64::MAX, |t| t.saturating_sub(prefix_len as u64));
     if (header_len as u64) > available {
-        return Err(truncated(format!(
-            "the header length field says {header_len} bytes of header, found {available}"
-        )));
+        return Err(truncated(
+            path,
+            format!("the header length field says {header_len} bytes of header, found {available}"),
+        ));
     }
-    let mut header_bytes = vec![0u8; prefix_len + header_len];
-    header_bytes[..prefix_len].copy_from_slice(&pre[..prefix_len]);
-    let got = read_up_to(r, &mut header_bytes[prefix_len..]).map_err(read_err)?;
+    let mut header_bytes = vec![0u8; header_len];
+    let got = read_up_to(r, &mut header_bytes).map_err(read_err)?;
     if got < header_len {
-        return Err(truncated(format!(
-            "the header length field says {header_len} bytes of header, found {got}"
-        )));
+        return Err(truncated(
+            path,
+            format!("the header length field says {header_len} bytes of header, found {got}"),
+        ));
     }
+    let text = String::from_utf8(header_bytes).map_err(|_| {
+        not_npy(
+            path,
+            "bad header: expected ASCII/UTF-8 text, found other bytes".into(),
+        )
+    })?;
+    Ok((text, (prefix_len + header_len) as u64))
+}
 
-    // Header dictionary.
-    let text = std::str::from_utf8(&header_bytes[prefix_len..])
-        .map_err(|_| not_npy("bad header: expected ASCII/UTF-8 text, found other bytes".into()))?;
-    let dict = parse_header_dict(text).map_err(|e| not_npy(format!("bad header: {e}")))?;
+/// Checks the magic and version among the first `n` bytes of `pre`; returns the size of the
+/// header length field.
+fn preamble_version(pre: &[u8], n: usize, path: &Path) -> Result<usize, NpyError> {
+    if n < MAGIC.len() || pre[..6] != MAGIC[..] {
+        return Err(not_npy(
+            path,
+            format!(
+                "bad magic (expected the 6 bytes \"{}\", found \"{}\")",
+                MAGIC.escape_ascii(),
+                pre[..n.min(6)].escape_ascii()
+            ),
+        ));
+    }
+    if n < 8 {
+        return Err(truncated(
+            path,
+            format!("the file ends inside the format version (file is {n} bytes)"),
+        ));
+    }
+    let (major, minor) = (pre[6], pre[7]);
+    match (major, minor) {
+        (1, 0) => Ok(2),
+        (2, 0) | (3, 0) => Ok(4),
+        _ => Err(not_npy(
+            path,
+            format!("unsupported format version {major}.{minor} (supported: 1.0, 2.0, 3.0)"),
+        )),
+    }
+}
+
+/// The dtype, shape, element count and data bytes a header dictionary announces.
+fn header_type(
+    dict: &header::HeaderDict,
+    path: &Path,
+) -> Result<(DType, Vec<usize>, usize, usize), NpyError> {
     let dtype = match &dict.descr {
         Descr::TypeStr(s) => SUPPORTED.iter().find(|(t, _)| t == s).map(|(_, d)| *d),
         Descr::Other(_) => None,
@@ -387,7 +446,8 @@ fn read_header<R: Read>(
             path,
             NpyErrorKind::UnsupportedDtype,
             format!(
-                "{file} has unsupported dtype {}; supported: {}",
+                "{} has unsupported dtype {}; supported: {}",
+                path.display(),
                 describe_descr(&dict.descr),
                 supported_list()
             ),
@@ -407,51 +467,36 @@ fn read_header<R: Read>(
     });
     let (Some(shape), Some((numel, data_bytes))) = (shape, data_len) else {
         let dims: Vec<String> = dict.shape.iter().map(|d| d.to_string()).collect();
-        return Err(not_npy(format!(
-            "bad header: shape ({}) has more elements than can be addressed",
-            dims.join(", ")
-        )));
+        return Err(not_npy(
+            path,
+            format!(
+                "bad header: shape ({}) has more elements than can be addressed",
+                dims.join(", ")
+            ),
+        ));
     };
-    let ty = type_string(dtype, &shape);
-    if let Some(x) = expect {
-        // As the file stores it (a Fortran-order file has the same logical shape).
-        if dtype != x.dtype || shape != x.shape {
-            return Err(NpyError::new(
-                path,
-                NpyErrorKind::Mismatch,
-                format!(
-                    "input for source {} ({file}): expected {}, found {ty}",
-                    x.source,
-                    type_string(x.dtype, x.shape)
-                ),
-            ));
-        }
+    Ok((dtype, shape, numel, data_bytes))
+}
+
+/// Checks that the `available` bytes after the header are exactly the `data_bytes` of type
+/// `ty` it announces.
+fn check_data_size(
+    path: &Path,
+    ty: &str,
+    data_bytes: usize,
+    available: u64,
+) -> Result<(), NpyError> {
+    if available < data_bytes as u64 {
+        return Err(truncated(
+            path,
+            format!("header says {ty} = {data_bytes} bytes of data, found {available}"),
+        ));
     }
-    if let Some(total_len) = total_len {
-        let data_available = total_len.saturating_sub(header_bytes.len() as u64);
-        if data_available < data_bytes as u64 {
-            return Err(truncated(format!(
-                "header says {ty} = {data_bytes} bytes of data, found {data_available}"
-            )));
-        }
-        if data_available > data_bytes as u64 {
-            return Err(trailing(
-                path,
-                &ty,
-                data_bytes,
-                data_available - data_bytes as u64,
-                data_available,
-            ));
-        }
+    if available > data_bytes as u64 {
+        let extra = available - data_bytes as u64;
+        return Err(trailing(path, ty, data_bytes, extra, available));
     }
-    Ok(Header {
-        dtype,
-        shape,
-        numel,
-        data_bytes,
-        fortran_order: dict.fortran_order,
-        len: header_bytes.len() as u64,
-    })
+    Ok(())
 }
 
 /// Reads the data a checked header announces (to its end, for a `stream`).
@@ -828,25 +873,13 @@ pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
         .map_err(|e| NpyError::io("cannot write", path, e))
 }
 
-/// Writes every `(NAME, tensor)` to `dir/NAME.npy`, all or nothing: one
-/// [`crate::output::commit`] (staged in a directory inside `dir`, renamed into place under a
-/// lock on `dir`, rolled back on failure, removed on SIGINT/SIGTERM). `dir` is created if
-/// missing. Returns the final paths, in order.
-pub fn write_all_atomic(dir: &Path, outputs: &[(&str, &Tensor)]) -> Result<Vec<PathBuf>, NpyError> {
-    let items: Vec<(&str, &dyn crate::output::Npy)> = outputs
-        .iter()
-        .map(|(n, t)| (*n, *t as &dyn crate::output::Npy))
-        .collect();
-    crate::output::commit(dir, &items)
-}
-
-impl crate::output::Npy for Tensor {
-    fn write_npy(&self, w: &mut dyn Write) -> io::Result<()> {
-        if let Some(why) = inconsistency(self) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
-        }
-        encode(w, self)
+/// Writes `t` as `.npy` to `w` ([`write`] without the file): how outputs stage a tensor. An
+/// inconsistent tensor is an `InvalidInput` error.
+pub fn write_into(w: &mut dyn Write, t: &Tensor) -> io::Result<()> {
+    if let Some(why) = inconsistency(t) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
     }
+    encode(w, t)
 }
 
 #[cfg(test)]

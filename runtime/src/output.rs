@@ -1,6 +1,7 @@
-//! Output files written all or nothing: the one writer of sinks (compiled programs, `tapc run`,
-//! and, in the distributed runtime, rank 0), of `--trace` files, and of `tapc -o OUT` /
-//! `--emit` outputs.
+//! Output files written all or nothing: the one writer of sinks (compiled programs, `tapc run`
+//! through [`write_all_atomic`], and, in the distributed runtime, rank 0), of `--trace` files,
+//! and of `tapc -o OUT` / `--emit` outputs; [`check_out_dir`] refuses a bad `--out-dir` before
+//! a run computes anything.
 //!
 //! An [`Outputs`] is a transaction. Each file is first written under its own name into a
 //! staging directory `.tapc-PID-N` created inside its target's directory (same file system, so
@@ -19,19 +20,26 @@
 //! Dropping an uncommitted [`Outputs`] (an error, or a panic) removes its staging directories,
 //! and [`signals`] removes them when the process is interrupted: no temporary is left behind.
 
-use crate::npy::{NpyError, NpyErrorKind};
+use crate::npy::{self, NpyError, NpyErrorKind};
 use crate::signals;
+use crate::tensor::Tensor;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Something that can be written as a `.npy` file (a [`crate::Tensor`] or a sink's view of
-/// its buffer).
+/// Something that can be written as a `.npy` file (a [`Tensor`] or a sink's view of its
+/// buffer).
 pub trait Npy {
     /// Writes the whole file; an inconsistent value is an `InvalidInput` error.
     fn write_npy(&self, w: &mut dyn Write) -> io::Result<()>;
+}
+
+impl Npy for Tensor {
+    fn write_npy(&self, w: &mut dyn Write) -> io::Result<()> {
+        npy::write_into(w, self)
+    }
 }
 
 struct Stage {
@@ -327,11 +335,34 @@ pub fn stage_sinks(
     Ok(targets)
 }
 
-/// Writes every `(NAME, value)` to `out_dir/NAME.npy`, all or nothing (one [`Outputs`]
-/// transaction); returns the paths in order. `out_dir` is created if missing.
-pub fn commit(out_dir: &Path, sinks: &[(&str, &dyn Npy)]) -> Result<Vec<PathBuf>, NpyError> {
+/// Writes every `(NAME, tensor)` to `dir/NAME.npy`, all or nothing: one [`Outputs`]
+/// transaction (staged in a directory inside `dir`, renamed into place under a lock on `dir`,
+/// rolled back on failure, removed on SIGINT/SIGTERM). `dir` is created if missing. Returns the
+/// final paths, in order.
+pub fn write_all_atomic(dir: &Path, outputs: &[(&str, &Tensor)]) -> Result<Vec<PathBuf>, NpyError> {
+    let items: Vec<(&str, &dyn Npy)> = outputs.iter().map(|(n, t)| (*n, *t as &dyn Npy)).collect();
     let mut o = Outputs::new();
-    let paths = stage_sinks(&mut o, out_dir, sinks)?;
+    let paths = stage_sinks(&mut o, dir, &items)?;
     o.commit()?;
     Ok(paths)
+}
+
+/// Fails early (before computing) when the output directory (or the nearest existing
+/// ancestor it would be created in) is not a directory, so a bad `--out-dir` costs no run.
+pub fn check_out_dir(dir: &Path) -> Result<(), String> {
+    let mut p = Some(dir);
+    while let Some(d) = p {
+        match fs::metadata(d) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(format!(
+                    "cannot write outputs to {}: {} is a file, not a directory",
+                    dir.display(),
+                    d.display()
+                ))
+            }
+            Err(_) => p = d.parent().filter(|q| !q.as_os_str().is_empty()),
+        }
+    }
+    Ok(())
 }

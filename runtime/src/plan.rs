@@ -150,7 +150,45 @@ pub struct Sink {
     pub deps: Vec<u32>,
 }
 
+impl Task {
+    /// The distinct buffers the task touches.
+    pub fn buffers(&self) -> Vec<u32> {
+        let mut seen: Vec<u32> = self.args.iter().map(|a| a.buffer).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        seen
+    }
+}
+
 impl Plan {
+    /// Per buffer, how many tasks and sinks use it: it can be freed after the last.
+    pub fn buffer_refs(&self) -> Vec<usize> {
+        let mut refs = vec![0usize; self.buffers.len()];
+        for b in self.tasks.iter().flat_map(Task::buffers) {
+            refs[b as usize] += 1;
+        }
+        for s in &self.sinks {
+            refs[s.view.buffer as usize] += 1;
+        }
+        refs
+    }
+
+    /// Per task, how many distinct tasks it waits for, and the tasks that wait for it.
+    pub fn waits(&self) -> (Vec<usize>, Vec<Vec<usize>>) {
+        let mut pending = Vec::with_capacity(self.tasks.len());
+        let mut dependents = vec![Vec::new(); self.tasks.len()];
+        for (i, t) in self.tasks.iter().enumerate() {
+            let mut deps = t.deps.clone();
+            deps.sort_unstable();
+            deps.dedup();
+            pending.push(deps.len());
+            for d in deps {
+                dependents[d as usize].push(i);
+            }
+        }
+        (pending, dependents)
+    }
+
     /// The plan as bytes (see [`Plan::decode`]).
     pub fn encode(&self) -> Vec<u8> {
         let mut w = W(Vec::new());
@@ -239,156 +277,24 @@ impl Plan {
     /// Decodes bytes made by [`Plan::encode`], verifying their checksum first (then
     /// [`Plan::validate`] before running it).
     pub fn decode(bytes: &[u8]) -> Result<Plan, String> {
-        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
-            return Err("the embedded schedule is not a tapc plan".into());
-        }
-        if bytes.len() < MAGIC.len() + 4 + SUM {
-            return Err("corrupt plan: truncated".into());
-        }
-        let (body, sum) = bytes.split_at(bytes.len() - SUM);
-        let mut r = R { b: body, at: 0 };
-        if r.take(8)? != MAGIC {
-            return Err("the embedded schedule is not a tapc plan".into());
-        }
-        let v = r.u32()?;
-        if v != VERSION {
-            return Err(format!(
-                "the embedded schedule has format version {v} but this runtime reads version {VERSION}: rebuild the program with the matching tapc"
-            ));
-        }
-        let mut want = [0u8; SUM];
-        want.copy_from_slice(sum);
-        if checksum(body) != u64::from_le_bytes(want) {
-            return Err(
-                "corrupt plan: checksum mismatch (the program file is damaged; rebuild it with tapc)"
-                    .into(),
-            );
-        }
+        let mut r = R::open(bytes)?;
         let graph = r.str()?;
-        let mut buffers = Vec::new();
-        for _ in 0..r.count()? {
-            let bytes = r.u64()?;
-            let init = match r.u32()? {
-                0 => Init::Scratch,
-                1 => Init::Source(r.u32()?),
-                2 => Init::Const(r.bytes()?),
-                k => return Err(format!("corrupt plan: buffer kind {k}")),
-            };
-            buffers.push(Buffer { bytes, init });
-        }
-        let mut sources = Vec::new();
-        for _ in 0..r.count()? {
-            sources.push(Source {
-                name: r.str()?,
-                dtype: r.dtype()?,
-                shape: r.shape()?,
-                buffer: r.u32()?,
-            });
-        }
-        let mut tasks = Vec::new();
-        for _ in 0..r.count()? {
-            let name = r.str()?;
-            let kernel = r.u32()?;
-            let mut args = Vec::new();
-            for _ in 0..r.count()? {
-                args.push(Arg {
-                    buffer: r.u32()?,
-                    offset: r.i64()?,
-                    lo: r.i64()?,
-                    hi: r.i64()?,
-                });
-            }
-            let mut range = Vec::new();
-            for _ in 0..r.count()? {
-                range.push((r.i64()?, r.i64()?));
-            }
-            let split = match r.u32()? {
-                u32::MAX => None,
-                d => Some(d),
-            };
-            tasks.push(Task {
-                name,
-                kernel,
-                args,
-                range,
-                split,
-                align: r.i64()?,
-                work: f64::from_bits(r.u64()?),
-                deps: r.u32s()?,
-            });
-        }
-        let mut sinks = Vec::new();
-        for _ in 0..r.count()? {
-            let name = r.str()?;
-            let dtype = r.dtype()?;
-            let shape = r.shape()?;
-            let buffer = r.u32()?;
-            let offset = r.i64()?;
-            let mut strides = Vec::new();
-            for _ in 0..r.count()? {
-                strides.push(r.i64()?);
-            }
-            sinks.push(Sink {
-                name,
-                dtype,
-                shape,
-                view: View {
-                    buffer,
-                    offset,
-                    strides,
-                },
-                deps: r.u32s()?,
-            });
-        }
-        let mut dist = Dist {
-            nodes: r.u32s()?,
-            ..Dist::default()
-        };
-        let opt = |v: u32| (v != u32::MAX).then_some(v);
-        for _ in 0..r.count()? {
-            let value = r.str()?;
-            let [from, to, buffer, elem] = r.u32s()?[..] else {
-                return Err("corrupt plan: bad transfer".into());
-            };
-            let runs = r.runs()?;
-            dist.transfers.push(Transfer {
-                value,
-                from,
-                to,
-                buffer,
-                elem,
-                runs,
-                after: opt(r.u32()?),
-                before: opt(r.u32()?),
-            });
-        }
-        for _ in 0..r.count()? {
-            dist.broadcasts.push(r.u32s()?);
-        }
-        for _ in 0..r.count()? {
-            let [node, buffer, elem] = r.u32s()?[..] else {
-                return Err("corrupt plan: bad input window".into());
-            };
-            let runs = r.runs()?;
-            dist.windows.push(Window {
-                node,
-                buffer,
-                elem,
-                runs,
-            });
-        }
-        if r.at != body.len() {
+        let buffers = r.list(R::buffer)?;
+        let sources = r.list(R::source)?;
+        let tasks = r.list(R::task)?;
+        let sinks = r.list(R::sink)?;
+        let dist = r.dist()?;
+        if r.at != r.b.len() {
             return Err("corrupt plan: trailing bytes".into());
         }
-        let p = Plan {
+        Ok(Plan {
             graph,
             buffers,
             sources,
             tasks,
             sinks,
             dist,
-        };
-        Ok(p)
+        })
     }
 
     /// Checks every index and that every view stays inside its buffer, so that running the
@@ -533,6 +439,146 @@ struct R<'a> {
 }
 
 impl<'a> R<'a> {
+    /// A reader of the body of `bytes` after its magic and version, once they and the
+    /// checksum are checked.
+    fn open(bytes: &'a [u8]) -> Result<R<'a>, String> {
+        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+            return Err("the embedded schedule is not a tapc plan".into());
+        }
+        if bytes.len() < MAGIC.len() + 4 + SUM {
+            return Err("corrupt plan: truncated".into());
+        }
+        let (body, sum) = bytes.split_at(bytes.len() - SUM);
+        let mut r = R { b: body, at: 0 };
+        if r.take(8)? != MAGIC {
+            return Err("the embedded schedule is not a tapc plan".into());
+        }
+        let v = r.u32()?;
+        if v != VERSION {
+            return Err(format!(
+                "the embedded schedule has format version {v} but this runtime reads version {VERSION}: rebuild the program with the matching tapc"
+            ));
+        }
+        let mut want = [0u8; SUM];
+        want.copy_from_slice(sum);
+        if checksum(body) != u64::from_le_bytes(want) {
+            return Err(
+                "corrupt plan: checksum mismatch (the program file is damaged; rebuild it with tapc)"
+                    .into(),
+            );
+        }
+        Ok(r)
+    }
+
+    /// A count, then that many items read by `item`.
+    fn list<T>(
+        &mut self,
+        mut item: impl FnMut(&mut Self) -> Result<T, String>,
+    ) -> Result<Vec<T>, String> {
+        let n = self.count()?;
+        (0..n).map(|_| item(self)).collect()
+    }
+
+    fn buffer(&mut self) -> Result<Buffer, String> {
+        let bytes = self.u64()?;
+        let init = match self.u32()? {
+            0 => Init::Scratch,
+            1 => Init::Source(self.u32()?),
+            2 => Init::Const(self.bytes()?),
+            k => return Err(format!("corrupt plan: buffer kind {k}")),
+        };
+        Ok(Buffer { bytes, init })
+    }
+
+    fn source(&mut self) -> Result<Source, String> {
+        Ok(Source {
+            name: self.str()?,
+            dtype: self.dtype()?,
+            shape: self.shape()?,
+            buffer: self.u32()?,
+        })
+    }
+
+    fn arg(&mut self) -> Result<Arg, String> {
+        Ok(Arg {
+            buffer: self.u32()?,
+            offset: self.i64()?,
+            lo: self.i64()?,
+            hi: self.i64()?,
+        })
+    }
+
+    fn task(&mut self) -> Result<Task, String> {
+        Ok(Task {
+            name: self.str()?,
+            kernel: self.u32()?,
+            args: self.list(R::arg)?,
+            // `(lo, hi)` pairs, encoded as runs are.
+            range: self.runs()?,
+            split: self.optional()?,
+            align: self.i64()?,
+            work: f64::from_bits(self.u64()?),
+            deps: self.u32s()?,
+        })
+    }
+
+    fn sink(&mut self) -> Result<Sink, String> {
+        Ok(Sink {
+            name: self.str()?,
+            dtype: self.dtype()?,
+            shape: self.shape()?,
+            view: View {
+                buffer: self.u32()?,
+                offset: self.i64()?,
+                strides: self.list(R::i64)?,
+            },
+            deps: self.u32s()?,
+        })
+    }
+
+    fn dist(&mut self) -> Result<Dist, String> {
+        Ok(Dist {
+            nodes: self.u32s()?,
+            transfers: self.list(R::transfer)?,
+            broadcasts: self.list(R::u32s)?,
+            windows: self.list(R::window)?,
+        })
+    }
+
+    fn transfer(&mut self) -> Result<Transfer, String> {
+        let value = self.str()?;
+        let [from, to, buffer, elem] = self.u32s()?[..] else {
+            return Err("corrupt plan: bad transfer".into());
+        };
+        Ok(Transfer {
+            value,
+            from,
+            to,
+            buffer,
+            elem,
+            runs: self.runs()?,
+            after: self.optional()?,
+            before: self.optional()?,
+        })
+    }
+
+    fn window(&mut self) -> Result<Window, String> {
+        let [node, buffer, elem] = self.u32s()?[..] else {
+            return Err("corrupt plan: bad input window".into());
+        };
+        Ok(Window {
+            node,
+            buffer,
+            elem,
+            runs: self.runs()?,
+        })
+    }
+
+    /// A `u32` where `u32::MAX` means none.
+    fn optional(&mut self) -> Result<Option<u32>, String> {
+        Ok(Some(self.u32()?).filter(|&v| v != u32::MAX))
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self
             .at
@@ -580,26 +626,14 @@ impl<'a> R<'a> {
             .ok_or_else(|| "corrupt plan: bad dtype".into())
     }
     fn shape(&mut self) -> Result<Vec<usize>, String> {
-        let mut s = Vec::new();
-        for _ in 0..self.count()? {
-            s.push(usize::try_from(self.u64()?).map_err(|_| "corrupt plan: bad shape")?);
-        }
-        Ok(s)
+        self.list(|r| usize::try_from(r.u64()?).map_err(|_| "corrupt plan: bad shape".into()))
     }
     /// `(start, length)` pairs, after their count.
     fn runs(&mut self) -> Result<Vec<(i64, i64)>, String> {
-        let mut v = Vec::new();
-        for _ in 0..self.count()? {
-            v.push((self.i64()?, self.i64()?));
-        }
-        Ok(v)
+        self.list(|r| Ok((r.i64()?, r.i64()?)))
     }
     fn u32s(&mut self) -> Result<Vec<u32>, String> {
-        let mut v = Vec::new();
-        for _ in 0..self.count()? {
-            v.push(self.u32()?);
-        }
-        Ok(v)
+        self.list(R::u32)
     }
 }
 

@@ -1,15 +1,16 @@
 //! The executor on hand-built plans whose kernels are Rust functions: a chain of two tasks
 //! split into chunks over 1 to 3 threads, with a strided sink, timing and a trace; inputs of
 //! the wrong type; and failures. A task that panics or whose kernel reports failure stops
-//! the run of a compiled program (`entry::run_program`, the same code `main` runs): the
+//! the run of a compiled program (`program::run_program`, the same code `main` runs): the
 //! message names the task and the index range it was running, the exit code is 1, and no
 //! output file is written, with one worker thread or several (the other workers stop instead
 //! of waiting forever).
 
 use std::path::{Path, PathBuf};
-use tapc_runtime::entry::run_program;
+use tapc_runtime::cli::{self, Outcome};
 use tapc_runtime::exec::{execute, KernelFn, Options};
 use tapc_runtime::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task, View};
+use tapc_runtime::program::run_program;
 use tapc_runtime::{npy, DType, Data, Tensor};
 
 const N: usize = 4096;
@@ -172,7 +173,7 @@ fn setup(name: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, out)
 }
 
-fn run(dir: &Path, out: &Path, threads: usize, bad: KernelFn) -> tapc_runtime::entry::Outcome {
+fn run(dir: &Path, out: &Path, threads: usize, bad: KernelFn) -> Outcome {
     let args: Vec<String> = vec![
         "--input".into(),
         format!("x={}", dir.join("x.npy").display()),
@@ -181,6 +182,7 @@ fn run(dir: &Path, out: &Path, threads: usize, bad: KernelFn) -> tapc_runtime::e
         "--threads".into(),
         threads.to_string(),
     ];
+    let args = cli::parse("prog", &args).unwrap().expect("not --help");
     run_program("prog", &args, &plan(), &[double, bad])
 }
 

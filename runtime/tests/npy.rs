@@ -1,11 +1,13 @@
 //! Integration tests for `tapc_runtime::npy`: round trips, Fortran order, numpy-written
 //! fixtures (tests/data/npy, tests/data/mlp), every error message, atomic multi-file
-//! writes, and a robustness sweep over random and mutated bytes.
+//! writes (`tapc_runtime::output::write_all_atomic`), and a robustness sweep over random and
+//! mutated bytes.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use tapc_runtime::npy::{self, NpyErrorKind};
+use tapc_runtime::output;
 use tapc_runtime::{DType, Data, Tensor};
 
 fn t(shape: &[usize], data: Data) -> Tensor {
@@ -674,18 +676,18 @@ fn write_all_atomic_writes_every_output() {
     let out = dir.path().join("out").join("nested");
     let a = t(&[2], Data::F32(vec![1.0, 2.0]));
     let b = t(&[], Data::Bool(vec![true]));
-    let paths = npy::write_all_atomic(&out, &[("logits", &a), ("flag", &b)]).unwrap();
+    let paths = output::write_all_atomic(&out, &[("logits", &a), ("flag", &b)]).unwrap();
     assert_eq!(paths, vec![out.join("logits.npy"), out.join("flag.npy")]);
     assert_eq!(listing(&out), vec!["flag.npy", "logits.npy"]);
     assert_eq!(npy::read(&paths[0]).unwrap(), a);
     assert_eq!(npy::read(&paths[1]).unwrap(), b);
     // Overwrites existing outputs.
     let a2 = t(&[1], Data::I64(vec![5]));
-    npy::write_all_atomic(&out, &[("logits", &a2)]).unwrap();
+    output::write_all_atomic(&out, &[("logits", &a2)]).unwrap();
     assert_eq!(npy::read(&paths[0]).unwrap(), a2);
     assert_eq!(listing(&out), vec!["flag.npy", "logits.npy"]);
     // No outputs at all is fine.
-    assert!(npy::write_all_atomic(&out, &[]).unwrap().is_empty());
+    assert!(output::write_all_atomic(&out, &[]).unwrap().is_empty());
 }
 
 #[test]
@@ -697,7 +699,7 @@ fn write_all_atomic_leaves_nothing_when_a_target_is_a_directory() {
     let a = t(&[2], Data::F32(vec![1.0, 2.0]));
     let b = t(&[1], Data::F32(vec![3.0]));
     let c = t(&[1], Data::I32(vec![4]));
-    let e = npy::write_all_atomic(out, &[("a", &a), ("b", &b), ("c", &c)]).unwrap_err();
+    let e = output::write_all_atomic(out, &[("a", &a), ("b", &b), ("c", &c)]).unwrap_err();
     assert_eq!(e.kind(), NpyErrorKind::Io);
     assert_eq!(e.path(), out.join("b.npy"));
     assert_eq!(
@@ -722,7 +724,7 @@ fn write_all_atomic_removes_temporaries_when_a_later_write_fails() {
         shape: vec![2, 2],
         data: Data::F32(vec![0.0; 3]),
     };
-    let e = npy::write_all_atomic(out, &[("a", &a), ("bad", &bad), ("c", &a)]).unwrap_err();
+    let e = output::write_all_atomic(out, &[("a", &a), ("bad", &bad), ("c", &a)]).unwrap_err();
     assert_eq!(e.kind(), NpyErrorKind::InvalidArgument);
     assert_eq!(e.path(), out.join("bad.npy"));
     assert!(
@@ -739,11 +741,11 @@ fn write_all_atomic_rejects_bad_names_and_duplicates() {
     let out = dir.path();
     let a = t(&[1], Data::F32(vec![1.0]));
     for name in ["", ".", "..", "a/b", "a\\b", "nul\0"] {
-        let e = npy::write_all_atomic(out, &[("ok", &a), (name, &a)]).unwrap_err();
+        let e = output::write_all_atomic(out, &[("ok", &a), (name, &a)]).unwrap_err();
         assert_eq!(e.kind(), NpyErrorKind::InvalidArgument);
         assert!(e.to_string().contains("expected a plain file name"), "{e}");
     }
-    let e = npy::write_all_atomic(out, &[("y", &a), ("y", &a)]).unwrap_err();
+    let e = output::write_all_atomic(out, &[("y", &a), ("y", &a)]).unwrap_err();
     assert_eq!(
         e.to_string(),
         format!(
@@ -760,7 +762,7 @@ fn write_all_atomic_reports_a_file_in_place_of_the_directory() {
     let not_dir = dir.path().join("out");
     fs::write(&not_dir, b"file").unwrap();
     let a = t(&[1], Data::F32(vec![1.0]));
-    let e = npy::write_all_atomic(&not_dir, &[("a", &a)]).unwrap_err();
+    let e = output::write_all_atomic(&not_dir, &[("a", &a)]).unwrap_err();
     assert_eq!(e.path(), not_dir);
     assert_eq!(
         e.to_string(),
@@ -770,7 +772,7 @@ fn write_all_atomic_reports_a_file_in_place_of_the_directory() {
         )
     );
     let below = not_dir.join("sub");
-    let e = npy::write_all_atomic(&below, &[("a", &a)]).unwrap_err();
+    let e = output::write_all_atomic(&below, &[("a", &a)]).unwrap_err();
     assert_eq!(e.path(), below);
     assert!(
         e.to_string().starts_with(&format!(

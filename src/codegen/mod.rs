@@ -41,6 +41,7 @@ use inkwell::OptimizationLevel;
 use schedule::{KernelSpec, Schedule};
 use std::collections::HashMap;
 use std::path::Path;
+use tapc_runtime::cli::{self, Declared};
 use tapc_runtime::exec::{self, KernelFn, Report};
 use tapc_runtime::output::Outputs;
 use tapc_runtime::plan::Plan;
@@ -267,22 +268,10 @@ fn emit_main<'ctx>(
     b.build_return(Some(&r)).expect("positioned");
 }
 
-/// Compiles graph `gi` and writes `kind` to `out` (via a temporary file, so a failure leaves
-/// nothing behind).
+/// Compiles graph `gi` for runtime `rt` (`Runtime::Mpi`: a distributed plan, linked with the
+/// MPI runtime library and Open MPI) and writes `kind` to `out` (via a temporary file, so a
+/// failure leaves nothing behind).
 pub fn emit_to_file(
-    m: &Module,
-    gi: usize,
-    facts: &GraphFacts,
-    kind: EmitKind,
-    out: &Path,
-    opts: &Options,
-) -> Result<(), Diagnostic> {
-    emit_to_file_for(m, gi, facts, kind, out, opts, Runtime::Local)
-}
-
-/// [`emit_to_file`] for runtime `rt` (`Runtime::Mpi`: a distributed plan, linked with the MPI
-/// runtime library and Open MPI).
-pub fn emit_to_file_for(
     m: &Module,
     gi: usize,
     facts: &GraphFacts,
@@ -339,19 +328,21 @@ impl Program<'_> {
         &self.kernels
     }
 
-    /// Runs the plan with sources bound by name.
+    /// Runs the plan with sources bound by name (through the runtime's binding, as `tapc
+    /// run` and compiled programs bind them); inputs no source is named after are ignored,
+    /// as the interpreter ignores them.
     pub fn run(
         &self,
         inputs: &HashMap<String, Tensor>,
         opts: &exec::Options,
     ) -> Result<(Vec<(String, Tensor)>, Report), String> {
-        let mut ins = Vec::new();
-        for s in &self.plan.sources {
-            match inputs.get(&s.name) {
-                Some(t) => ins.push(t),
-                None => return Err(format!("no input bound for source @{}", s.name)),
-            }
-        }
+        let sources = Declared::of(self.plan);
+        let named: Vec<(String, &Tensor)> = (inputs.iter())
+            .filter(|(n, _)| sources.iter().any(|s| s.name == n.as_str()))
+            .map(|(n, t)| (n.clone(), t))
+            .collect();
+        let ins =
+            cli::bind(&self.plan.graph, &sources, &named, &[], |_| None).map_err(|e| e.message)?;
         exec::execute(self.plan, &self.kernels, &ins, opts)
     }
 }

@@ -6,12 +6,14 @@ mod emit;
 use crate::passes::manager::{self, RunConfig};
 
 use crate::diag::{codes, render_human, render_json, Diagnostic, ErrorFormat};
-use crate::ir::Module;
+use crate::ir::{Graph, Module};
 use crate::print::print_module;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
+use tapc_runtime::cli::{self, Declared};
+use tapc_runtime::Tensor;
 
 /// What one invocation printed, and its exit code.
 #[derive(Debug, Default)]
@@ -522,52 +524,10 @@ impl Cx {
             Err(d) => return self.fail(&l.name, d),
         };
         let g = &l.module.graphs[gi];
-        let mut bound: HashMap<String, PathBuf> = HashMap::new();
-        for b in inputs {
-            let Some((n, p)) = b.split_once('=') else {
-                return self.fail(
-                    &l.name,
-                    Diagnostic::error(codes::RUNTIME, format!("`--input {b}` must be NAME=PATH")),
-                );
-            };
-            let n = n.trim_start_matches('@');
-            if !g.sources().any(|(s, _, _)| s == n) {
-                return self.fail(
-                    &l.name,
-                    Diagnostic::error(
-                        codes::RUNTIME,
-                        format!("graph @{} has no source @{n}", g.name),
-                    ),
-                );
-            }
-            bound.insert(n.to_string(), PathBuf::from(p));
-        }
-        let mut tensors = HashMap::new();
-        for (name, ty, _) in g.sources() {
-            let file = match (bound.get(name), input_dir) {
-                (Some(p), _) => p.clone(),
-                (None, Some(d)) => d.join(format!("{name}.npy")),
-                (None, None) => {
-                    return self.fail(
-                        &l.name,
-                        Diagnostic::error(
-                            codes::RUNTIME,
-                            format!("no input bound for source @{name}"),
-                        )
-                        .note(format!("pass `--input {name}=FILE.npy`")),
-                    )
-                }
-            };
-            let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
-            match tapc_runtime::npy::read_expecting(&file, name, ty.dtype, &shape) {
-                Ok(t) => {
-                    tensors.insert(name.to_string(), t);
-                }
-                Err(e) => {
-                    return self.fail(&l.name, Diagnostic::error(codes::RUNTIME, e.to_string()))
-                }
-            }
-        }
+        let tensors = match read_sources(g, inputs, input_dir) {
+            Ok(t) => t,
+            Err(d) => return self.fail(&l.name, d),
+        };
         let native = self.native.clone().unwrap_or_default();
         // Native by default; a graph with an extern op that has no kernel cannot be compiled,
         // and the interpreter reports why (E0071) unless `--native` insists.
@@ -596,7 +556,7 @@ impl Cx {
         };
         let outs: Vec<(&str, &tapc_runtime::Tensor)> =
             sinks.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        match tapc_runtime::npy::write_all_atomic(out_dir, &outs) {
+        match tapc_runtime::output::write_all_atomic(out_dir, &outs) {
             Ok(paths) => {
                 for (p, (n, t)) in paths.iter().zip(&sinks) {
                     let _ = writeln!(
@@ -668,7 +628,7 @@ impl Cx {
             }
         };
         let rt = self.runtime;
-        match crate::codegen::emit_to_file_for(&l.module, gi, &l.facts[gi], emit, &out, opts, rt) {
+        match crate::codegen::emit_to_file(&l.module, gi, &l.facts[gi], emit, &out, opts, rt) {
             Ok(()) => true,
             Err(d) => {
                 let src = l.src.clone();
@@ -677,6 +637,45 @@ impl Cx {
             }
         }
     }
+}
+
+/// Binds the sources of `g` for `tapc run` (`--input NAME=PATH`, else `--input-dir DIR`) and
+/// reads them, through the runtime's binding: the one compiled programs use.
+fn read_sources(
+    g: &Graph,
+    inputs: &[String],
+    input_dir: Option<&Path>,
+) -> Result<HashMap<String, Tensor>, Diagnostic> {
+    let error = |msg: String| Diagnostic::error(codes::RUNTIME, msg);
+    let mut bound = cli::Inputs {
+        dir: input_dir.map(Path::to_path_buf),
+        ..Default::default()
+    };
+    for b in inputs {
+        bound.add_named(b).map_err(error)?;
+    }
+    let shapes: Vec<Vec<usize>> = (g.sources())
+        .map(|(_, ty, _)| ty.shape.iter().map(|&d| d as usize).collect())
+        .collect();
+    let declared: Vec<Declared> = (g.sources().zip(&shapes))
+        .map(|((name, ty, _), shape)| Declared {
+            name,
+            dtype: ty.dtype,
+            shape,
+        })
+        .collect();
+    let files = bound
+        .files(&g.name, &declared)
+        .map_err(|e| match e.source {
+            Some(n) => error(e.message).note(format!("pass `--input {n}=FILE.npy`")),
+            None => error(e.message),
+        })?;
+    let tensors = cli::read_inputs(&declared, &files).map_err(error)?;
+    Ok(declared
+        .iter()
+        .map(|s| s.name.to_string())
+        .zip(tensors)
+        .collect())
 }
 
 fn pick_graph(m: &Module, name: Option<&str>) -> Result<usize, Diagnostic> {

@@ -6,11 +6,20 @@
 //! uses the pool at a time; a run that finds it busy (runs on several threads of an embedder,
 //! parallel tests) spawns scoped threads as before.
 
-use super::Event;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+
+/// One executed job: a chunk of a task on a worker (what each worker's work records and the
+/// pool hands back).
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub task: usize,
+    pub worker: usize,
+    pub start: Duration,
+    pub duration: Duration,
+}
 
 /// One run's work for worker `w` (1.. for helpers); returns the events it recorded.
 pub(super) type Work<'a> = dyn Fn(usize) -> Vec<Event> + Sync + 'a;

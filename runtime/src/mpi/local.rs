@@ -1,0 +1,325 @@
+//! One rank's *local plan*: the tasks of the nodes it owns (node `n` runs on rank `n mod R`)
+//! plus a send task after every producer whose output another rank reads and a receive task
+//! before every consumer of remote data, the sinks on rank 0, and the source windows the rank
+//! reads itself. [`local_plan`] builds it in phases: which transfers cross ranks and how the
+//! broadcasts group them ([`routes`]), where each transfer's ends attach on this rank
+//! ([`ends`]), the task list ([`Builder::tasks`]), the sinks ([`Builder::sinks`]) and the
+//! sources ([`sources`]).
+//!
+//! Deadlock freedom: a receive task depends on every local task that precedes its consumer in
+//! the global plan order, so a worker blocked in a receive never holds up a task the sender
+//! is waiting for (the earliest unfinished task of the whole job can always run).
+
+use super::dist::{normalize, Dist, Runs, Window};
+use crate::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task};
+
+/// What a task of the local plan does.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Role {
+    Compute,
+    Send(usize),
+    Recv(usize),
+}
+
+/// This rank's part of the plan.
+pub(super) struct Local {
+    pub plan: Plan,
+    pub roles: Vec<Role>,
+    /// Sources this rank reads from files, by global index, with the element runs it reads
+    /// (`None`: the whole file).
+    pub reads: Vec<(usize, Option<Runs>)>,
+    /// Point-to-point transfers this rank receives.
+    pub incoming: Vec<usize>,
+    /// Per broadcast of the plan, the ranks it involves, its root first (only the root when
+    /// all its receivers share the root's rank).
+    pub groups: Vec<Vec<u32>>,
+    /// The broadcast of each transfer, if any.
+    pub group_of: Vec<Option<usize>>,
+    /// Per broadcast, its transfers that move data between ranks.
+    pub casts: Vec<Vec<usize>>,
+}
+
+/// Where this rank stands in the job.
+#[derive(Clone, Copy)]
+pub(super) struct Place {
+    pub rank: u32,
+    pub size: u32,
+}
+
+impl Place {
+    pub fn rank_of(self, node: u32) -> u32 {
+        node % self.size
+    }
+}
+
+/// The transfers that move data between ranks and the broadcasts that group them.
+struct Routes {
+    /// Per transfer: whether it crosses ranks (and runs: a source's transfer only with
+    /// `--inputs-on-root`, otherwise every rank reads its own window).
+    active: Vec<bool>,
+    group_of: Vec<Option<usize>>,
+    /// The transfer after which a broadcast's root sends (the first of its equal transfers).
+    leader: Vec<Option<usize>>,
+    groups: Vec<Vec<u32>>,
+    casts: Vec<Vec<usize>>,
+}
+
+fn routes(d: &Dist, at: Place, inputs_on_root: bool) -> Routes {
+    let active: Vec<bool> = d
+        .transfers
+        .iter()
+        .map(|t| at.rank_of(t.from) != at.rank_of(t.to) && (t.after.is_some() || inputs_on_root))
+        .collect();
+    let mut r = Routes {
+        group_of: vec![None; d.transfers.len()],
+        leader: vec![None; d.transfers.len()],
+        groups: Vec::new(),
+        casts: Vec::new(),
+        active,
+    };
+    for (g, members) in d.broadcasts.iter().enumerate() {
+        let members: Vec<usize> = members.iter().map(|&k| k as usize).collect();
+        r.casts
+            .push(members.iter().copied().filter(|&k| r.active[k]).collect());
+        r.groups.push(broadcast_ranks(d, at, &r.active, &members));
+        for &k in &members {
+            r.group_of[k] = Some(g);
+        }
+        if let Some(&k) = members.iter().find(|&&k| r.active[k]) {
+            r.leader[k] = Some(g);
+        }
+    }
+    r
+}
+
+/// The ranks of one broadcast (transfers `members`), its root first.
+fn broadcast_ranks(d: &Dist, at: Place, active: &[bool], members: &[usize]) -> Vec<u32> {
+    let root = at.rank_of(d.transfers[members[0]].from);
+    let mut ranks: Vec<u32> = members
+        .iter()
+        .filter(|&&k| active[k])
+        .map(|&k| at.rank_of(d.transfers[k].to))
+        .filter(|&r| r != root)
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    ranks.insert(0, root);
+    ranks
+}
+
+/// Where the ends of the transfers this rank takes part in attach.
+struct Ends {
+    /// Per global task, the transfers received just before it.
+    recv_before: Vec<Vec<usize>>,
+    /// Per global task, the transfers sent just after it.
+    send_after: Vec<Vec<usize>>,
+    /// Transfers of sources this rank sends (before anything runs).
+    source_sends: Vec<usize>,
+    /// Transfers into sinks this rank receives (after everything ran).
+    sink_recvs: Vec<usize>,
+    /// Point-to-point transfers this rank receives.
+    incoming: Vec<usize>,
+}
+
+fn ends(d: &Dist, at: Place, r: &Routes, tasks: usize) -> Ends {
+    let mut e = Ends {
+        recv_before: vec![Vec::new(); tasks],
+        send_after: vec![Vec::new(); tasks],
+        source_sends: Vec::new(),
+        sink_recvs: Vec::new(),
+        incoming: Vec::new(),
+    };
+    for (k, t) in d.transfers.iter().enumerate().filter(|(k, _)| r.active[*k]) {
+        if at.rank_of(t.to) == at.rank {
+            if r.group_of[k].is_none() {
+                e.incoming.push(k);
+            }
+            match t.before {
+                Some(b) => e.recv_before[b as usize].push(k),
+                None => e.sink_recvs.push(k),
+            }
+        }
+        // A broadcast is sent once, by its leading transfer.
+        let sends = r.group_of[k].is_none() || r.leader[k].is_some();
+        if at.rank_of(t.from) == at.rank && sends {
+            match t.after {
+                Some(a) => e.send_after[a as usize].push(k),
+                None => e.source_sends.push(k),
+            }
+        }
+    }
+    e
+}
+
+/// The local task list under construction.
+struct Builder<'p> {
+    plan: &'p Plan,
+    at: Place,
+    /// The index of the send kernel (the receive kernel follows it).
+    send_kernel: u32,
+    tasks: Vec<Task>,
+    roles: Vec<Role>,
+    /// The local index of each global task on this rank.
+    local: Vec<u32>,
+}
+
+impl Builder<'_> {
+    fn on_me(&self, task: usize) -> bool {
+        self.at.rank_of(self.plan.dist.nodes[task]) == self.at.rank
+    }
+
+    fn push(&mut self, t: Task, r: Role) -> u32 {
+        self.tasks.push(t);
+        self.roles.push(r);
+        (self.tasks.len() - 1) as u32
+    }
+
+    /// A send or receive task of transfer `k` after `deps`.
+    fn transfer(&mut self, k: usize, deps: Vec<u32>, send: bool) -> u32 {
+        let t = &self.plan.dist.transfers[k];
+        // The byte extent of the buffer the transfer's runs touch (for the plan's validation).
+        let (lo, hi) = t.runs.iter().fold((i64::MAX, 0i64), |(lo, hi), &(a, n)| {
+            (lo.min(a), hi.max(a.saturating_add(n)))
+        });
+        let elem = i64::from(t.elem);
+        let task = Task {
+            name: if send {
+                format!("send {} -> rank {}", t.value, self.at.rank_of(t.to))
+            } else {
+                format!("recv {} <- rank {}", t.value, self.at.rank_of(t.from))
+            },
+            kernel: self.send_kernel + u32::from(!send),
+            args: vec![Arg {
+                buffer: t.buffer,
+                offset: 0,
+                lo: lo.min(hi).saturating_mul(elem),
+                hi: hi.saturating_mul(elem),
+            }],
+            range: vec![(k as i64, k as i64 + 1)],
+            split: None,
+            align: 1,
+            work: 0.0,
+            deps,
+        };
+        self.push(task, if send { Role::Send(k) } else { Role::Recv(k) })
+    }
+
+    /// A receive of `k` after every task so far (see the module docs: no deadlock).
+    fn receive(&mut self, k: usize) -> u32 {
+        let all: Vec<u32> = (0..self.tasks.len() as u32).collect();
+        self.transfer(k, all, false)
+    }
+
+    /// Every task of this rank with its transfers; returns the receives of sink data.
+    fn tasks(&mut self, e: &Ends) -> Vec<u32> {
+        for &k in &e.source_sends {
+            self.transfer(k, vec![], true);
+        }
+        for i in 0..self.plan.tasks.len() {
+            if !self.on_me(i) {
+                continue;
+            }
+            let mut deps = self.local_deps(&self.plan.tasks[i].deps);
+            for &k in &e.recv_before[i] {
+                deps.push(self.receive(k));
+            }
+            let mut t = self.plan.tasks[i].clone();
+            t.deps = deps;
+            self.local[i] = self.push(t, Role::Compute);
+            for &k in &e.send_after[i] {
+                self.transfer(k, vec![self.local[i]], true);
+            }
+        }
+        e.sink_recvs.iter().map(|&k| self.receive(k)).collect()
+    }
+
+    /// The local indices of the global tasks `deps` that run on this rank.
+    fn local_deps(&self, deps: &[u32]) -> Vec<u32> {
+        deps.iter()
+            .filter(|&&g| self.on_me(g as usize))
+            .map(|&g| self.local[g as usize])
+            .collect()
+    }
+
+    /// The sinks, on rank 0 only: after their local producers and the receives of `late`.
+    fn sinks(&self, late: &[u32]) -> Vec<Sink> {
+        if self.at.rank != 0 {
+            return vec![];
+        }
+        let sink = |s: &Sink| {
+            let mut s = s.clone();
+            s.deps = self.local_deps(&s.deps);
+            s.deps.extend_from_slice(late);
+            s
+        };
+        self.plan.sinks.iter().map(sink).collect()
+    }
+}
+
+/// The sources this rank reads itself (those its tasks or sinks use, unless rank 0 reads for
+/// everyone): the buffers with the others turned into scratch, the local sources, and what to
+/// read of each.
+type Sources = (Vec<Buffer>, Vec<Source>, Vec<(usize, Option<Runs>)>);
+
+fn sources(plan: &Plan, at: Place, tasks: &[Task], sinks: &[Sink], on_root: bool) -> Sources {
+    let mut used = vec![false; plan.buffers.len()];
+    for a in tasks.iter().flat_map(|t| &t.args) {
+        used[a.buffer as usize] = true;
+    }
+    for s in sinks {
+        used[s.view.buffer as usize] = true;
+    }
+    let (mut reads, mut local) = (Vec::new(), Vec::new());
+    let mut buffers = plan.buffers.clone();
+    for (b, buf) in buffers.iter_mut().enumerate() {
+        let Init::Source(k) = buf.init else { continue };
+        if !used[b] || (on_root && at.rank != 0) {
+            buf.init = Init::Scratch;
+            continue;
+        }
+        buf.init = Init::Source(local.len() as u32);
+        local.push(plan.sources[k as usize].clone());
+        // Rank 0 reading for everyone reads what any node reads.
+        let mine =
+            |w: &&Window| w.buffer as usize == b && (on_root || at.rank_of(w.node) == at.rank);
+        let runs: Runs = (plan.dist.windows.iter().filter(mine))
+            .flat_map(|w| w.runs.clone())
+            .collect();
+        reads.push((k as usize, (!runs.is_empty()).then(|| normalize(runs))));
+    }
+    (buffers, local, reads)
+}
+
+/// This rank's local plan; the send and receive kernels are `send_kernel` and the next index.
+pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, on_root: bool) -> Local {
+    let d = &plan.dist;
+    let r = routes(d, at, on_root);
+    let e = ends(d, at, &r, plan.tasks.len());
+    let mut b = Builder {
+        plan,
+        at,
+        send_kernel,
+        tasks: Vec::new(),
+        roles: Vec::new(),
+        local: vec![u32::MAX; plan.tasks.len()],
+    };
+    let late = b.tasks(&e);
+    let sinks = b.sinks(&late);
+    let (buffers, local_sources, reads) = sources(plan, at, &b.tasks, &sinks, on_root);
+    Local {
+        plan: Plan {
+            graph: plan.graph.clone(),
+            buffers,
+            sources: local_sources,
+            tasks: b.tasks,
+            sinks,
+            dist: Default::default(),
+        },
+        roles: b.roles,
+        reads,
+        incoming: e.incoming,
+        groups: r.groups,
+        group_of: r.group_of,
+        casts: r.casts,
+    }
+}
