@@ -19,8 +19,9 @@
 //!   inputs and computed outputs.
 
 use super::machine::Machine;
+use crate::ir::footprint::{footprint, full_boxes, volume, Box1, Boxes};
 use crate::ir::graph::NodeKind;
-use crate::ir::instance::{Affine, CExpr, CKind, Instance, Src};
+use crate::ir::instance::Instance;
 use crate::ir::Module;
 use crate::passes::shard::{split, ApplyPlan};
 use crate::verify::GraphFacts;
@@ -187,10 +188,6 @@ pub struct Problem {
     fused_from: Vec<Vec<usize>>,
 }
 
-fn vol(b: &[(i64, i64)]) -> f64 {
-    b.iter().map(|&(l, h)| (h - l).max(0) as f64).product()
-}
-
 fn inter(a: &[(i64, i64)], b: &[(i64, i64)]) -> f64 {
     a.iter()
         .zip(b)
@@ -198,160 +195,18 @@ fn inter(a: &[(i64, i64)], b: &[(i64, i64)]) -> f64 {
         .product()
 }
 
-/// Calls `f(input, index, inside)` for every load of an input in `e`; `inside` says whether the
-/// load sits inside a reduction over variable `red`.
-fn input_loads(
-    e: &CExpr,
-    red: Option<usize>,
-    inside: bool,
-    f: &mut dyn FnMut(usize, &[Affine], bool),
-) {
-    match &e.kind {
-        CKind::Load {
-            src: Src::Input(k),
-            index,
-            ..
-        } => f(*k, index, inside),
-        CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } => {}
-        CKind::Reduce { vars, body, .. } => input_loads(
-            body,
-            red,
-            inside || red.is_some_and(|v| vars.contains(&v)),
-            f,
-        ),
-        CKind::Call(_, args) => args.iter().for_each(|a| input_loads(a, red, inside, f)),
-        CKind::Unary(_, a) => input_loads(a, red, inside, f),
-        CKind::Binary(_, a, b) => {
-            input_loads(a, red, inside, f);
-            input_loads(b, red, inside, f);
-        }
-    }
-}
-
-type Box1 = Vec<(i64, i64)>;
-type Boxes = Vec<Box1>;
-
-/// The footprint boxes of every input and output of `inst` for the variable ranges `boxes`
-/// (every variable, parallel ones first). With `red = Some(v)` the inputs are split in two:
-/// those read inside the reduction over `v` (the partial results) and those read outside it
-/// (the epilogue, run once after the combine); otherwise the second list is empty boxes.
-fn footprint(inst: &Instance, boxes: &[(i64, i64)], red: Option<usize>) -> (Boxes, Boxes, Boxes) {
-    let np = inst.parallel;
-    // A shard's ports hold only its window: global coordinates minus the port's origin.
-    let clip = |b: Vec<(i64, i64)>, shape: &[i64], origin: Option<&Vec<i64>>| -> Vec<(i64, i64)> {
-        b.into_iter()
-            .zip(shape)
-            .enumerate()
-            .map(|(d, ((l, h), &n))| {
-                let o = origin.and_then(|o| o.get(d)).copied().unwrap_or(0);
-                let (l, h) = (l - o, h - o);
-                (l.clamp(0, n), h.clamp(0, n).max(l.clamp(0, n)))
-            })
-            .collect()
-    };
-    let empty = || -> Boxes {
-        inst.inputs
-            .iter()
-            .map(|t| vec![(0, 0); t.shape.len()])
-            .collect()
-    };
-    let (ins, epi) = match &inst.stmts {
-        Some(stmts) => {
-            let mut hull: [Vec<Option<Box1>>; 2] =
-                [vec![None; inst.inputs.len()], vec![None; inst.inputs.len()]];
-            for s in stmts {
-                input_loads(&s.value, red, false, &mut |k, index, inside| {
-                    let b: Vec<(i64, i64)> = index
-                        .iter()
-                        .map(|a| {
-                            let (l, h) = a.range(boxes);
-                            (l, h.saturating_add(1))
-                        })
-                        .collect();
-                    let slot = &mut hull[usize::from(red.is_some() && !inside)][k];
-                    *slot = Some(match slot.take() {
-                        None => b,
-                        Some(old) => old
-                            .iter()
-                            .zip(&b)
-                            .map(|(&(a, c), &(x, y))| (a.min(x), c.max(y)))
-                            .collect(),
-                    });
-                });
-            }
-            let fin = |h: Vec<Option<Vec<(i64, i64)>>>| -> Boxes {
-                h.into_iter()
-                    .zip(&inst.inputs)
-                    .enumerate()
-                    .map(|(k, (h, t))| match h {
-                        Some(b) => clip(b, &t.shape, inst.origins.get(k)),
-                        None => vec![(0, 0); t.shape.len()],
-                    })
-                    .collect()
-            };
-            let [a, b] = hull;
-            (fin(a), fin(b))
-        }
-        None => (
-            inst.signature
-                .inputs
-                .iter()
-                .zip(&inst.inputs)
-                .enumerate()
-                .map(|(k, (p, t))| {
-                    clip(
-                        p.projection.image(&boxes[..np]),
-                        &t.shape,
-                        inst.origins.get(k),
-                    )
-                })
-                .collect(),
-            empty(),
-        ),
-    };
-    let outs = inst
-        .signature
-        .outputs
-        .iter()
-        .zip(&inst.outputs)
-        .map(|(p, t)| {
-            let origin: Option<Vec<i64>> = inst.sharded.then(|| {
-                let whole: Vec<(i64, i64)> = inst.range();
-                p.projection
-                    .image(&whole)
-                    .into_iter()
-                    .map(|r| r.0)
-                    .collect()
-            });
-            clip(p.projection.image(&boxes[..np]), &t.shape, origin.as_ref())
-        })
-        .collect();
-    (ins, epi, outs)
-}
-
-/// The boxes an apply reads of each input and writes of each output: the footprint the model
-/// charges, which the MPI schedule also plans its transfers from.
-pub fn io_boxes(inst: &Instance) -> (Boxes, Boxes) {
-    let (ins, _, outs) = footprint(inst, &full_boxes(inst), None);
-    (ins, outs)
-}
-
 fn footprint_bytes(inst: &Instance, boxes: &[(i64, i64)]) -> f64 {
     let (ins, _, outs) = footprint(inst, boxes, None);
     let size = |t: &crate::ir::TensorType| t.dtype.size_bytes() as f64;
     ins.iter()
         .zip(&inst.inputs)
-        .map(|(b, t)| vol(b) * size(t))
+        .map(|(b, t)| volume(b) * size(t))
         .sum::<f64>()
         + outs
             .iter()
             .zip(&inst.outputs)
-            .map(|(b, t)| vol(b) * size(t))
+            .map(|(b, t)| volume(b) * size(t))
             .sum::<f64>()
-}
-
-fn full_boxes(inst: &Instance) -> Vec<(i64, i64)> {
-    inst.vars.iter().map(|v| v.range).collect()
 }
 
 /// The marginal cost table of an instance: one row per index variable (parallel, then
@@ -402,7 +257,7 @@ fn layout(inst: &Instance, v: usize, parts: usize, flops: f64) -> Layout {
             let out_bytes = out_boxes
                 .iter()
                 .zip(&inst.outputs)
-                .map(|(b, t)| vol(b) * size(t))
+                .map(|(b, t)| volume(b) * size(t))
                 .sum();
             ShardLayout {
                 in_boxes,
@@ -762,7 +617,7 @@ impl Problem {
         deps: &mut Vec<Dep>,
     ) -> f64 {
         let mach = &self.machine;
-        if vol(bx) == 0.0 {
+        if volume(bx) == 0.0 {
             return 0.0;
         }
         if inp.exact && inp.roots.len() == 1 {
@@ -771,7 +626,7 @@ impl Problem {
                 Root::Source { node, .. } => {
                     let src = *node as usize;
                     if src != n {
-                        bytes = vol(bx) * inp.elem;
+                        bytes = volume(bx) * inp.elem;
                         deps.push(Dep::source(mach.transfer(src, n, bytes)));
                     }
                 }
@@ -810,7 +665,7 @@ impl Problem {
                 Root::Apply { apply, output } => {
                     let elem = self.applies[*apply].out_elems[*output].1;
                     for (piece, pb, pn) in self.pieces(*apply, *output, &plan[*apply]) {
-                        let b = vol(pb) * elem;
+                        let b = volume(pb) * elem;
                         total += b;
                         deps.push(Dep::piece(*apply, piece, 0.0));
                         if pn != n {
@@ -823,7 +678,7 @@ impl Problem {
             }
         }
         let bytes = if total > 0.0 {
-            vol(bx) * inp.elem * remote / total
+            volume(bx) * inp.elem * remote / total
         } else {
             0.0
         };
@@ -906,7 +761,7 @@ impl Problem {
                 Root::Apply { apply, output } => {
                     let elem = self.applies[*apply].out_elems[*output].1;
                     for (piece, pb, pn) in self.pieces(*apply, *output, &plan[*apply]) {
-                        let b = if pn != sink { vol(pb) * elem } else { 0.0 };
+                        let b = if pn != sink { volume(pb) * elem } else { 0.0 };
                         t.moved += b;
                         t.deps
                             .push(Dep::piece(*apply, piece, mach.transfer(pn, sink, b)));
@@ -998,7 +853,7 @@ fn layout_whole(inst: &Instance, flops: f64) -> Layout {
     let out_bytes = out_boxes
         .iter()
         .zip(&inst.outputs)
-        .map(|(b, t)| vol(b) * t.dtype.size_bytes() as f64)
+        .map(|(b, t)| volume(b) * t.dtype.size_bytes() as f64)
         .sum();
     Layout {
         shards: vec![ShardLayout {

@@ -614,7 +614,7 @@ impl Builder<'_> {
                 );
                 let args = ins.iter().chain(&outs).map(Loc::arg).collect();
                 let deps = ins.iter().flat_map(|l| l.producers.clone()).collect();
-                let (in_boxes, out_boxes) = crate::passes::cost::model::io_boxes(inst);
+                let (in_boxes, out_boxes) = crate::ir::footprint::io_boxes(inst);
                 let flops = inst.points().max(1) as f64 * inst.signature.flops_per_point.max(1.0);
                 let bytes: f64 = ins
                     .iter()
