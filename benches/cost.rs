@@ -13,13 +13,15 @@
 
 use std::time::Instant;
 use tapc::passes::cost::{self, model::Evaluator, model::Problem, pareto};
+use tapc::passes::manager::PassFiles;
 
 fn mlp() -> (Problem, cost::Config) {
     let src = std::fs::read_to_string(format!("{}/examples/mlp.teg", env!("CARGO_MANIFEST_DIR")))
         .expect("example");
     let (m, facts, diags) = tapc::compile_source(&src);
     assert!(!diags.has_errors());
-    let cfg = cost::config(&[("nodes".into(), "2".into())], None).expect("options");
+    let cfg =
+        cost::config(&[("nodes".into(), "2".into())], &PassFiles::default()).expect("options");
     (cost::problem(&m, 0, &facts[0], &cfg).expect("problem"), cfg)
 }
 
@@ -66,7 +68,8 @@ fn chain(layers: usize) -> String {
 fn problem_build(src: &str, runs: usize) -> (usize, f64) {
     let (m, facts, diags) = tapc::compile_source(src);
     assert!(!diags.has_errors());
-    let cfg = cost::config(&[("nodes".into(), "2".into())], None).expect("options");
+    let cfg =
+        cost::config(&[("nodes".into(), "2".into())], &PassFiles::default()).expect("options");
     let mut best = f64::MAX;
     let mut applies = 0;
     for _ in 0..runs {

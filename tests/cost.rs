@@ -6,7 +6,7 @@
 mod common;
 use std::collections::HashMap;
 use tapc::passes::cost::{self, machine::Machine, model, model::Gene, model::Problem, pareto};
-use tapc::passes::manager::{run_pipeline, RunConfig};
+use tapc::passes::manager::{run_pipeline, PassFiles, RunConfig};
 use tapc::syntax::printer::print_module;
 use tapc_runtime::Tensor;
 
@@ -16,7 +16,7 @@ fn problem_of(src: &str, opts: &[(&str, &str)]) -> Problem {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let cfg = cost::config(&opts, None).expect("options");
+    let cfg = cost::config(&opts, &PassFiles::default()).expect("options");
     cost::problem(&m, 0, &facts[0], &cfg).expect("problem")
 }
 
@@ -394,8 +394,23 @@ fn bad_options_and_machine_files_are_errors() {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        assert!(cost::create(&opts).is_err(), "{opts:?}");
+        assert!(
+            cost::create(&opts, &PassFiles::default()).is_err(),
+            "{opts:?}"
+        );
     }
+    // The machine file comes read from the driver: its contents, or why it could not be read.
+    let mut files = PassFiles::default();
+    files.insert("m.toml".into(), Ok("nodes = 3".into()));
+    files.insert("gone.toml".into(), Err("No such file".into()));
+    let machine = |f: &str| cost::config(&[("machine".into(), f.into())], &files);
+    assert_eq!(machine("m.toml").expect("read").machine.len(), 3);
+    let e = machine("gone.toml").expect_err("unreadable");
+    assert!(
+        e.contains("cannot read machine file `gone.toml`: No such file"),
+        "{e}"
+    );
+    assert!(machine("unread.toml").is_err());
     assert!(Machine::from_toml("nodes = 0").is_err());
     assert!(Machine::from_toml("bandwidth = -1").is_err());
     assert!(Machine::from_toml("[[link]]\nfrom = 0\nto = 5").is_err());
@@ -630,20 +645,30 @@ fn budgets_and_incremental_search() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
-    let c = cost::config(&opts(&[("time", "2s")]), None).unwrap();
+    let c = cost::config(&opts(&[("time", "2s")]), &PassFiles::default()).unwrap();
     assert_eq!(
         (c.search.evals, c.search.time),
         (u64::MAX, Some(std::time::Duration::from_secs(2)))
     );
-    let c = cost::config(&opts(&[("time", "250ms"), ("evals", "100")]), None).unwrap();
+    let c = cost::config(
+        &opts(&[("time", "250ms"), ("evals", "100")]),
+        &PassFiles::default(),
+    )
+    .unwrap();
     assert_eq!(
         (c.search.evals, c.search.time),
         (100, Some(std::time::Duration::from_millis(250)))
     );
-    assert_eq!(cost::config(&opts(&[]), None).unwrap().search.evals, 20000);
+    assert_eq!(
+        cost::config(&opts(&[]), &PassFiles::default())
+            .unwrap()
+            .search
+            .evals,
+        20000
+    );
     for bad in ["fast", "-1s", "0s"] {
         assert!(
-            cost::config(&opts(&[("time", bad)]), None).is_err(),
+            cost::config(&opts(&[("time", bad)]), &PassFiles::default()).is_err(),
             "{bad}"
         );
     }

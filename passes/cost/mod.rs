@@ -11,7 +11,7 @@
 //! `fuse::select::fuse_pairs`, then the sharding with `shard::apply_plan`), so the output is
 //! valid TEG. The report "cost" holds the marginal cost table per apply, graph totals, the
 //! chosen plan and the frontier; with `frontier_svg` the frontier plot ([`plot`]) is handed to
-//! the driver to write.
+//! the driver to write. The machine file comes read by the driver too (`PassFiles`).
 
 pub mod machine;
 pub mod model;
@@ -20,7 +20,7 @@ pub mod plot;
 
 use crate::diag::{codes, Diagnostic};
 use crate::ir::Module;
-use crate::passes::manager::{Pass, PassContext, PassOptions};
+use crate::passes::manager::{Pass, PassContext, PassFiles, PassOptions};
 use crate::passes::shard::apply_plan;
 use crate::verify::GraphFacts;
 use machine::Machine;
@@ -81,10 +81,11 @@ pub fn parse_bytes(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("`{s}` is not a byte count (e.g. 8GiB)"))
 }
 
-/// Parses the options; `machine` (e.g. from the driver's `--machine`) overrides the default.
-pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, String> {
+/// Parses the options; `files` holds the machine file the `machine` option names (read by the
+/// driver).
+pub fn config(opts: &PassOptions, files: &PassFiles) -> Result<Config, String> {
     let mut nodes: Option<u32> = None;
-    let mut machine = machine;
+    let mut machine = None;
     let mut c = SearchConfig::default();
     let (mut parts, mut objective, mut max_memory) = (None, 0, None);
     let (mut evals, mut svg) = (None, None);
@@ -109,8 +110,8 @@ pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, St
             "objective" => objective = OBJECTIVES.iter().position(|o| o == v).ok_or_else(|| format!("objective must be one of {}, not `{v}`", OBJECTIVES.join("|")))?,
             "max_memory" | "max-memory" => max_memory = Some(parse_bytes(v)?),
             "machine" => {
-                let text = std::fs::read_to_string(v).map_err(|e| format!("cannot read machine file `{v}`: {e}"))?;
-                machine = Some(Machine::from_toml(&text)?);
+                let text = files.get(v).map_err(|e| format!("cannot read machine file `{v}`: {e}"))?;
+                machine = Some(Machine::from_toml(text)?);
             }
             other => return Err(format!("unknown option `{other}` (cost takes nodes, evals, time, seed, threads, parts, objective, max_memory, machine, frontier_svg, progress)")),
         }
@@ -142,13 +143,8 @@ pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, St
     })
 }
 
-pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {
-    Ok(Box::new(Cost(config(opts, None)?)))
-}
-
-/// The pass with an explicit machine (for the driver's `--machine FILE`).
-pub fn create_with_machine(opts: &PassOptions, machine: Machine) -> Result<Box<dyn Pass>, String> {
-    Ok(Box::new(Cost(config(opts, Some(machine))?)))
+pub fn create(opts: &PassOptions, files: &PassFiles) -> Result<Box<dyn Pass>, String> {
+    Ok(Box::new(Cost(config(opts, files)?)))
 }
 
 pub struct Cost(pub Config);
