@@ -1,37 +1,18 @@
 //! The pass manager: a registry of passes by name, `--passes=` pipeline parsing
-//! (`name`, `name{key=value,...}`), and a runner that re-verifies after every pass (the
-//! verifier is also what recomputes the per-apply facts passes rely on), prints after passes
-//! and times them. Pass failures are diagnostics, never panics.
+//! (`name`, `name{key=value,...}`), and a runner that re-verifies after every pass (through
+//! the [`PassContext`], which owns the facts passes rely on and is refreshed by that verify),
+//! prints after passes and times them. Pass failures are diagnostics, never panics.
 
 use crate::diag::{codes, Diagnostic};
 use crate::ir::Module;
 use crate::syntax::printer::print_module;
-use crate::verify::{self, GraphFacts};
+use crate::verify::GraphFacts;
 use std::time::{Duration, Instant};
 
 /// The pipeline `tapc input.teg -o out` runs before code generation.
 pub const DEFAULT_PIPELINE: &str = "canonicalize";
 
-/// What a pass sees besides the module: verification facts (fresh before every pass) and
-/// named text reports that analyses leave for `--emit`.
-#[derive(Default)]
-pub struct PassContext {
-    pub facts: Vec<GraphFacts>,
-    pub reports: Vec<(String, String)>,
-    /// Files a pass asks for (path, contents), e.g. the cost pass's frontier plot; the driver
-    /// writes them after the pipeline succeeds (passes do no I/O of their own).
-    pub files: Vec<(std::path::PathBuf, String)>,
-}
-
-impl PassContext {
-    pub fn report(&self, name: &str) -> Option<&str> {
-        self.reports
-            .iter()
-            .rev()
-            .find(|r| r.0 == name)
-            .map(|r| r.1.as_str())
-    }
-}
+pub use super::context::{PassContext, PipelineOutput};
 
 pub trait Pass {
     fn name(&self) -> &'static str;
@@ -262,12 +243,9 @@ pub fn run_pipeline(
     pipeline: &str,
     config: &RunConfig,
     log: &mut String,
-) -> Result<PassContext, Diagnostic> {
+) -> Result<PipelineOutput, Diagnostic> {
     let passes = build(pipeline, config)?;
-    let mut cx = PassContext {
-        facts,
-        ..PassContext::default()
-    };
+    let mut cx = PassContext::new(facts);
     let mut times: Vec<(&'static str, Duration)> = Vec::new();
     for mut pass in passes {
         let start = Instant::now();
@@ -282,9 +260,9 @@ pub fn run_pipeline(
             }
         })?;
         times.push((pass.name(), start.elapsed()));
-        let (diags, facts) = verify::verify(m);
-        if let Some(d) = diags.0.iter().find(|d| d.is_error()) {
-            return Err(Diagnostic::error(
+        // Verify after every pass (as MLIR does); it also refreshes the facts.
+        cx.refresh(m).map_err(|d| {
+            Diagnostic::error(
                 codes::PASS_FAILED,
                 format!(
                     "pass `{}` produced a module that does not verify: {}",
@@ -293,9 +271,8 @@ pub fn run_pipeline(
                 ),
             )
             .note("this is a compiler bug; please report it with the input file")
-            .note(print_module(m)));
-        }
-        cx.facts = facts;
+            .note(print_module(m))
+        })?;
         if config.print_after_all || config.print_after.iter().any(|n| n == pass.name()) {
             log.push_str(&format!(
                 "// -----// IR Dump After {} //----- //\n{}\n",
@@ -307,7 +284,7 @@ pub fn run_pipeline(
     if config.time_passes {
         log.push_str(&timing_report(&times));
     }
-    Ok(cx)
+    Ok(cx.finish())
 }
 
 fn timing_report(times: &[(&str, Duration)]) -> String {

@@ -6,7 +6,7 @@
 mod common;
 use std::collections::HashMap;
 use tapc::passes::cost::{self, machine::Machine, model, model::Gene, model::Problem, pareto};
-use tapc::passes::manager::{run_pipeline, PassFiles, RunConfig};
+use tapc::passes::manager::{run_pipeline, PassContext, PassFiles, RunConfig};
 use tapc::syntax::printer::print_module;
 use tapc_runtime::Tensor;
 
@@ -469,8 +469,14 @@ fn every_frontier_plan_materializes_and_keeps_its_values() {
         assert!(front.iter().any(|pt| pt.plan.iter().any(|g| g.fused)));
         for pt in front {
             let mut m2 = m.clone();
-            cost::materialize(&mut m2, 0, &facts[0], &p, &pt.plan)
-                .unwrap_or_else(|d| panic!("{}: {}", p.describe(&pt.plan), d.message));
+            cost::materialize(
+                &mut m2,
+                0,
+                &mut PassContext::new(facts.clone()),
+                &p,
+                &pt.plan,
+            )
+            .unwrap_or_else(|d| panic!("{}: {}", p.describe(&pt.plan), d.message));
             let printed = print_module(&m2);
             let (m3, facts3) = common::compile_ok("output", &printed);
             let after = common::run(&m3, &facts3, 0, &inputs);
@@ -532,7 +538,7 @@ fn a_fused_plan_is_costed_by_hand_and_materializes_to_one_fused_apply() {
     let (m, facts) = common::compile_ok("input", SMALL_MLP);
     let before = common::run(&m, &facts, 0, &inputs);
     let mut m2 = m.clone();
-    assert!(cost::materialize(&mut m2, 0, &facts[0], &p, &fused).unwrap());
+    assert!(cost::materialize(&mut m2, 0, &mut PassContext::new(facts), &p, &fused).unwrap());
     let printed = print_module(&m2);
     let applies: Vec<&str> = printed.lines().filter(|l| l.contains("= apply")).collect();
     assert_eq!(applies.len(), 1, "{printed}");
@@ -701,4 +707,81 @@ fn driver_added_options_go_after_or_before_the_entry() {
         ..RunConfig::default()
     };
     assert_eq!(report("cost{evals=800,seed=5}", default), seed5);
+}
+
+/// The problem's probes (each candidate tried on its applies alone, `cost::probe`) keep exactly
+/// the (apply, variable) pairs and fusion pairs that sharding or fusing a copy of the whole
+/// module and verifying all of it keeps: on every example, every clean filetest of the passes
+/// and this file's graphs, on 2 and 3 nodes.
+#[test]
+fn per_apply_probes_agree_with_rewriting_and_verifying_the_whole_module() {
+    use tapc::passes::fuse::select::fuse_pairs;
+    use tapc::passes::shard::{apply_plan, ApplyPlan};
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut sources: Vec<String> = [CHAIN, SMALL_MLP, SIX].map(String::from).to_vec();
+    for dir in [
+        "examples",
+        "tests/filetests/shard",
+        "tests/filetests/fuse",
+        "tests/filetests/cost",
+    ] {
+        let mut files: Vec<_> = std::fs::read_dir(format!("{root}/{dir}"))
+            .expect("dir")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "teg"))
+            .collect();
+        files.sort();
+        sources.extend(
+            files
+                .iter()
+                .map(|p| std::fs::read_to_string(p).expect("file")),
+        );
+    }
+    let (mut shard_checks, mut fuse_checks, mut rejected) = (0, 0, 0);
+    for (src, nodes) in sources.iter().flat_map(|s| [(s, "2"), (s, "3")]) {
+        let (m, facts, diags) = tapc::compile_source(src);
+        if diags.has_errors() {
+            continue; // a filetest of an error
+        }
+        let opts = [("nodes".to_string(), nodes.to_string())];
+        let cfg = cost::config(&opts, &PassFiles::default()).expect("options");
+        for gi in 0..m.graphs.len() {
+            let all = Problem::new(&m, gi, &facts[gi], cfg.machine.clone(), cfg.max_parts)
+                .expect("problem");
+            let kept = cost::problem(&m, gi, &facts[gi], &cfg).expect("problem");
+            for (ai, a) in all.applies.iter().enumerate() {
+                for &v in &a.dims {
+                    let plan = ApplyPlan {
+                        dim: a.vars[v].0.clone(),
+                        parts: 2,
+                        nodes: vec![0, 0],
+                    };
+                    let mut copy = m.clone();
+                    let whole =
+                        apply_plan(&mut copy, gi, &facts[gi], &HashMap::from([(a.node, plan)]))
+                            .is_ok()
+                            && !tapc::verify::verify(&mut copy).0.has_errors();
+                    let probe = kept.applies[ai].dims.contains(&v);
+                    assert_eq!(probe, whole, "%{} along {}:\n{src}", a.name, a.vars[v].0);
+                    shard_checks += 1;
+                    rejected += usize::from(!whole);
+                }
+                if let Some(c) = a.fuse_into {
+                    let mut copy = m.clone();
+                    let pair = [(a.node, all.applies[c].node)];
+                    let whole = fuse_pairs(&mut copy, gi, &facts[gi], &pair)
+                        .is_ok_and(|left| left.is_empty())
+                        && !tapc::verify::verify(&mut copy).0.has_errors();
+                    let probe = kept.applies[ai].fuse_into.is_some();
+                    assert_eq!(probe, whole, "%{} into its consumer:\n{src}", a.name);
+                    fuse_checks += 1;
+                    rejected += usize::from(!whole);
+                }
+            }
+        }
+    }
+    assert!(
+        shard_checks >= 470 && fuse_checks >= 106 && rejected >= 50,
+        "checked {shard_checks} shard and {fuse_checks} fusion candidates, {rejected} rejected"
+    );
 }

@@ -105,17 +105,22 @@ impl Pass for Fuse {
         "fuse"
     }
     fn run(&mut self, m: &mut Module, cx: &mut PassContext) -> Result<bool, Diagnostic> {
+        // Checked before asking for facts, which would type a module that was never verified.
+        if let Some(g) = m
+            .graphs
+            .iter()
+            .find(|g| g.values.iter().any(|v| v.ty.is_none()))
+        {
+            return Err(fail(format!(
+                "fuse needs a verified graph (`@{}` has untyped values)",
+                g.name
+            )));
+        }
         // Taken, not cloned: the pass manager re-verifies after every pass and replaces them,
         // and at 100k applies a second copy of every instance is most of the pass's memory.
-        let facts = if cx.facts.len() == m.graphs.len() {
-            std::mem::take(&mut cx.facts)
-        } else {
-            let (diags, facts) = crate::verify::verify(&mut m.clone());
-            if diags.has_errors() {
-                return Err(fail("fuse needs a verified module"));
-            }
-            facts
-        };
+        let facts = cx
+            .take_facts(m)
+            .map_err(|d| fail(format!("fuse needs a verified module: {}", d.message)))?;
         let mut ops = OpTable::new(std::mem::take(&mut m.ops));
         let mut changed = false;
         for (g, facts) in m.graphs.iter_mut().zip(facts) {
@@ -324,12 +329,6 @@ fn fuse_graph(
     ops: &mut OpTable,
     cfg: &Fuse,
 ) -> Result<bool, Diagnostic> {
-    if g.values.iter().any(|v| v.ty.is_none()) {
-        return Err(fail(format!(
-            "fuse needs a verified graph (`@{}` has untyped values)",
-            g.name
-        )));
-    }
     let n = g.nodes.len();
     let mut st = State::new(g, facts);
     let mut budget = 4 * n + 64;

@@ -5,6 +5,7 @@
 mod bind;
 mod instance;
 mod kernel;
+mod probe;
 mod size;
 mod stub;
 mod symbolic;
@@ -13,6 +14,7 @@ mod views;
 pub use bind::Site;
 pub use instance::{instantiate, visit_loads};
 pub use kernel::POISONED;
+pub use probe::verify_one;
 pub use stub::Stub;
 pub use symbolic::check_ops;
 pub use views::{canonical_slice, checked_elements};
