@@ -44,6 +44,7 @@
 //! (`State::fusion_key`): a chain repeats the same compositions segment after segment. Internal
 //! failures are diagnostics (E0105), never panics.
 
+mod absorb;
 mod affine;
 mod check;
 mod emit;
@@ -585,7 +586,7 @@ impl State<'_> {
         let p = self.kernel_of(pn, pa, ops)?;
         let base = format!("{}.{}", ops.base_of(&pa.op), ops.base_of(&a.op));
         for cand in plan::candidates(&c, &p, v, escapes) {
-            let Ok(fk) = kernel::absorb(&c, &p, v, cand.mode, cand.sigma.as_deref(), temp) else {
+            let Ok(fk) = absorb::absorb(&c, &p, v, cand.mode, cand.sigma.as_deref(), temp) else {
                 continue;
             };
             if let Some((op, inst)) = self.check_fused(i, &fk, &base, ops) {
