@@ -37,7 +37,7 @@
 //! expression nodes or depth 64.
 //!
 //! **Value preservation.** Fusion never reorders a reduction or changes a dtype. Every rewrite
-//! is composed in concrete form (`kernel.rs`), printed (`emit.rs`), re-instantiated by the
+//! is composed in concrete form (`kernel.rs`, `absorb.rs`), printed (`emit.rs`), re-instantiated by the
 //! verifier and compared node by node with the composition (`check.rs`); a rewrite that does
 //! not verify or does not lower to the same computation is silently not done. A checked
 //! producer→consumer fusion is reused wherever everything it depends on is the same
