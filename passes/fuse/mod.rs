@@ -37,9 +37,10 @@
 //! expression nodes or depth 64.
 //!
 //! **Value preservation.** Fusion never reorders a reduction or changes a dtype. Every rewrite
-//! is composed in concrete form (`kernel.rs`, `absorb.rs`), printed (`emit.rs`), re-instantiated by the
-//! verifier and compared node by node with the composition (`check.rs`); a rewrite that does
-//! not verify or does not lower to the same computation is silently not done. A checked
+//! is composed in concrete form (`kernel.rs`, `absorb.rs`), printed (`emit.rs`),
+//! re-instantiated by the verifier and compared node by node with the composition
+//! (`check.rs`); a rewrite that does not verify or does not lower to the same computation is
+//! silently not done. A checked
 //! producer→consumer fusion is reused wherever everything it depends on is the same
 //! (`State::fusion_key`): a chain repeats the same compositions segment after segment. Internal
 //! failures are diagnostics (E0105), never panics.
