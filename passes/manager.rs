@@ -28,8 +28,11 @@ pub struct PassInfo {
     pub summary: &'static str,
     /// The options whose value names an input file (read by the driver, see [`PassFiles`]).
     pub files: &'static [&'static str],
-    pub create: fn(&PassOptions, &PassFiles) -> Result<Box<dyn Pass>, String>,
+    pub create: CreatePass,
 }
+
+/// Builds a pass from its options and the input files they name (or says why not).
+pub type CreatePass = fn(&PassOptions, &PassFiles) -> Result<Box<dyn Pass>, String>;
 
 /// The contents of the input files that pass options name (`cost{machine=FILE}`), by path as
 /// written. The driver reads them before the pipeline runs ([`input_paths`] lists them), since

@@ -745,10 +745,10 @@ fn per_apply_probes_agree_with_rewriting_and_verifying_the_whole_module() {
         }
         let opts = [("nodes".to_string(), nodes.to_string())];
         let cfg = cost::config(&opts, &PassFiles::default()).expect("options");
-        for gi in 0..m.graphs.len() {
-            let all = Problem::new(&m, gi, &facts[gi], cfg.machine.clone(), cfg.max_parts)
-                .expect("problem");
-            let kept = cost::problem(&m, gi, &facts[gi], &cfg).expect("problem");
+        for (gi, gf) in facts.iter().enumerate() {
+            let all =
+                Problem::new(&m, gi, gf, cfg.machine.clone(), cfg.max_parts).expect("problem");
+            let kept = cost::problem(&m, gi, gf, &cfg).expect("problem");
             for (ai, a) in all.applies.iter().enumerate() {
                 for &v in &a.dims {
                     let plan = ApplyPlan {
@@ -757,10 +757,9 @@ fn per_apply_probes_agree_with_rewriting_and_verifying_the_whole_module() {
                         nodes: vec![0, 0],
                     };
                     let mut copy = m.clone();
-                    let whole =
-                        apply_plan(&mut copy, gi, &facts[gi], &HashMap::from([(a.node, plan)]))
-                            .is_ok()
-                            && !tapc::verify::verify(&mut copy).0.has_errors();
+                    let whole = apply_plan(&mut copy, gi, gf, &HashMap::from([(a.node, plan)]))
+                        .is_ok()
+                        && !tapc::verify::verify(&mut copy).0.has_errors();
                     let probe = kept.applies[ai].dims.contains(&v);
                     assert_eq!(probe, whole, "%{} along {}:\n{src}", a.name, a.vars[v].0);
                     shard_checks += 1;
@@ -769,7 +768,7 @@ fn per_apply_probes_agree_with_rewriting_and_verifying_the_whole_module() {
                 if let Some(c) = a.fuse_into {
                     let mut copy = m.clone();
                     let pair = [(a.node, all.applies[c].node)];
-                    let whole = fuse_pairs(&mut copy, gi, &facts[gi], &pair)
+                    let whole = fuse_pairs(&mut copy, gi, gf, &pair)
                         .is_ok_and(|left| left.is_empty())
                         && !tapc::verify::verify(&mut copy).0.has_errors();
                     let probe = kept.applies[ai].fuse_into.is_some();
