@@ -13,6 +13,12 @@ fn inter(a: &[(i64, i64)], b: &[(i64, i64)]) -> f64 {
 }
 
 impl Problem {
+    /// The four objectives of `plan` (which must be [`valid`](Problem::valid)), costed from
+    /// scratch (an [`Evaluator`] with empty caches).
+    pub fn evaluate(&self, plan: &[Gene]) -> Objectives {
+        Evaluator::new(self).evaluate(plan)
+    }
+
     /// The pieces of apply `j`'s output `o` under gene `g`: (piece number, box, node). A
     /// reduction-sharded apply has one piece, the combined result on the sink node.
     fn pieces<'a>(

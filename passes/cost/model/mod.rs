@@ -275,12 +275,6 @@ impl Problem {
             && (0..plan.len()).all(|ai| self.fusion_ok(plan, ai))
     }
 
-    /// The four objectives of `plan` (which must be [`valid`](Problem::valid)), costed from
-    /// scratch (an [`Evaluator`] with empty caches).
-    pub fn evaluate(&self, plan: &[Gene]) -> Objectives {
-        Evaluator::new(self).evaluate(plan)
-    }
-
     /// The plan as `shard::apply_plan` input (keyed by graph node index). A whole apply on a
     /// node other than 0 becomes a single shard placed there.
     pub fn to_apply_plans(&self, plan: &[Gene]) -> HashMap<usize, ApplyPlan> {
