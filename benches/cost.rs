@@ -5,7 +5,9 @@
 //!   (`Evaluator`, re-costing only the applies a one-gene change touches), on the same
 //!   pre-generated walk of one-gene changes;
 //! - the whole search (mutation, evaluation, frontier upkeep) with full costing ("before") and
-//!   with incremental costing ("after"), on one and two threads.
+//!   with incremental costing ("after"), on one and two threads;
+//! - first, the time to build the problem (the model plus the probes that keep only what
+//!   `shard` and `fuse` accept) of the MLP and of a 200-apply chain of linear + relu layers.
 //!
 //! Writes the frontier plot of the default search (time against peak memory and against bytes
 //! moved; `cost::plot`, plotters) to `target/cost-frontier.svg`, the file
