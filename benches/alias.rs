@@ -6,6 +6,11 @@
 //!    with N and neither may the query time: the largest/smallest ratio must stay below 2.
 //! 2. The analysis of a generated 10,000-node graph (a long mix of views over a few sources).
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+// A small deterministic generator (xorshift) so runs are comparable.
+use common::Rng;
 use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::Instant;
@@ -126,21 +131,6 @@ fn measure(t: &Tiles) -> [f64; 4] {
 
 fn stripes(info: &AliasInfo, v: ValueId) -> usize {
     info.footprint(v).iter().map(|(_, r)| r.num_stripes()).sum()
-}
-
-/// A small deterministic generator (xorshift) so runs are comparable.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 fn dims(v: &[i64]) -> String {

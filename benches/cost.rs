@@ -5,7 +5,9 @@
 //!   (`Evaluator`, re-costing only the applies a one-gene change touches), on the same
 //!   pre-generated walk of one-gene changes;
 //! - the whole search (mutation, evaluation, frontier upkeep) with full costing ("before") and
-//!   with incremental costing ("after"), on one and two threads.
+//!   with incremental costing ("after"), on one and two threads;
+//! - first, the time to build the problem (the model plus the probes that keep only what
+//!   `shard` and `fuse` accept) of the MLP and of a 200-apply chain of linear + relu layers.
 //!
 //! Writes the frontier plot of the default search (time against peak memory and against bytes
 //! moved; `cost::plot`, plotters) to `target/cost-frontier.svg`, the file
@@ -13,13 +15,15 @@
 
 use std::time::Instant;
 use tapc::passes::cost::{self, model::Evaluator, model::Problem, pareto};
+use tapc::passes::manager::PassFiles;
 
 fn mlp() -> (Problem, cost::Config) {
     let src = std::fs::read_to_string(format!("{}/examples/mlp.teg", env!("CARGO_MANIFEST_DIR")))
         .expect("example");
     let (m, facts, diags) = tapc::compile_source(&src);
     assert!(!diags.has_errors());
-    let cfg = cost::config(&[("nodes".into(), "2".into())], None).expect("options");
+    let cfg =
+        cost::config(&[("nodes".into(), "2".into())], &PassFiles::default()).expect("options");
     (cost::problem(&m, 0, &facts[0], &cfg).expect("problem"), cfg)
 }
 
@@ -47,7 +51,49 @@ fn walk(p: &Problem, n: usize) -> Vec<Vec<cost::model::Gene>> {
     out
 }
 
+/// A chain of `layers` linear+relu layers of width 64 (`2 * layers` applies): a graph whose
+/// problem build probes many (apply, variable) pairs and fusion pairs.
+fn chain(layers: usize) -> String {
+    let mut s = String::from(
+        "op @linear(x: f32[B, K], w: f32[K, N], b: f32[N]) -> (y: f32[B, N]) {\n  y[i, j] = sum[k](x[i, k] * w[k, j]) + b[j]\n}\nop @relu(x: f32[..S]) -> (y: f32[..S]) {\n  y[..i] = max(x[..i], 0.0)\n}\ngraph @chain {\n  %a0 = source @x : f32[32, 64]\n",
+    );
+    for l in 0..layers {
+        s += &format!("  %w{l} = source @w{l} : f32[64, 64]\n  %b{l} = source @b{l} : f32[64]\n");
+        s += &format!("  %h{l} = apply @linear(%a{l}, %w{l}, %b{l})\n");
+        s += &format!("  %a{} = apply @relu(%h{l})\n", l + 1);
+    }
+    s + &format!("  sink @y %a{layers}\n}}\n")
+}
+
+/// Seconds to build the cost problem of `src`'s first graph (the model plus the probes that
+/// keep only what `shard` and `fuse` accept), best of `runs`.
+fn problem_build(src: &str, runs: usize) -> (usize, f64) {
+    let (m, facts, diags) = tapc::compile_source(src);
+    assert!(!diags.has_errors());
+    let cfg =
+        cost::config(&[("nodes".into(), "2".into())], &PassFiles::default()).expect("options");
+    let mut best = f64::MAX;
+    let mut applies = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let p = cost::problem(&m, 0, &facts[0], &cfg).expect("problem");
+        best = best.min(t.elapsed().as_secs_f64());
+        applies = p.applies.len();
+    }
+    (applies, best)
+}
+
 fn main() {
+    let mlp_src =
+        std::fs::read_to_string(format!("{}/examples/mlp.teg", env!("CARGO_MANIFEST_DIR")))
+            .expect("example");
+    for (name, src, runs) in [("mlp", mlp_src, 20), ("chain", chain(100), 3)] {
+        let (n, secs) = problem_build(&src, runs);
+        println!(
+            "problem build (model + shard/fuse probes), {name}, {n} applies: {:.2} ms",
+            secs * 1e3
+        );
+    }
     let (p, cfg) = mlp();
     let plans = walk(&p, 20_000);
     let rounds = 10;

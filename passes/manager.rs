@@ -1,37 +1,18 @@
 //! The pass manager: a registry of passes by name, `--passes=` pipeline parsing
-//! (`name`, `name{key=value,...}`), and a runner that re-verifies after every pass (the
-//! verifier is also what recomputes the per-apply facts passes rely on), prints after passes
-//! and times them. Pass failures are diagnostics, never panics.
+//! (`name`, `name{key=value,...}`), and a runner that re-verifies after every pass (through
+//! the [`PassContext`], which owns the facts passes rely on and is refreshed by that verify),
+//! prints after passes and times them. Pass failures are diagnostics, never panics.
 
 use crate::diag::{codes, Diagnostic};
 use crate::ir::Module;
 use crate::print::print_module;
-use crate::verify::{self, GraphFacts};
+use crate::verify::GraphFacts;
 use std::time::{Duration, Instant};
 
 /// The pipeline `tapc input.teg -o out` runs before code generation.
 pub const DEFAULT_PIPELINE: &str = "canonicalize";
 
-/// What a pass sees besides the module: verification facts (fresh before every pass) and
-/// named text reports that analyses leave for `--emit`.
-#[derive(Default)]
-pub struct PassContext {
-    pub facts: Vec<GraphFacts>,
-    pub reports: Vec<(String, String)>,
-    /// Files a pass asks for (path, contents), e.g. the cost pass's frontier plot; the driver
-    /// writes them after the pipeline succeeds (passes do no I/O of their own).
-    pub files: Vec<(std::path::PathBuf, String)>,
-}
-
-impl PassContext {
-    pub fn report(&self, name: &str) -> Option<&str> {
-        self.reports
-            .iter()
-            .rev()
-            .find(|r| r.0 == name)
-            .map(|r| r.1.as_str())
-    }
-}
+pub use super::context::{PassContext, PipelineOutput};
 
 pub trait Pass {
     fn name(&self) -> &'static str;
@@ -45,7 +26,34 @@ pub type PassOptions = [(String, String)];
 pub struct PassInfo {
     pub name: &'static str,
     pub summary: &'static str,
-    pub create: fn(&PassOptions) -> Result<Box<dyn Pass>, String>,
+    /// The options whose value names an input file (read by the driver, see [`PassFiles`]).
+    pub files: &'static [&'static str],
+    pub create: CreatePass,
+}
+
+/// Builds a pass from its options and the input files they name (or says why not).
+pub type CreatePass = fn(&PassOptions, &PassFiles) -> Result<Box<dyn Pass>, String>;
+
+/// The contents of the input files that pass options name (`cost{machine=FILE}`), by path as
+/// written. The driver reads them before the pipeline runs ([`input_paths`] lists them), since
+/// passes do no I/O; a file that could not be read holds the error, which the pass reports
+/// when it reads its options, so errors come in the order they always did.
+#[derive(Clone, Debug, Default)]
+pub struct PassFiles(std::collections::HashMap<String, Result<String, String>>);
+
+impl PassFiles {
+    pub fn insert(&mut self, path: String, contents: Result<String, String>) {
+        self.0.insert(path, contents);
+    }
+
+    /// The contents of `path`, or why it could not be read.
+    pub fn get(&self, path: &str) -> Result<&str, String> {
+        match self.0.get(path) {
+            Some(Ok(text)) => Ok(text),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("the driver did not read it".into()),
+        }
+    }
 }
 
 /// Every pass, in one place.
@@ -54,19 +62,32 @@ pub fn registry() -> &'static [PassInfo] {
         PassInfo {
             name: "canonicalize",
             summary: "view-chain canonicalization, DCE and CSE",
-            create: super::canonicalize::create,
+            files: &[],
+            create: |o, _| super::canonicalize::create(o),
         },
         PassInfo {
             name: "shard",
             summary: "split applies into shards along index dimensions (parts, dim, nodes)",
-            create: super::shard::create,
+            files: &[],
+            create: |o, _| super::shard::create(o),
         },
-        PassInfo { name: "fuse", summary: "producer-consumer fusion of applies and folding of views into affine accesses", create: super::fuse::create },
-        PassInfo { name: "cost", summary: "cost model and stochastic Pareto search over sharding plans; applies the chosen plan", create: super::cost::create },
+        PassInfo {
+            name: "fuse",
+            summary: "producer-consumer fusion of applies and folding of views into affine accesses",
+            files: &[],
+            create: |o, _| super::fuse::create(o),
+        },
+        PassInfo {
+            name: "cost",
+            summary: "cost model and stochastic Pareto search over sharding plans; applies the chosen plan",
+            files: &["machine"],
+            create: super::cost::create,
+        },
         PassInfo {
             name: "alias",
             summary: "footprints of every value on its allocations (stripe/sett/region algebra)",
-            create: super::alias::analysis::create,
+            files: &[],
+            create: |o, _| super::alias::analysis::create(o),
         },
     ]
 }
@@ -152,12 +173,47 @@ pub struct RunConfig {
     /// `(pass, key, value)`: options put after every entry of that pass's own, as if written
     /// last in its `{}` (the driver's `--machine`, `--seed`, ... flags; they win).
     pub pass_options: Vec<(String, String, String)>,
+    /// The input files the options name, read by the driver ([`input_paths`]).
+    pub files: PassFiles,
 }
 
 fn unknown_pass(name: &str) -> Diagnostic {
     let list: Vec<&str> = registry().iter().map(|p| p.name).collect();
     Diagnostic::error(codes::BAD_PASS, format!("unknown pass `{name}`"))
         .note(format!("registered passes: {}", list.join(", ")))
+}
+
+/// The options of pipeline entry `s`: the config's defaults for its pass, its own, then the
+/// config's options for its pass (which win).
+fn entry_options(s: &PassSpec, config: &RunConfig) -> Vec<(String, String)> {
+    let extra = |list: &[(String, String, String)]| -> Vec<(String, String)> {
+        list.iter()
+            .filter(|o| o.0 == s.name)
+            .map(|o| (o.1.clone(), o.2.clone()))
+            .collect()
+    };
+    let mut options = extra(&config.pass_defaults);
+    options.extend(s.options.iter().cloned());
+    options.extend(extra(&config.pass_options));
+    options
+}
+
+/// The input files `pipeline` names in its options (and in `config`'s), for the driver to read
+/// into [`RunConfig::files`]. A pipeline that does not parse names none ([`build`] reports it).
+pub fn input_paths(pipeline: &str, config: &RunConfig) -> Vec<String> {
+    let specs = parse_pipeline(pipeline).unwrap_or_default();
+    let mut paths = Vec::new();
+    for s in &specs {
+        let Some(info) = registry().iter().find(|p| p.name == s.name) else {
+            continue;
+        };
+        for (k, v) in entry_options(s, config) {
+            if info.files.contains(&k.as_str()) && !paths.contains(&v) {
+                paths.push(v);
+            }
+        }
+    }
+    paths
 }
 
 /// Builds the passes of `pipeline` (every name and option is checked before anything runs).
@@ -177,16 +233,7 @@ pub fn build(pipeline: &str, config: &RunConfig) -> Result<Vec<Box<dyn Pass>>, D
                 .iter()
                 .find(|p| p.name == s.name)
                 .ok_or_else(|| unknown_pass(&s.name))?;
-            let extra = |list: &[(String, String, String)]| -> Vec<(String, String)> {
-                list.iter()
-                    .filter(|o| o.0 == s.name)
-                    .map(|o| (o.1.clone(), o.2.clone()))
-                    .collect()
-            };
-            let mut options = extra(&config.pass_defaults);
-            options.extend(s.options.iter().cloned());
-            options.extend(extra(&config.pass_options));
-            (info.create)(&options)
+            (info.create)(&entry_options(s, config), &config.files)
                 .map_err(|e| Diagnostic::error(codes::BAD_PASS, format!("pass `{}`: {e}", s.name)))
         })
         .collect()
@@ -199,12 +246,9 @@ pub fn run_pipeline(
     pipeline: &str,
     config: &RunConfig,
     log: &mut String,
-) -> Result<PassContext, Diagnostic> {
+) -> Result<PipelineOutput, Diagnostic> {
     let passes = build(pipeline, config)?;
-    let mut cx = PassContext {
-        facts,
-        ..PassContext::default()
-    };
+    let mut cx = PassContext::new(facts);
     let mut times: Vec<(&'static str, Duration)> = Vec::new();
     for mut pass in passes {
         let start = Instant::now();
@@ -219,9 +263,9 @@ pub fn run_pipeline(
             }
         })?;
         times.push((pass.name(), start.elapsed()));
-        let (diags, facts) = verify::verify(m);
-        if let Some(d) = diags.0.iter().find(|d| d.is_error()) {
-            return Err(Diagnostic::error(
+        // Verify after every pass (as MLIR does); it also refreshes the facts.
+        cx.refresh(m).map_err(|d| {
+            Diagnostic::error(
                 codes::PASS_FAILED,
                 format!(
                     "pass `{}` produced a module that does not verify: {}",
@@ -230,9 +274,8 @@ pub fn run_pipeline(
                 ),
             )
             .note("this is a compiler bug; please report it with the input file")
-            .note(print_module(m)));
-        }
-        cx.facts = facts;
+            .note(print_module(m))
+        })?;
         if config.print_after_all || config.print_after.iter().any(|n| n == pass.name()) {
             log.push_str(&format!(
                 "// -----// IR Dump After {} //----- //\n{}\n",
@@ -244,7 +287,7 @@ pub fn run_pipeline(
     if config.time_passes {
         log.push_str(&timing_report(&times));
     }
-    Ok(cx)
+    Ok(cx.finish())
 }
 
 fn timing_report(times: &[(&str, Duration)]) -> String {
@@ -282,6 +325,18 @@ mod tests {
         assert!(parse_pipeline("shard}").is_err());
         assert!(parse_pipeline("shard{parts}").is_err());
         assert!(parse_pipeline("sh ard").is_err());
+    }
+
+    #[test]
+    fn input_paths_are_the_file_options_of_the_pipeline_and_the_config() {
+        let cfg = RunConfig {
+            pass_options: vec![("cost".into(), "machine".into(), "b.toml".into())],
+            ..RunConfig::default()
+        };
+        let pipeline = "canonicalize,cost{machine=a.toml,seed=2},cost{machine=a.toml}";
+        assert_eq!(input_paths(pipeline, &cfg), ["a.toml", "b.toml"]);
+        assert!(input_paths("canonicalize", &cfg).is_empty());
+        assert!(input_paths("cost{", &cfg).is_empty());
     }
 
     #[test]

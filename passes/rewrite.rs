@@ -173,6 +173,65 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// Nodes `nodes` of `g` (in text order) alone in a graph of their own: every value they read
+/// that none of them defines becomes a `source` of its type, named like the value. Returns the
+/// graph and each node's index in it, or `None` when a value they read has no type. A rewrite
+/// of those nodes is checked on it at the cost of the rewrite, not of the whole graph (the
+/// cost pass's probes).
+pub fn isolate(g: &Graph, nodes: &[usize]) -> Option<(Graph, Vec<usize>)> {
+    let mut new = Graph {
+        name: g.name.clone(),
+        span: g.span,
+        name_span: g.name_span,
+        ..Graph::default()
+    };
+    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut at = Vec::with_capacity(nodes.len());
+    for &n in nodes {
+        let node = g.nodes.get(n)?;
+        for v in node.kind.operands() {
+            if !map.contains_key(&v) {
+                let def = g.value(v);
+                let (name, ty, span) = (def.name.clone(), def.ty.clone()?, def.span);
+                let source = NodeKind::Source { name, ty };
+                define(&mut new, g, (source, span), &[v], &mut map);
+            }
+        }
+        let mut kind = node.kind.clone();
+        for_each_operand(&mut kind, &mut |v| *v = map[v]);
+        at.push(new.nodes.len());
+        define(&mut new, g, (kind, node.span), &node.results, &mut map);
+    }
+    Some((new, at))
+}
+
+/// Appends a node of `kind` at `span` to `new` whose results copy the values `old` of `g`
+/// (names, types, spans), and maps each old value to its copy.
+fn define(
+    new: &mut Graph,
+    g: &Graph,
+    (kind, span): (NodeKind, Span),
+    old: &[ValueId],
+    map: &mut HashMap<ValueId, ValueId>,
+) {
+    let node = new.nodes.len();
+    let mut results = Vec::with_capacity(old.len());
+    for &v in old {
+        let id = ValueId(new.values.len() as u32);
+        new.values.push(ValueDef {
+            node,
+            ..g.value(v).clone()
+        });
+        map.insert(v, id);
+        results.push(id);
+    }
+    new.nodes.push(Node {
+        kind,
+        results,
+        span,
+    });
+}
+
 /// Calls `f` on every value a node reads (including sequence-point references).
 pub fn for_each_operand(kind: &mut NodeKind, f: &mut dyn FnMut(&mut ValueId)) {
     match kind {

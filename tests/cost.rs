@@ -6,7 +6,7 @@
 mod common;
 use std::collections::HashMap;
 use tapc::passes::cost::{self, machine::Machine, model, model::Gene, model::Problem, pareto};
-use tapc::passes::manager::{run_pipeline, RunConfig};
+use tapc::passes::manager::{run_pipeline, PassContext, PassFiles, RunConfig};
 use tapc::print::print_module;
 use tapc_runtime::Tensor;
 
@@ -16,7 +16,7 @@ fn problem_of(src: &str, opts: &[(&str, &str)]) -> Problem {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let cfg = cost::config(&opts, None).expect("options");
+    let cfg = cost::config(&opts, &PassFiles::default()).expect("options");
     cost::problem(&m, 0, &facts[0], &cfg).expect("problem")
 }
 
@@ -394,8 +394,23 @@ fn bad_options_and_machine_files_are_errors() {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        assert!(cost::create(&opts).is_err(), "{opts:?}");
+        assert!(
+            cost::create(&opts, &PassFiles::default()).is_err(),
+            "{opts:?}"
+        );
     }
+    // The machine file comes read from the driver: its contents, or why it could not be read.
+    let mut files = PassFiles::default();
+    files.insert("m.toml".into(), Ok("nodes = 3".into()));
+    files.insert("gone.toml".into(), Err("No such file".into()));
+    let machine = |f: &str| cost::config(&[("machine".into(), f.into())], &files);
+    assert_eq!(machine("m.toml").expect("read").machine.len(), 3);
+    let e = machine("gone.toml").expect_err("unreadable");
+    assert!(
+        e.contains("cannot read machine file `gone.toml`: No such file"),
+        "{e}"
+    );
+    assert!(machine("unread.toml").is_err());
     assert!(Machine::from_toml("nodes = 0").is_err());
     assert!(Machine::from_toml("bandwidth = -1").is_err());
     assert!(Machine::from_toml("[[link]]\nfrom = 0\nto = 5").is_err());
@@ -454,8 +469,14 @@ fn every_frontier_plan_materializes_and_keeps_its_values() {
         assert!(front.iter().any(|pt| pt.plan.iter().any(|g| g.fused)));
         for pt in front {
             let mut m2 = m.clone();
-            cost::materialize(&mut m2, 0, &facts[0], &p, &pt.plan)
-                .unwrap_or_else(|d| panic!("{}: {}", p.describe(&pt.plan), d.message));
+            cost::materialize(
+                &mut m2,
+                0,
+                &mut PassContext::new(facts.clone()),
+                &p,
+                &pt.plan,
+            )
+            .unwrap_or_else(|d| panic!("{}: {}", p.describe(&pt.plan), d.message));
             let printed = print_module(&m2);
             let (m3, facts3) = common::compile_ok("output", &printed);
             let after = common::run(&m3, &facts3, 0, &inputs);
@@ -517,7 +538,7 @@ fn a_fused_plan_is_costed_by_hand_and_materializes_to_one_fused_apply() {
     let (m, facts) = common::compile_ok("input", SMALL_MLP);
     let before = common::run(&m, &facts, 0, &inputs);
     let mut m2 = m.clone();
-    assert!(cost::materialize(&mut m2, 0, &facts[0], &p, &fused).unwrap());
+    assert!(cost::materialize(&mut m2, 0, &mut PassContext::new(facts), &p, &fused).unwrap());
     let printed = print_module(&m2);
     let applies: Vec<&str> = printed.lines().filter(|l| l.contains("= apply")).collect();
     assert_eq!(applies.len(), 1, "{printed}");
@@ -630,20 +651,30 @@ fn budgets_and_incremental_search() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
-    let c = cost::config(&opts(&[("time", "2s")]), None).unwrap();
+    let c = cost::config(&opts(&[("time", "2s")]), &PassFiles::default()).unwrap();
     assert_eq!(
         (c.search.evals, c.search.time),
         (u64::MAX, Some(std::time::Duration::from_secs(2)))
     );
-    let c = cost::config(&opts(&[("time", "250ms"), ("evals", "100")]), None).unwrap();
+    let c = cost::config(
+        &opts(&[("time", "250ms"), ("evals", "100")]),
+        &PassFiles::default(),
+    )
+    .unwrap();
     assert_eq!(
         (c.search.evals, c.search.time),
         (100, Some(std::time::Duration::from_millis(250)))
     );
-    assert_eq!(cost::config(&opts(&[]), None).unwrap().search.evals, 20000);
+    assert_eq!(
+        cost::config(&opts(&[]), &PassFiles::default())
+            .unwrap()
+            .search
+            .evals,
+        20000
+    );
     for bad in ["fast", "-1s", "0s"] {
         assert!(
-            cost::config(&opts(&[("time", bad)]), None).is_err(),
+            cost::config(&opts(&[("time", bad)]), &PassFiles::default()).is_err(),
             "{bad}"
         );
     }
@@ -676,4 +707,80 @@ fn driver_added_options_go_after_or_before_the_entry() {
         ..RunConfig::default()
     };
     assert_eq!(report("cost{evals=800,seed=5}", default), seed5);
+}
+
+/// The problem's probes (each candidate tried on its applies alone, `cost::probe`) keep exactly
+/// the (apply, variable) pairs and fusion pairs that sharding or fusing a copy of the whole
+/// module and verifying all of it keeps: on every example, every clean filetest of the passes
+/// and this file's graphs, on 2 and 3 nodes.
+#[test]
+fn per_apply_probes_agree_with_rewriting_and_verifying_the_whole_module() {
+    use tapc::passes::fuse::select::fuse_pairs;
+    use tapc::passes::shard::{apply_plan, ApplyPlan};
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut sources: Vec<String> = [CHAIN, SMALL_MLP, SIX].map(String::from).to_vec();
+    for dir in [
+        "examples",
+        "tests/filetests/shard",
+        "tests/filetests/fuse",
+        "tests/filetests/cost",
+    ] {
+        let mut files: Vec<_> = std::fs::read_dir(format!("{root}/{dir}"))
+            .expect("dir")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "teg"))
+            .collect();
+        files.sort();
+        sources.extend(
+            files
+                .iter()
+                .map(|p| std::fs::read_to_string(p).expect("file")),
+        );
+    }
+    let (mut shard_checks, mut fuse_checks, mut rejected) = (0, 0, 0);
+    for (src, nodes) in sources.iter().flat_map(|s| [(s, "2"), (s, "3")]) {
+        let (m, facts, diags) = tapc::compile_source(src);
+        if diags.has_errors() {
+            continue; // a filetest of an error
+        }
+        let opts = [("nodes".to_string(), nodes.to_string())];
+        let cfg = cost::config(&opts, &PassFiles::default()).expect("options");
+        for (gi, gf) in facts.iter().enumerate() {
+            let all =
+                Problem::new(&m, gi, gf, cfg.machine.clone(), cfg.max_parts).expect("problem");
+            let kept = cost::problem(&m, gi, gf, &cfg).expect("problem");
+            for (ai, a) in all.applies.iter().enumerate() {
+                for &v in &a.dims {
+                    let plan = ApplyPlan {
+                        dim: a.vars[v].0.clone(),
+                        parts: 2,
+                        nodes: vec![0, 0],
+                    };
+                    let mut copy = m.clone();
+                    let whole = apply_plan(&mut copy, gi, gf, &HashMap::from([(a.node, plan)]))
+                        .is_ok()
+                        && !tapc::verify::verify(&mut copy).0.has_errors();
+                    let probe = kept.applies[ai].dims.contains(&v);
+                    assert_eq!(probe, whole, "%{} along {}:\n{src}", a.name, a.vars[v].0);
+                    shard_checks += 1;
+                    rejected += usize::from(!whole);
+                }
+                if let Some(c) = a.fuse_into {
+                    let mut copy = m.clone();
+                    let pair = [(a.node, all.applies[c].node)];
+                    let whole = fuse_pairs(&mut copy, gi, gf, &pair)
+                        .is_ok_and(|left| left.is_empty())
+                        && !tapc::verify::verify(&mut copy).0.has_errors();
+                    let probe = kept.applies[ai].fuse_into.is_some();
+                    assert_eq!(probe, whole, "%{} into its consumer:\n{src}", a.name);
+                    fuse_checks += 1;
+                    rejected += usize::from(!whole);
+                }
+            }
+        }
+    }
+    assert!(
+        shard_checks >= 470 && fuse_checks >= 106 && rejected >= 50,
+        "checked {shard_checks} shard and {fuse_checks} fusion candidates, {rejected} rejected"
+    );
 }

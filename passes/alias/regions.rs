@@ -476,6 +476,32 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A membership test of the points of a shape.
+    pub(super) type Member<'a> = &'a dyn Fn(&[i64]) -> bool;
+
+    /// Checks the intersection, difference, union and complement of two sets with memberships
+    /// `ma` and `mb` point by point over `pts`, and by count (the pieces are disjoint, so
+    /// their counts add up exactly).
+    pub(super) fn check_set_ops(
+        pts: &[Vec<i64>],
+        ma: Member,
+        mb: Member,
+        [i, d, u, c]: [&Regions; 4],
+    ) -> Result<(), TestCaseError> {
+        for p in pts {
+            prop_assert_eq!(i.contains_point(p), ma(p) && mb(p), "{:?} {}", p, i);
+            prop_assert_eq!(d.contains_point(p), ma(p) && !mb(p), "{:?} {}", p, d);
+            prop_assert_eq!(u.contains_point(p), ma(p) || mb(p), "{:?} {}", p, u);
+            prop_assert_eq!(c.contains_point(p), !ma(p), "{:?} {}", p, c);
+        }
+        let count = |f: &dyn Fn(&[i64]) -> bool| pts.iter().filter(|p| f(p)).count() as i128;
+        prop_assert_eq!(i.count(), count(&|p| ma(p) && mb(p)));
+        prop_assert_eq!(d.count(), count(&|p| ma(p) && !mb(p)));
+        prop_assert_eq!(u.count(), count(&|p| ma(p) || mb(p)));
+        prop_assert_eq!(c.count(), count(&|p| !ma(p)));
+        Ok(())
+    }
+
     fn full(shape: &[i64]) -> Regions {
         Regions::full(shape).unwrap()
     }
@@ -613,21 +639,13 @@ mod tests {
             let pts: Vec<Vec<i64>> = (0..shape[0]).flat_map(|x| (0..shape[1]).map(move |y| vec![x, y])).collect();
             let ma = |p: &[i64]| reg(0).contains_point(p) || reg(2).contains_point(p);
             let mb = |p: &[i64]| reg(4).contains_point(p) || reg(1).contains_point(p);
-            let i = a.intersect(&b).unwrap();
-            let d = a.difference(&b).unwrap();
             let u = a.union(&b).unwrap();
-            let c = a.complement().unwrap();
+            let ops = [&a.intersect(&b).unwrap(), &a.difference(&b).unwrap(), &u, &a.complement().unwrap()];
+            check_set_ops(&pts, &ma, &mb, ops)?;
             for p in &pts {
                 prop_assert_eq!(a.contains_point(p), ma(p));
-                prop_assert_eq!(i.contains_point(p), ma(p) && mb(p));
-                prop_assert_eq!(d.contains_point(p), ma(p) && !mb(p));
-                prop_assert_eq!(u.contains_point(p), ma(p) || mb(p));
-                prop_assert_eq!(c.contains_point(p), !ma(p));
             }
-            let count = |f: &dyn Fn(&[i64]) -> bool| pts.iter().filter(|p| f(p)).count() as i128;
-            prop_assert_eq!(a.count(), count(&ma));
-            prop_assert_eq!(u.count(), count(&|p| ma(p) || mb(p)));
-            prop_assert_eq!(c.count(), count(&|p| !ma(p)));
+            prop_assert_eq!(a.count(), pts.iter().filter(|p| ma(p)).count() as i128);
             prop_assert_eq!(a.contains(&b).unwrap(), pts.iter().all(|p| !mb(p) || ma(p)));
             prop_assert_eq!(a.disjoint(&b).unwrap(), pts.iter().all(|p| !(ma(p) && mb(p))));
             prop_assert_eq!(a.equivalent(&b).unwrap(), pts.iter().all(|p| ma(p) == mb(p)));
@@ -646,6 +664,7 @@ mod tests {
 #[cfg(test)]
 mod region_tests {
     use super::super::sett::tests::{member, Triples};
+    use super::tests::check_set_ops;
     use super::*;
     use proptest::prelude::*;
 
@@ -757,24 +776,12 @@ mod region_tests {
             let pts = points(&shape);
             let ma = |p: &[i64]| brute(&shape, &ta, p);
             let mb = |p: &[i64]| brute(&shape, &tb, p);
-            let i = a.intersect(&b).unwrap();
-            let d = a.difference(&b).unwrap();
-            let u = a.union(&b).unwrap();
-            let c = a.complement().unwrap();
+            let ops = [&a.intersect(&b).unwrap(), &a.difference(&b).unwrap(), &a.union(&b).unwrap(), &a.complement().unwrap()];
+            check_set_ops(&pts, &ma, &mb, ops)?;
             for p in &pts {
                 prop_assert_eq!(a.contains_point(p), ma(p));
-                prop_assert_eq!(i.contains_point(p), ma(p) && mb(p), "{:?} {}", p, i);
-                prop_assert_eq!(d.contains_point(p), ma(p) && !mb(p), "{:?} {}", p, d);
-                prop_assert_eq!(u.contains_point(p), ma(p) || mb(p), "{:?} {}", p, u);
-                prop_assert_eq!(c.contains_point(p), !ma(p), "{:?} {}", p, c);
             }
-            let count = |f: &dyn Fn(&[i64]) -> bool| pts.iter().filter(|p| f(p)).count() as i128;
-            // Disjoint pieces: counts add up exactly.
-            prop_assert_eq!(i.count(), count(&|p| ma(p) && mb(p)));
-            prop_assert_eq!(d.count(), count(&|p| ma(p) && !mb(p)));
-            prop_assert_eq!(u.count(), count(&|p| ma(p) || mb(p)));
-            prop_assert_eq!(c.count(), count(&|p| !ma(p)));
-            prop_assert_eq!(a.count(), count(&ma));
+            prop_assert_eq!(a.count(), pts.iter().filter(|p| ma(p)).count() as i128);
             let sub = pts.iter().all(|p| !mb(p) || ma(p));
             let sup = pts.iter().all(|p| !ma(p) || mb(p));
             prop_assert_eq!(a.contains(&b).unwrap(), sub);

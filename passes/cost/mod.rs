@@ -11,17 +11,21 @@
 //! `fuse::select::fuse_pairs`, then the sharding with `shard::apply_plan`), so the output is
 //! valid TEG. The report "cost" holds the marginal cost table per apply, graph totals, the
 //! chosen plan and the frontier; with `frontier_svg` the frontier plot ([`plot`]) is handed to
-//! the driver to write.
+//! the driver to write. The machine file comes read by the driver too (`PassFiles`).
 
 pub mod machine;
 pub mod model;
 pub mod pareto;
 pub mod plot;
+mod probe;
+
+pub use probe::problem;
 
 use crate::diag::{codes, Diagnostic};
+use crate::ir::graph::{Graph, NodeKind};
 use crate::ir::Module;
-use crate::passes::manager::{Pass, PassContext, PassOptions};
-use crate::passes::shard::apply_plan;
+use crate::passes::manager::{Pass, PassContext, PassFiles, PassOptions};
+use crate::passes::shard::{apply_plan, ApplyPlan};
 use crate::verify::GraphFacts;
 use machine::Machine;
 use model::{Objectives, Problem, OBJECTIVES};
@@ -81,10 +85,11 @@ pub fn parse_bytes(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("`{s}` is not a byte count (e.g. 8GiB)"))
 }
 
-/// Parses the options; `machine` (e.g. from the driver's `--machine`) overrides the default.
-pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, String> {
+/// Parses the options; `files` holds the machine file the `machine` option names (read by the
+/// driver).
+pub fn config(opts: &PassOptions, files: &PassFiles) -> Result<Config, String> {
     let mut nodes: Option<u32> = None;
-    let mut machine = machine;
+    let mut machine = None;
     let mut c = SearchConfig::default();
     let (mut parts, mut objective, mut max_memory) = (None, 0, None);
     let (mut evals, mut svg) = (None, None);
@@ -109,8 +114,8 @@ pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, St
             "objective" => objective = OBJECTIVES.iter().position(|o| o == v).ok_or_else(|| format!("objective must be one of {}, not `{v}`", OBJECTIVES.join("|")))?,
             "max_memory" | "max-memory" => max_memory = Some(parse_bytes(v)?),
             "machine" => {
-                let text = std::fs::read_to_string(v).map_err(|e| format!("cannot read machine file `{v}`: {e}"))?;
-                machine = Some(Machine::from_toml(&text)?);
+                let text = files.get(v).map_err(|e| format!("cannot read machine file `{v}`: {e}"))?;
+                machine = Some(Machine::from_toml(text)?);
             }
             other => return Err(format!("unknown option `{other}` (cost takes nodes, evals, time, seed, threads, parts, objective, max_memory, machine, frontier_svg, progress)")),
         }
@@ -142,69 +147,22 @@ pub fn config(opts: &PassOptions, machine: Option<Machine>) -> Result<Config, St
     })
 }
 
-pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {
-    Ok(Box::new(Cost(config(opts, None)?)))
-}
-
-/// The pass with an explicit machine (for the driver's `--machine FILE`).
-pub fn create_with_machine(opts: &PassOptions, machine: Machine) -> Result<Box<dyn Pass>, String> {
-    Ok(Box::new(Cost(config(opts, Some(machine))?)))
+pub fn create(opts: &PassOptions, files: &PassFiles) -> Result<Box<dyn Pass>, String> {
+    Ok(Box::new(Cost(config(opts, files)?)))
 }
 
 pub struct Cost(pub Config);
 
-/// Builds the problem of graph `gi`, keeping only the (apply, variable) pairs that
-/// `shard::apply_plan` accepts (tried one at a time on a copy of the module).
-pub fn problem(m: &Module, gi: usize, facts: &GraphFacts, cfg: &Config) -> Result<Problem, String> {
-    let mut p = Problem::new(m, gi, facts, cfg.machine.clone(), cfg.max_parts)?;
-    let mut ok = HashMap::new();
-    for (ai, a) in p.applies.iter().enumerate() {
-        for &v in &a.dims {
-            let plan = HashMap::from([(
-                a.node,
-                crate::passes::shard::ApplyPlan {
-                    dim: a.vars[v].0.clone(),
-                    parts: 2,
-                    nodes: vec![0, 0],
-                },
-            )]);
-            let mut copy = m.clone();
-            let good = apply_plan(&mut copy, gi, facts, &plan).is_ok()
-                && !crate::verify::verify(&mut copy).0.has_errors();
-            ok.insert((ai, v), good);
-        }
-    }
-    p.restrict(|ai, v| ok.get(&(ai, v)).copied().unwrap_or(false));
-    // Fusion pairs that `fuse` really fuses (alone, on a copy).
-    let mut fusable = HashMap::new();
-    for (ai, a) in p.applies.iter().enumerate() {
-        if let Some(c) = a.fuse_into {
-            let mut copy = m.clone();
-            let good = crate::passes::fuse::select::fuse_pairs(
-                &mut copy,
-                gi,
-                facts,
-                &[(a.node, p.applies[c].node)],
-            )
-            .is_ok_and(|left| left.is_empty())
-                && !crate::verify::verify(&mut copy).0.has_errors();
-            fusable.insert(ai, good);
-        }
-    }
-    p.restrict_fusion(|ai, _| fusable.get(&ai).copied().unwrap_or(false));
-    Ok(p)
-}
-
-/// Rewrites graph `gi` of `m` (verified, with `facts`) into `plan`: first the fused pairs are
-/// fused (`fuse::select::fuse_pairs`; a fused pair is whole on one node by construction), then
-/// every apply is sharded and placed as its gene says (`shard::apply_plan`; applies are found
-/// again by the name of their first result, which fusion keeps for the consumer). Returns
-/// whether the module changed. A fusion the `fuse` pass cannot do in combination is an error
-/// (E0105) rather than a silently different plan.
+/// Rewrites graph `gi` of `m` (verified, its facts in `cx`) into `plan`: first the fused pairs
+/// are fused (`fuse::select::fuse_pairs`; a fused pair is whole on one node by construction),
+/// then every apply is sharded and placed as its gene says (`shard::apply_plan`, on the facts
+/// of the fused graph; applies are found again by the name of their first result, which fusion
+/// keeps for the consumer). Returns whether the module changed. A fusion the `fuse` pass cannot
+/// do in combination is an error (E0105) rather than a silently different plan.
 pub fn materialize(
     m: &mut Module,
     gi: usize,
-    facts: &GraphFacts,
+    cx: &mut PassContext,
     p: &Problem,
     plan: &[model::Gene],
 ) -> Result<bool, Diagnostic> {
@@ -213,48 +171,75 @@ pub fn materialize(
         .into_iter()
         .map(|(a, c)| (p.applies[a].node, p.applies[c].node))
         .collect();
-    let mut changed = false;
-    let fresh: Vec<GraphFacts>;
-    let facts = if pairs.is_empty() {
-        facts
-    } else {
-        let left = crate::passes::fuse::select::fuse_pairs(m, gi, facts, &pairs)?;
-        if let Some(&(a, c)) = left.first() {
-            let name = |n: usize| {
-                p.applies
-                    .iter()
-                    .find(|x| x.node == n)
-                    .map_or("?".to_string(), |x| x.name.clone())
-            };
-            return Err(Diagnostic::error(
-                codes::PASS_FAILED,
-                format!(
-                    "cost: the chosen plan fuses %{} into %{}, which the fuse pass could not do together with the plan's other fusions",
-                    name(a),
-                    name(c)
-                ),
-            ));
-        }
-        let (diags, f) = crate::verify::verify(m);
-        if let Some(d) = diags.0.iter().find(|d| d.is_error()) {
-            return Err(Diagnostic::error(
-                codes::PASS_FAILED,
-                format!(
-                    "cost: fusing the chosen pairs gave a graph that does not verify: {}",
-                    d.message
-                ),
-            ));
-        }
-        fresh = f;
-        changed = true;
-        &fresh[gi]
-    };
-    let g = &m.graphs[gi];
+    let fused = !pairs.is_empty();
+    if fused {
+        fuse_chosen(m, gi, cx, p, &pairs)?;
+    }
+    let facts = &cx.facts(m).map_err(|d| {
+        unverified(
+            "cost: fusing the chosen pairs gave a graph that does not verify",
+            d,
+        )
+    })?[gi];
+    let plans = shard_plans(&m.graphs[gi], facts, p, plan);
+    if plans.is_empty() {
+        return Ok(fused);
+    }
+    apply_plan(m, gi, facts, &plans)?;
+    cx.invalidate(gi);
+    Ok(true)
+}
+
+/// A module that does not verify where the pass needs it to: E0105, `what` and the first error.
+fn unverified(what: &str, d: Diagnostic) -> Diagnostic {
+    Diagnostic::error(codes::PASS_FAILED, format!("{what}: {}", d.message))
+}
+
+/// Fuses `pairs` (producer and consumer node) in graph `gi`, all of them or fails.
+fn fuse_chosen(
+    m: &mut Module,
+    gi: usize,
+    cx: &mut PassContext,
+    p: &Problem,
+    pairs: &[(usize, usize)],
+) -> Result<(), Diagnostic> {
+    let facts = &cx
+        .facts(m)
+        .map_err(|d| unverified("cost needs a verified graph", d))?[gi];
+    let left = crate::passes::fuse::select::fuse_pairs(m, gi, facts, pairs)?;
+    cx.invalidate(gi);
+    if let Some(&(a, c)) = left.first() {
+        let name = |n: usize| {
+            p.applies
+                .iter()
+                .find(|x| x.node == n)
+                .map_or("?".to_string(), |x| x.name.clone())
+        };
+        return Err(Diagnostic::error(
+            codes::PASS_FAILED,
+            format!(
+                "cost: the chosen plan fuses %{} into %{}, which the fuse pass could not do together with the plan's other fusions",
+                name(a),
+                name(c)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `shard::apply_plan` input of `plan` for graph `g` (after fusion, with its `facts`):
+/// keyed by node index, the applies found by the name of their first result.
+fn shard_plans(
+    g: &Graph,
+    facts: &GraphFacts,
+    p: &Problem,
+    plan: &[model::Gene],
+) -> HashMap<usize, ApplyPlan> {
     let by_name: HashMap<&str, usize> = g
         .nodes
         .iter()
         .enumerate()
-        .filter(|(_, n)| matches!(n.kind, crate::ir::graph::NodeKind::Apply(_)))
+        .filter(|(_, n)| matches!(n.kind, NodeKind::Apply(_)))
         .map(|(i, n)| (g.values[n.results[0].index()].name.as_str(), i))
         .collect();
     let mut plans = HashMap::new();
@@ -274,11 +259,7 @@ pub fn materialize(
         }
         plans.insert(ni, ap);
     }
-    if !plans.is_empty() {
-        apply_plan(m, gi, facts, &plans)?;
-        changed = true;
-    }
-    Ok(changed)
+    plans
 }
 
 /// The frontier point best for objective `obj` under the memory limit (ties: time, bytes,
@@ -419,9 +400,9 @@ impl Pass for Cost {
         let mut changed = false;
         let mut plots = Vec::new();
         for gi in 0..m.graphs.len() {
-            let facts = cx.facts.get(gi).ok_or_else(|| {
-                Diagnostic::error(codes::PASS_FAILED, "cost needs a verified graph")
-            })?;
+            let facts = &cx
+                .facts(m)
+                .map_err(|d| unverified("cost needs a verified graph", d))?[gi];
             let p =
                 problem(m, gi, facts, cfg).map_err(|e| Diagnostic::error(codes::PASS_FAILED, e))?;
             let (front, stats) = pareto::search(&p, &cfg.search);
@@ -429,7 +410,7 @@ impl Pass for Cost {
             let name = m.graphs[gi].name.clone();
             out.push_str(&report(&p, &front, &stats, chosen.as_ref(), &name));
             if let Some(c) = &chosen {
-                changed |= materialize(m, gi, facts, &p, &c.plan)?;
+                changed |= materialize(m, gi, cx, &p, &c.plan)?;
             }
             plots.push((name, p.machine.len(), front, chosen));
         }

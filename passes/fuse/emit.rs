@@ -18,7 +18,7 @@
 use super::affine::{as_var, canonical, Res};
 use super::kernel::{ident_ok, FKernel};
 use crate::diag::Span;
-use crate::ir::instance::{Affine, CExpr, CKind, Scalar, Src, Target};
+use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Scalar, Src, Target};
 use crate::ir::kernel::{
     BinOp, Dim, Func, IExpr, IOp, Index, IndexVar, KExpr, KExprKind, OpBody, OpDef, PortDef, Stmt,
     UnOp,
@@ -155,7 +155,43 @@ pub fn emit(fk: &FKernel, name: &str) -> Res<Emitted> {
         parallel.push(n.clone());
         var_names.insert(v, n);
     }
-    // Shape symbols.
+    let port_syms = shape_symbols(fk, &mut names, &input_names);
+    let inputs = input_ports(fk, &input_names, &port_syms);
+    let outputs = output_ports(fk, &output_names, &port_syms)?;
+    let mut em = Emitter {
+        fk,
+        global: names
+            .taken
+            .iter()
+            .filter(|n| !parallel.contains(n))
+            .cloned()
+            .collect(),
+        var_names,
+        input_names,
+        temp_names,
+    };
+    let body = fk
+        .stmts
+        .iter()
+        .map(|st| em.stmt(st, &output_names))
+        .collect::<Res<Vec<_>>>()?;
+    Ok(Emitted {
+        op: OpDef {
+            name: name.to_string(),
+            params: vec![],
+            inputs,
+            outputs,
+            body: OpBody::Kernel(body),
+            span: sp(),
+            name_span: sp(),
+        },
+        parallel,
+    })
+}
+
+/// The shape symbol of every dim of every input: the source op's symbol when the port still
+/// has its shape (one name per symbol and size), else a fresh `X0`-style name.
+fn shape_symbols(fk: &FKernel, names: &mut Names, input_names: &[String]) -> Vec<Vec<String>> {
     let mut sym_of: HashMap<(usize, String), (String, i64)> = HashMap::new();
     let mut port_syms: Vec<Vec<String>> = Vec::new();
     for (k, p) in fk.inputs.iter().enumerate() {
@@ -178,20 +214,11 @@ pub fn emit(fk: &FKernel, name: &str) -> Res<Emitted> {
         }
         port_syms.push(dims);
     }
-    let mut em = Emitter {
-        fk,
-        global: names
-            .taken
-            .iter()
-            .filter(|n| !parallel.contains(n))
-            .cloned()
-            .collect(),
-        var_names,
-        input_names: input_names.clone(),
-        temp_names,
-    };
-    let inputs = fk
-        .inputs
+    port_syms
+}
+
+fn input_ports(fk: &FKernel, input_names: &[String], port_syms: &[Vec<String>]) -> Vec<PortDef> {
+    fk.inputs
         .iter()
         .enumerate()
         .map(|(k, p)| PortDef {
@@ -203,9 +230,17 @@ pub fn emit(fk: &FKernel, name: &str) -> Res<Emitted> {
                 .collect(),
             span: sp(),
         })
-        .collect();
-    let outputs = fk
-        .outputs
+        .collect()
+}
+
+/// The output ports: each dim is the symbol of an input dim the variable indexing it spans
+/// (a witness), else its size.
+fn output_ports(
+    fk: &FKernel,
+    output_names: &[String],
+    port_syms: &[Vec<String>],
+) -> Res<Vec<PortDef>> {
+    fk.outputs
         .iter()
         .enumerate()
         .map(|(o, p)| {
@@ -237,48 +272,38 @@ pub fn emit(fk: &FKernel, name: &str) -> Res<Emitted> {
                 span: sp(),
             })
         })
-        .collect::<Res<Vec<_>>>()?;
-    let mut body = Vec::new();
-    for st in &fk.stmts {
+        .collect()
+}
+
+impl Emitter<'_> {
+    /// One statement of the body; a temporary's weak literal types as its value would.
+    fn stmt(&mut self, st: &CStmt, output_names: &[String]) -> Res<Stmt> {
         let (target, want) = match st.target {
-            Target::Output(k) => (output_names[k].clone(), Some(fk.outputs[k].ty.dtype)),
+            Target::Output(k) => (output_names[k].clone(), Some(self.fk.outputs[k].ty.dtype)),
             Target::Temp(t) => {
-                let w = weak(&st.value);
-                let d = match w {
+                let d = match weak(&st.value) {
                     W::Strong => None,
                     W::Int => Some(DType::I64),
                     W::Float => Some(DType::F32),
                 };
-                (em.temp_names[t].clone(), d)
+                (self.temp_names[t].clone(), d)
             }
         };
         let scope: Vec<String> = st
             .vars
             .iter()
-            .map(|v| em.var_names.get(v).cloned().ok_or("unnamed variable"))
+            .map(|v| self.var_names.get(v).cloned().ok_or("unnamed variable"))
             .collect::<Res<_>>()?;
         let mut scope_c = scope.clone();
-        let value = em.expr(&st.value, want, &mut scope_c)?;
-        body.push(Stmt {
+        let value = self.expr(&st.value, want, &mut scope_c)?;
+        Ok(Stmt {
             target,
             indices: scope.into_iter().map(|n| IndexVar::Var(n, sp())).collect(),
             value,
             span: sp(),
             target_span: sp(),
-        });
+        })
     }
-    Ok(Emitted {
-        op: OpDef {
-            name: name.to_string(),
-            params: vec![],
-            inputs,
-            outputs,
-            body: OpBody::Kernel(body),
-            span: sp(),
-            name_span: sp(),
-        },
-        parallel,
-    })
 }
 
 /// `i.0, i.1, i.2` (a `..i` list) → `i, j, k`; other names unchanged.

@@ -37,13 +37,15 @@
 //! expression nodes or depth 64.
 //!
 //! **Value preservation.** Fusion never reorders a reduction or changes a dtype. Every rewrite
-//! is composed in concrete form (`kernel.rs`), printed (`emit.rs`), re-instantiated by the
-//! verifier and compared node by node with the composition (`check.rs`); a rewrite that does
-//! not verify or does not lower to the same computation is silently not done. A checked
+//! is composed in concrete form (`kernel.rs`, `absorb.rs`), printed (`emit.rs`),
+//! re-instantiated by the verifier and compared node by node with the composition
+//! (`check.rs`); a rewrite that does not verify or does not lower to the same computation is
+//! silently not done. A checked
 //! producer→consumer fusion is reused wherever everything it depends on is the same
 //! (`State::fusion_key`): a chain repeats the same compositions segment after segment. Internal
 //! failures are diagnostics (E0105), never panics.
 
+mod absorb;
 mod affine;
 mod check;
 mod emit;
@@ -105,17 +107,22 @@ impl Pass for Fuse {
         "fuse"
     }
     fn run(&mut self, m: &mut Module, cx: &mut PassContext) -> Result<bool, Diagnostic> {
+        // Checked before asking for facts, which would type a module that was never verified.
+        if let Some(g) = m
+            .graphs
+            .iter()
+            .find(|g| g.values.iter().any(|v| v.ty.is_none()))
+        {
+            return Err(fail(format!(
+                "fuse needs a verified graph (`@{}` has untyped values)",
+                g.name
+            )));
+        }
         // Taken, not cloned: the pass manager re-verifies after every pass and replaces them,
         // and at 100k applies a second copy of every instance is most of the pass's memory.
-        let facts = if cx.facts.len() == m.graphs.len() {
-            std::mem::take(&mut cx.facts)
-        } else {
-            let (diags, facts) = crate::verify::verify(&mut m.clone());
-            if diags.has_errors() {
-                return Err(fail("fuse needs a verified module"));
-            }
-            facts
-        };
+        let facts = cx
+            .take_facts(m)
+            .map_err(|d| fail(format!("fuse needs a verified module: {}", d.message)))?;
         let mut ops = OpTable::new(std::mem::take(&mut m.ops));
         let mut changed = false;
         for (g, facts) in m.graphs.iter_mut().zip(facts) {
@@ -324,12 +331,6 @@ fn fuse_graph(
     ops: &mut OpTable,
     cfg: &Fuse,
 ) -> Result<bool, Diagnostic> {
-    if g.values.iter().any(|v| v.ty.is_none()) {
-        return Err(fail(format!(
-            "fuse needs a verified graph (`@{}` has untyped values)",
-            g.name
-        )));
-    }
     let n = g.nodes.len();
     let mut st = State::new(g, facts);
     let mut budget = 4 * n + 64;
@@ -586,7 +587,7 @@ impl State<'_> {
         let p = self.kernel_of(pn, pa, ops)?;
         let base = format!("{}.{}", ops.base_of(&pa.op), ops.base_of(&a.op));
         for cand in plan::candidates(&c, &p, v, escapes) {
-            let Ok(fk) = kernel::absorb(&c, &p, v, cand.mode, cand.sigma.as_deref(), temp) else {
+            let Ok(fk) = absorb::absorb(&c, &p, v, cand.mode, cand.sigma.as_deref(), temp) else {
                 continue;
             };
             if let Some((op, inst)) = self.check_fused(i, &fk, &base, ops) {

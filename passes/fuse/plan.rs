@@ -29,8 +29,9 @@
 //! A reduction is never inlined at two sites or at a site that reads an element twice, and
 //! never when `v` escapes: the diamond `k = A @ x; sin(k); cos(k)` keeps `k`.
 
+use super::absorb::Absorb;
 use super::affine::{as_var, injective, shifted};
-use super::kernel::{has_reduction, loads_in_scope, node_count, Absorb, FKernel};
+use super::kernel::{has_reduction, loads_in_scope, node_count, FKernel};
 use crate::ir::graph::ValueId;
 use crate::ir::instance::{Affine, Target};
 
@@ -55,7 +56,7 @@ pub fn candidates(c: &FKernel, p: &FKernel, v: ValueId, escapes: bool) -> Vec<Ca
     if p.outputs.len() != 1 {
         return vec![];
     }
-    // Each site with its index in the producer's global coordinates (see `kernel::absorb`).
+    // Each site with its index in the producer's global coordinates (see `absorb::absorb`).
     let ranges: Vec<(i64, i64)> = out.vars.iter().map(|&pv| p.vars[pv].range).collect();
     let mut sites = Vec::new();
     for k in c.ports_of(v) {

@@ -129,25 +129,31 @@ impl Pass for Shard {
             // A kernel whose temporaries reduce over the sharded variable is split first, so
             // that each reduction becomes partial + combine (softmax on columns).
             if let Some(var) = &self.0.dim {
-                if split::split_graph(m, gi, &cx.facts[gi], var)? {
-                    let (diags, facts) = crate::verify::verify(m);
-                    if let Some(d) = diags.0.into_iter().find(|d| d.is_error()) {
-                        return Err(Diagnostic::error(
-                            codes::PASS_FAILED,
-                            format!("splitting kernels for sharding: {}", d.message),
-                        ));
-                    }
-                    cx.facts = facts;
+                let facts = &cx.facts(m).map_err(unverified)?[gi];
+                if split::split_graph(m, gi, facts, var)? {
+                    cx.invalidate(gi);
                 }
             }
-            let (g, c, r) = shard_graph(m, gi, &cx.facts[gi], &self.0, None)?;
+            let facts = &cx.facts(m).map_err(unverified)?[gi];
+            let (g, c, r) = shard_graph(m, gi, facts, &self.0, None)?;
             m.graphs[gi] = g;
+            if c {
+                cx.invalidate(gi);
+            }
             changed |= c;
             report.push_str(&r);
         }
         cx.reports.push(("shard".into(), report));
         Ok(changed)
     }
+}
+
+/// A module that no longer verifies (after splitting kernels): a compiler bug, E0105.
+fn unverified(d: Diagnostic) -> Diagnostic {
+    Diagnostic::error(
+        codes::PASS_FAILED,
+        format!("splitting kernels for sharding: {}", d.message),
+    )
 }
 
 /// Even split of `[0, n)` into at most `parts` non-empty ranges, remainder first.

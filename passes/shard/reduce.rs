@@ -92,6 +92,21 @@ fn combine_op(m: &mut Module, kind: Reduction, dtype: DType, span: Span) -> Stri
     name
 }
 
+/// The apply whose reduction over variable `v` (named `var`) is being sharded: its node,
+/// apply, instance and op, the op's single statement `st` and the reduction `red` in it.
+struct Reducing<'a> {
+    node: &'a Node,
+    a: &'a Apply,
+    inst: &'a Instance,
+    v: usize,
+    var: &'a str,
+    op: &'a OpDef,
+    st: &'a Stmt,
+    red: &'a KExpr,
+    /// The name of the apply's first result, which the new values' names extend.
+    base: String,
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn shard_reduction(
     m: &mut Module,
@@ -106,70 +121,123 @@ pub(super) fn shard_reduction(
 ) -> Result<Option<Vec<Option<Assembled>>>, Diagnostic> {
     let op = m.op(&a.op).expect("verified").clone();
     let var = inst.vars[v].name.clone();
+    let (st, red, kind) = the_reduction(&op, &var, node.span)?;
+    let cst = &inst.stmts.as_ref().expect("kernel ops lower")[0];
+    let dtype = reduce_dtype(&cst.value, v).expect("the reduction was lowered");
+    let partial = partial_op(&op, st, red, &var, dtype);
+    add_op(m, partial.clone());
+    let parts = super::split(inst.vars[v].range.1, cfg.parts);
+    if parts.len() < 2 {
+        return Ok(None);
+    }
+    let base = b.old.value(node.results[0]).name.clone();
+    let t = Reducing {
+        node,
+        a,
+        inst,
+        v,
+        var: &var,
+        op: &op,
+        st,
+        red,
+        base,
+    };
+    let partials = emit_partials(&t, b, &partial, &parts, &mut |pi| cfg.place(pi, next_node))?;
+    for (pi, &(lo, hi)) in parts.iter().enumerate() {
+        report.push_str(&format!(
+            "%{}.{var}{pi} reduces `{var}` over {lo}:{hi}\n",
+            t.base
+        ));
+    }
+    // Combine the partials with the reduction's monoid, then apply the epilogue once.
+    let acc = combine(m, b, &t, (kind, dtype), &partials);
+    let result = if std::ptr::eq(red, &st.value) {
+        acc
+    } else {
+        epilogue(m, b, &t, &partial.outputs[0], acc)?
+    };
+    b.map[node.results[0].index()] = Some(result);
+    Ok(Some(vec![None]))
+}
+
+/// The single statement of `op` and the one reduction over `var` in it (outside any other),
+/// with its kind; an op that has several statements or reductions cannot be sharded so.
+fn the_reduction<'o>(
+    op: &'o OpDef,
+    var: &str,
+    span: Span,
+) -> Result<(&'o Stmt, &'o KExpr, Reduction), Diagnostic> {
     let [st] = op.kernel().unwrap_or_default() else {
         return Err(err(
             format!(
                 "sharding reduction `{var}` needs a single-statement kernel; `@{}` has several",
                 op.name
             ),
-            node.span,
+            span,
         ));
     };
-    let found = find_reduce(&st.value, &var);
+    let found = find_reduce(&st.value, var);
     let [red] = found.as_slice() else {
         return Err(err(
             format!("`{var}` must be reduced by exactly one reduction outside any other"),
-            node.span,
+            span,
         ));
     };
     let KExprKind::Reduce(kind, _, _) = &red.kind else {
         unreachable!("find_reduce returns reductions")
     };
-    let cst = &inst.stmts.as_ref().expect("kernel ops lower")[0];
-    let dtype = reduce_dtype(&cst.value, v).expect("the reduction was lowered");
-    let out_port = &op.outputs[0];
-    let port_of = |n: &str| op.inputs.iter().find(|p| p.name == n).cloned();
+    Ok((st, red, *kind))
+}
 
-    // The partial op: the reduction alone, over the inputs it reads.
+/// `@OP.partial.k`: the reduction `red` of `st` alone, over the inputs it reads, into an
+/// output of the reduction's `dtype`.
+fn partial_op(op: &OpDef, st: &Stmt, red: &KExpr, var: &str, dtype: DType) -> OpDef {
     let mut used = Vec::new();
     reads(red, &mut used);
-    let partial_inputs: Vec<PortDef> = used.iter().filter_map(|n| port_of(n)).collect();
-    let pname = format!("{}.partial.{var}", op.name);
-    let pout = PortDef {
-        name: fresh_port(&op, "p"),
+    let inputs: Vec<PortDef> = used
+        .iter()
+        .filter_map(|n| op.inputs.iter().find(|p| p.name == *n).cloned())
+        .collect();
+    let out = PortDef {
+        name: fresh_port(op, "p"),
         dtype,
-        ..out_port.clone()
+        ..op.outputs[0].clone()
     };
-    let pstmt = Stmt {
-        target: pout.name.clone(),
+    let stmt = Stmt {
+        target: out.name.clone(),
         indices: st.indices.clone(),
-        value: (*red).clone(),
+        value: red.clone(),
         span: st.span,
         target_span: st.target_span,
     };
-    let partial = OpDef {
-        name: pname.clone(),
+    OpDef {
+        name: format!("{}.partial.{var}", op.name),
         params: op.params.clone(),
-        inputs: partial_inputs.clone(),
-        outputs: vec![pout.clone()],
-        body: OpBody::Kernel(vec![pstmt]),
+        inputs,
+        outputs: vec![out],
+        body: OpBody::Kernel(vec![stmt]),
         span: op.span,
         name_span: op.name_span,
-    };
-    add_op(m, partial.clone());
-
-    // Inputs of the partial for each part: slices along the reduction's footprint.
-    let parts = super::split(inst.vars[v].range.1, cfg.parts);
-    if parts.len() < 2 {
-        return Ok(None);
     }
-    let in_index = port_positions(&op, &partial_inputs);
-    let base = b.old.value(node.results[0]).name.clone();
+}
+
+/// One apply of `partial` per part of the reduction's range, over slices of its inputs along
+/// the reduction's footprint, placed by `place`; every part must lower to the same kernel.
+fn emit_partials(
+    t: &Reducing,
+    b: &mut Builder,
+    partial: &OpDef,
+    parts: &[(i64, i64)],
+    place: &mut dyn FnMut(usize) -> Option<u32>,
+) -> Result<Vec<ValueId>, Diagnostic> {
+    let (node, a, inst, var) = (t.node, t.a, t.inst, t.var);
+    let in_index = port_positions(t.op, &partial.inputs);
+    let dtype = partial.outputs[0].dtype;
     let mut partials = Vec::new();
     let mut reference: Option<Instance> = None;
     for (pi, &(lo, hi)) in parts.iter().enumerate() {
         let mut ranges: Vec<(i64, i64)> = inst.vars.iter().map(|x| x.range).collect();
-        ranges[v] = (lo, hi);
+        ranges[t.v] = (lo, hi);
         let mut args = Vec::new();
         let mut types = Vec::new();
         for &k in &in_index {
@@ -180,7 +248,7 @@ pub(super) fn shard_reduction(
             types.push(b.new.ty(s).cloned().expect("typed"));
             args.push(s);
         }
-        let shard = instantiate(&partial, &a.params, &types, None, Site { span: node.span })
+        let shard = instantiate(partial, &a.params, &types, None, Site { span: node.span })
             .map_err(|_| {
                 err(
                     format!("the partial reduction over `{var}` does not verify"),
@@ -190,27 +258,33 @@ pub(super) fn shard_reduction(
         match &reference {
             None => reference = Some(shard),
             Some(r) if r.stmts == shard.stmts => {}
-            Some(_) => return Err(err(format!("`@{}` cannot be sharded along `{var}`: its kernel uses a symbol that a shard would rebind", op.name), node.span)),
+            Some(_) => return Err(err(format!("`@{}` cannot be sharded along `{var}`: its kernel uses a symbol that a shard would rebind", t.op.name), node.span)),
         }
-        let placement = cfg.place(pi, next_node);
         let kind = NodeKind::Apply(Apply {
-            op: pname.clone(),
+            op: partial.name.clone(),
             params: a.params.clone(),
             args,
             range: None,
-            placement,
+            placement: place(pi),
             op_span: a.op_span,
         });
         let ty = TensorType::new(dtype, inst.outputs[0].shape.clone());
-        partials.push(b.emit(kind, &format!("{base}.{var}{pi}"), ty, node.span));
-        report.push_str(&format!(
-            "%{base}.{var}{pi} reduces `{var}` over {lo}:{hi}\n"
-        ));
+        partials.push(b.emit(kind, &format!("{}.{var}{pi}", t.base), ty, node.span));
     }
+    Ok(partials)
+}
 
-    // Combine the partials with the reduction's monoid, then apply the epilogue once.
-    let cname = combine_op(m, *kind, dtype, op.span);
-    let ty = TensorType::new(dtype, inst.outputs[0].shape.clone());
+/// The partial results folded left with the reduction's monoid `(kind, dtype)` (an apply of
+/// `@tapc.sum.f32`, ... per partial after the first); the combined value.
+fn combine(
+    m: &mut Module,
+    b: &mut Builder,
+    t: &Reducing,
+    (kind, dtype): (Reduction, DType),
+    partials: &[ValueId],
+) -> ValueId {
+    let cname = combine_op(m, kind, dtype, t.op.span);
+    let ty = TensorType::new(dtype, t.inst.outputs[0].shape.clone());
     let mut acc = partials[0];
     for (pi, &p) in partials.iter().enumerate().skip(1) {
         let kind = NodeKind::Apply(Apply {
@@ -219,59 +293,70 @@ pub(super) fn shard_reduction(
             args: vec![acc, p],
             range: None,
             placement: None,
-            op_span: a.op_span,
+            op_span: t.a.op_span,
         });
-        acc = b.emit(kind, &format!("{base}.{var}acc{pi}"), ty.clone(), node.span);
+        let name = format!("{}.{}acc{pi}", t.base, t.var);
+        acc = b.emit(kind, &name, ty.clone(), t.node.span);
     }
-    let result = if std::ptr::eq(*red, &st.value) {
-        acc
-    } else {
-        let pin = PortDef {
-            name: pout.name.clone(),
-            ..pout.clone()
-        };
-        let access = KExpr {
-            kind: KExprKind::Access(pin.name.clone(), st.indices.iter().map(index_of).collect()),
-            span: red.span,
-        };
-        let value = replace(&st.value, *red, &access);
-        let mut used = Vec::new();
-        reads(&value, &mut used);
-        let mut inputs: Vec<PortDef> = used.iter().filter_map(|n| port_of(n)).collect();
-        let outer = port_positions(&op, &inputs);
-        inputs.push(pin);
-        let ename = format!("{}.epilogue.{var}", op.name);
-        let estmt = Stmt {
-            value,
-            ..st.clone()
-        };
-        add_op(
-            m,
-            OpDef {
-                name: ename.clone(),
-                params: op.params.clone(),
-                inputs,
-                outputs: op.outputs.clone(),
-                body: OpBody::Kernel(vec![estmt]),
-                span: op.span,
-                name_span: op.name_span,
-            },
-        );
-        let mut args: Vec<ValueId> = outer.iter().map(|&k| b.mapped(a.args[k])).collect();
-        args.push(acc);
-        let kind = NodeKind::Apply(Apply {
-            op: ename,
-            params: a.params.clone(),
-            args,
-            range: None,
-            placement: a.placement,
-            op_span: a.op_span,
-        });
-        let r = node.results[0];
-        b.emit(kind, &b.old.value(r).name.clone(), b.old_ty(r)?, node.span)
+    acc
+}
+
+/// `@OP.epilogue.k`: the statement with the reduction replaced by a read of the combined
+/// partial results `acc` (port `pout`), applied once to them and the inputs it reads.
+fn epilogue(
+    m: &mut Module,
+    b: &mut Builder,
+    t: &Reducing,
+    pout: &PortDef,
+    acc: ValueId,
+) -> Result<ValueId, Diagnostic> {
+    let (op, st, a) = (t.op, t.st, t.a);
+    let access = KExpr {
+        kind: KExprKind::Access(pout.name.clone(), st.indices.iter().map(index_of).collect()),
+        span: t.red.span,
     };
-    b.map[node.results[0].index()] = Some(result);
-    Ok(Some(vec![None]))
+    let value = replace(&st.value, t.red, &access);
+    let mut used = Vec::new();
+    reads(&value, &mut used);
+    let mut inputs: Vec<PortDef> = used
+        .iter()
+        .filter_map(|n| op.inputs.iter().find(|p| p.name == *n).cloned())
+        .collect();
+    let outer = port_positions(op, &inputs);
+    inputs.push(pout.clone());
+    let ename = format!("{}.epilogue.{}", op.name, t.var);
+    add_op(
+        m,
+        OpDef {
+            name: ename.clone(),
+            params: op.params.clone(),
+            inputs,
+            outputs: op.outputs.clone(),
+            body: OpBody::Kernel(vec![Stmt {
+                value,
+                ..st.clone()
+            }]),
+            span: op.span,
+            name_span: op.name_span,
+        },
+    );
+    let mut args: Vec<ValueId> = outer.iter().map(|&k| b.mapped(a.args[k])).collect();
+    args.push(acc);
+    let kind = NodeKind::Apply(Apply {
+        op: ename,
+        params: a.params.clone(),
+        args,
+        range: None,
+        placement: a.placement,
+        op_span: a.op_span,
+    });
+    let r = t.node.results[0];
+    Ok(b.emit(
+        kind,
+        &b.old.value(r).name.clone(),
+        b.old_ty(r)?,
+        t.node.span,
+    ))
 }
 
 /// The hull of input `k`'s accesses over `ranges` (all variables), clipped to the input.

@@ -611,7 +611,7 @@ impl Builder<'_> {
         ins: &[Loc],
         outs: &[Loc],
     ) -> (f64, TaskAccess) {
-        let (in_boxes, out_boxes) = crate::passes::cost::model::io_boxes(inst);
+        let (in_boxes, out_boxes) = crate::ir::footprint::io_boxes(inst);
         let flops = inst.points().max(1) as f64 * inst.signature.flops_per_point.max(1.0);
         let bytes: f64 = ins
             .iter()

@@ -320,8 +320,9 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
                     .into_iter()
                     .map(|(_, k, v)| ("cost".to_string(), k.to_string(), v))
                     .collect(),
+                ..RunConfig::default()
             };
-            cx.opt(&file, &passes, &config, emit)
+            cx.opt(&file, &passes, &read_pass_files(&passes, config), emit)
         }
         Some(Command::Run {
             file,
@@ -357,6 +358,16 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
     };
     cx.out.code = i32::from(!ok);
     cx.out
+}
+
+/// `config` with the input files its pipeline's options name (`cost{machine=FILE}`) read in:
+/// the driver does the pipeline's I/O; a file that cannot be read is reported by its pass.
+fn read_pass_files(pipeline: &str, mut config: RunConfig) -> RunConfig {
+    for path in manager::input_paths(pipeline, &config) {
+        let text = std::fs::read_to_string(&path).map_err(|e| e.to_string());
+        config.files.insert(path, text);
+    }
+    config
 }
 
 struct Cx {
@@ -598,7 +609,7 @@ impl Cx {
         let pipeline = passes.unwrap_or(manager::DEFAULT_PIPELINE);
         let mut log = String::new();
         let facts = std::mem::take(&mut l.facts);
-        let config = RunConfig::default();
+        let config = read_pass_files(pipeline, RunConfig::default());
         match manager::run_pipeline(&mut l.module, facts, pipeline, &config, &mut log) {
             Ok(cx) => {
                 if !self.write_files(&l.name, &cx.files) {

@@ -13,6 +13,7 @@
 //!
 //! Spans never take part in equality ([`crate::diag::Span`]), so `parse(print(m)) == m`.
 
+pub mod footprint;
 pub mod graph;
 pub mod instance;
 pub mod kernel;

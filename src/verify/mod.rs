@@ -5,6 +5,7 @@
 mod bind;
 mod instance;
 mod kernel;
+mod probe;
 mod signature;
 mod size;
 mod stub;
@@ -14,6 +15,7 @@ mod views;
 pub use crate::ir::instance::visit_loads;
 pub use bind::Site;
 pub use instance::instantiate;
+pub use probe::verify_one;
 pub use symbolic::check_ops;
 pub use views::canonical_slice;
 
