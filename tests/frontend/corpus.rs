@@ -4,8 +4,7 @@
 //! not find yet is annotated `// KNOWN MISS@+N: CODE (why)`: it counts against recall, and the
 //! test fails once it is found, so that the annotation is turned into an `ERROR`.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use support::annotations::{self, Severity};

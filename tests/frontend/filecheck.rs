@@ -4,8 +4,7 @@
 
 // Loading support/mod.rs (rather than its files one by one) compiles each module once,
 // which lets the harness helpers be tested here too.
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::{annotations, filecheck};
 

@@ -3,7 +3,7 @@
 //! the costs in the index size, incremental against full costing, budgets, and that the pass
 //! output (sharded and fused) re-parses, verifies and computes the same values.
 
-mod common;
+use crate::common;
 use std::collections::HashMap;
 use tapc::passes::cost::{self, machine::Machine, model, model::Gene, model::Problem, pareto};
 use tapc::passes::manager::{run_pipeline, RunConfig};

@@ -3,7 +3,7 @@
 //! `q·b` overflows) and float pairs with signed zeros, NaNs and infinities. Each graph compiles
 //! once (JIT) and runs on every generated batch, in the interpreter and natively.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

@@ -4,8 +4,7 @@
 //! random pass pipelines (re-parsed, verified, run to bit-identical sinks) and through the
 //! native backend (against the interpreter).
 
-mod common;
-mod fuzzing;
+use crate::fuzzing;
 
 use fuzzing::{Plan, Rng};
 

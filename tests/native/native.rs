@@ -11,7 +11,7 @@
 //! vectorised along a contiguous reduction are reassociated (see `src/codegen/kernel/reduce.rs`);
 //! everything else is computed exactly as the interpreter does.
 
-mod common;
+use crate::common;
 
 use common::inputs;
 use proptest::prelude::*;
@@ -744,7 +744,7 @@ fn assert_pipelines(what: &str, src: &str, pipelines: &[&str]) {
     }
 }
 
-const MATMUL_OPS: &str = include_str!("data/matmul_ops.teg");
+const MATMUL_OPS: &str = include_str!("../data/matmul_ops.teg");
 
 /// Matmul-like kernels at edge shapes (1, 2, 15, 17, 31, 33, primes in every dimension):
 /// plain, A·Bᵀ through a transposed view (packed by gathering), batched (also transposed),
