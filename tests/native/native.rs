@@ -5,8 +5,9 @@
 //! threads. Every test counts what it compared and fails on a graph it could not compare.
 //!
 //! Integer and bool results must be bit-exact. Float results must satisfy
-//! `|native - interp| <= 1e-4 * |interp| + 1e-5 * (1 + rms)` elementwise, `rms` the sink's root
-//! mean square (NaN matches NaN, infinities must be equal; `common::tolerance`): the math
+//! `|native - interp| <= rtol * |interp| + atol * (1 + rms)` elementwise, `rms` the sink's root
+//! mean square, `rtol, atol` 1e-4, 1e-5 for f32 and 1e-12, 1e-13 for f64 (NaN matches NaN,
+//! infinities must be equal; `common::tolerance`): the math
 //! functions are polynomials within a few ulps (`src/codegen/math.rs`, `tests/math.rs`), float
 //! sums of products are fused multiply-adds (unless `--fp-contract=off`), and float sums
 //! vectorised along a contiguous reduction are reassociated (see `src/codegen/kernel/reduce.rs`);
@@ -445,6 +446,23 @@ graph @g_booleans {
   sink @z %z
 }
 "#;
+
+/// The bound is the dtype's: an f64 result off by one part in 1e9 fails, where f32 allows
+/// one part in 1e5.
+#[test]
+fn the_float_tolerance_is_per_dtype() {
+    let (w, off) = (vec![1.5, -3.0, 7.0], vec![1.5, -3.0, 7.0 * (1.0 + 1e-9)]);
+    let t = |d: Data| Tensor::new(vec![3], d).unwrap();
+    let f64s = |v: &[f64]| t(Data::F64(v.to_vec()));
+    let f32s = |v: &[f64]| t(Data::F32(v.iter().map(|&x| x as f32).collect()));
+    let mismatch = common::tolerance::first_mismatch;
+    assert_eq!(mismatch(&f64s(&w), &f64s(&off)), Some(2));
+    assert_eq!(mismatch(&f64s(&w), &f64s(&w)), None);
+    let off32 = [1.5, -3.0, 7.0 * (1.0 + 1e-5)];
+    assert_eq!(mismatch(&f32s(&w), &f32s(&off32)), None);
+    let far32 = [1.5, -3.0, 7.0 * (1.0 + 1e-3)];
+    assert_eq!(mismatch(&f32s(&w), &f32s(&far32)), Some(2));
+}
 
 #[test]
 fn arithmetic_reductions_and_kernels_match_the_interpreter() {
