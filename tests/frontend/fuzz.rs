@@ -58,4 +58,8 @@ fn random_graphs_run_natively_as_in_the_interpreter() {
         native: 24,
     });
     assert_eq!(c.native, 24);
+    assert_eq!(
+        c.native_graphs, 24,
+        "every random graph was compared: {c:?}"
+    );
 }
