@@ -1,6 +1,7 @@
 //! Front-end integration tests in one binary: the CLI in-process, error codes, the
 //! multi-mistake corpus, pathological nesting, the examples, interpreter semantics, the
-//! printer round trip, the FileCheck/annotation support code and the fuzzer's CI slice.
+//! printer round trip, the FileCheck/annotation support code, the fuzzer's CI slice, and the
+//! check that no two files of a crate import each other.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -16,5 +17,6 @@ mod corpus_pathological;
 mod examples;
 mod filecheck;
 mod fuzz;
+mod import_circles;
 mod interp;
 mod roundtrip;
