@@ -344,12 +344,13 @@ fn closing(toks: &[Token], open: usize, l: char, r: char) -> usize {
 
 /// The paths of a use tree (the tokens between `use` and `;`), groups expanded: `a::{b,
 /// c::{self, d}}` is `a::b`, `a::c`, `a::c::d`. A `*` or `as` ends a path where it stands.
-pub fn use_paths(toks: &[Token]) -> Vec<Vec<String>> {
+fn use_paths(toks: &[Token]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     use_tree(toks, &mut 0, &mut Vec::new(), &mut out);
     out
 }
 
+/// One tree at the cursor, below `prefix`: its paths go to `out`, the cursor past it.
 fn use_tree(toks: &[Token], i: &mut usize, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
     let depth = prefix.len();
     // A leading `::` names an external crate: nothing of ours.
