@@ -1,5 +1,5 @@
 //! `tapc lsp` end to end, in one binary: a JSON-RPC client driving the server, and headless
-//! Neovim attached to it. It does not link the compiler (only the `tapc` executable runs).
+//! Neovim attached to it (both run the `tapc` executable).
 
 #[path = "../common/lsp_client.rs"]
 mod lsp_client;
