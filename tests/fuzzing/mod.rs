@@ -308,6 +308,8 @@ pub struct Counts {
     pub pipelines: u64,
     pub declined: u64,
     pub native: u64,
+    /// Graphs the native stage compared with the interpreter (a random input has one).
+    pub native_graphs: u64,
 }
 
 impl Counts {
@@ -388,8 +390,10 @@ pub fn run(
         guarded("native", &label, finding, || {
             result = Some(native(&random_graph(seed, 6)))
         });
-        if let Some(Err(e)) = result {
-            finding("native", e);
+        match result {
+            Some(Ok(graphs)) => c.native_graphs += graphs as u64,
+            Some(Err(e)) => finding("native", e),
+            None => {}
         }
         c.native += 1;
         tick(&c);

@@ -7,7 +7,7 @@
 //! fails with how to install them). The runtime is built with its `mpi` feature by a nested
 //! `cargo build` into its own target directory (`target/mpi`), so the default build needs no MPI.
 
-mod common;
+use crate::common;
 
 use common::mpi::{mlp, mpi_runtime, mpirun, mpirun_with, Btl, MLP_OPS};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! structurally identical applies share one LLVM kernel, so a long chain compiles O(1) kernels,
 //! and the shared kernels still compute every task's values.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use tapc::codegen::{self, schedule};

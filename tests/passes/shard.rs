@@ -2,7 +2,7 @@
 //! element is computed by the same expression in the same order), and within a stated bound
 //! when sharding a reduction reassociates float sums. Sharded output re-parses and verifies.
 
-mod common;
+use crate::common;
 use common::graphgen::{build, step};
 use common::{before_after, mlp_inputs, Sinks};
 use proptest::prelude::*;

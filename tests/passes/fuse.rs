@@ -5,7 +5,7 @@
 //! (`common::graphgen`). Sharding and fusion together: the MLP pipeline through the
 //! command line, and random graphs with random shard choices and fusion in one pipeline.
 
-mod common;
+use crate::common;
 
 use common::graphgen::{build_with, kernels, rich_step};
 use common::mlp_inputs;

@@ -1,7 +1,7 @@
 //! Property test: random valid graphs print, re-parse to the same module, print identically,
 //! and run to the same sink values.
 
-mod common;
+use crate::common;
 use common::graphgen::{build, step};
 use proptest::prelude::*;
 use std::collections::HashMap;

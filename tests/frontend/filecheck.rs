@@ -2,11 +2,8 @@
 //! the diagnostic annotation parser (`support/annotations.rs`) and the harness helpers
 //! (`support/mod.rs`: RUN lines, rendering, diffs, discovery).
 
-// Loading support/mod.rs (rather than its files one by one) compiles each module once,
-// which lets the harness helpers be tested here too.
-#[path = "support/mod.rs"]
-mod support;
-
+// The binary's root loads support/mod.rs whole, which lets the harness helpers be tested here.
+use crate::support;
 use support::{annotations, filecheck};
 
 use filecheck::{check, check_with, has_directives, Options};

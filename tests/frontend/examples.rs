@@ -1,6 +1,6 @@
 //! The examples: they parse, verify, print/re-parse identically and run; the MLP matches numpy.
 
-mod common;
+use crate::common;
 use common::*;
 use std::collections::HashMap;
 use tapc::print::print_module;

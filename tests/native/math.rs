@@ -6,7 +6,7 @@
 //! and fails when it exceeds the bound documented in `docs/teg.md`, or when NaN-ness, the
 //! sign of a zero or an infinity differs.
 
-mod common;
+use crate::common;
 
 use common::Rng;
 use std::collections::HashMap;

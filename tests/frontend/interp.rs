@@ -1,6 +1,6 @@
 //! Interpreter semantics against hand-computed values.
 
-mod common;
+use crate::common;
 use common::*;
 use std::collections::HashMap;
 

@@ -3,9 +3,7 @@
 //! installed by the test when missing (as root, as CI runs); otherwise the test fails with how
 //! to install it. It never skips.
 
-#[path = "common/syspkg.rs"]
-#[allow(dead_code)] // only `ensure` is used here
-mod syspkg;
+use crate::syspkg;
 
 use serde_json::Value;
 use std::process::Command;

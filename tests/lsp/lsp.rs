@@ -1,8 +1,7 @@
 //! `tapc lsp` end to end: the real binary driven over stdio by a JSON-RPC client, one session
 //! per test, asserting what each request answers.
 
-#[path = "common/lsp_client.rs"]
-mod lsp_client;
+use crate::lsp_client;
 
 use lsp_client::Client;
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! interpreter, natively with 1 and 2 threads, and natively after the fusing and sharding
 //! pipelines; and its head split (a reshape of a column slice) is a view, not a copy.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! `q·b` overflows) and float pairs with signed zeros, NaNs and infinities. Each graph compiles
 //! once (JIT) and runs on every generated batch, in the interpreter and natively.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -35,13 +35,12 @@ graph @g {{\n  %a = source @a : T[{N}]\n  %b = source @b : T[{N}]\n  {sinks}%mx,
     .replace('T', ty)
 }
 
+/// What a batch is checked with: the inputs `a` and `b`, the sinks by name, who computed them.
+type Check<'a> = &'a dyn Fn(&Data, &Data, &HashMap<String, Tensor>, &str) -> Result<(), String>;
+
 /// Runs `src` on every batch `gen` yields, natively (1 and 2 threads) and in the interpreter;
 /// `check` compares the sinks (by name) with the reference.
-fn differential(
-    src: &str,
-    gen: BoxedStrategy<(Data, Data)>,
-    check: impl Fn(&Data, &Data, &HashMap<String, Tensor>, &str) -> Result<(), String>,
-) {
+fn differential(src: &str, gen: BoxedStrategy<(Data, Data)>, check: Check) {
     let (m, facts) = common::compile_ok("oracle", src);
     tapc::codegen::with_jit(&m, 0, &facts[0], &Default::default(), |p| {
         let mut runner = TestRunner::new(Config {
@@ -51,27 +50,49 @@ fn differential(
         });
         runner
             .run(&gen, |(a, b)| {
-                let ins: HashMap<String, Tensor> = [("a", a.clone()), ("b", b.clone())]
-                    .into_iter()
-                    .map(|(n, d)| (n.to_string(), Tensor::new(vec![N], d).unwrap()))
-                    .collect();
-                let interp = common::run(&m, &facts, 0, &ins);
-                check(&a, &b, &interp, "interpreter").map_err(TestCaseError::fail)?;
-                for threads in [1, 2] {
-                    let opts = Options {
-                        threads,
-                        record: false,
-                    };
-                    let (sinks, _) = p.run(&ins, &opts).map_err(TestCaseError::fail)?;
-                    let native: HashMap<String, Tensor> = sinks.into_iter().collect();
-                    check(&a, &b, &native, &format!("native, {threads} threads"))
-                        .map_err(TestCaseError::fail)?;
-                }
-                Ok(())
+                run_batch(&m, &facts, p, &a, &b, check).map_err(TestCaseError::fail)
             })
             .unwrap_or_else(|e| panic!("{e}"));
     })
     .unwrap_or_else(|d| panic!("{}", d.message));
+}
+
+/// Runs one batch `a`, `b` in the interpreter and natively (`p`, 1 and 2 threads) and checks
+/// each result.
+fn run_batch(
+    m: &tapc::ir::Module,
+    facts: &[tapc::verify::GraphFacts],
+    p: &tapc::codegen::Program,
+    a: &Data,
+    b: &Data,
+    check: Check,
+) -> Result<(), String> {
+    let ins: HashMap<String, Tensor> = [("a", a.clone()), ("b", b.clone())]
+        .into_iter()
+        .map(|(n, d)| (n.to_string(), Tensor::new(vec![N], d).unwrap()))
+        .collect();
+    let interp = common::run(m, facts, 0, &ins);
+    check(a, b, &interp, "interpreter")?;
+    for threads in [1, 2] {
+        let opts = Options {
+            threads,
+            record: false,
+        };
+        let (sinks, _) = p.run(&ins, &opts)?;
+        let native: HashMap<String, Tensor> = sinks.into_iter().collect();
+        check(a, b, &native, &format!("native, {threads} threads"))?;
+    }
+    Ok(())
+}
+
+/// Runs `src` on the one batch of `pairs` (repeated to `N` pairs) and checks it with `check`.
+fn fixed_batch(src: &str, pairs: (Data, Data), check: Check) {
+    let (m, facts) = common::compile_ok("oracle", src);
+    tapc::codegen::with_jit(&m, 0, &facts[0], &Default::default(), |p| {
+        run_batch(&m, &facts, p, &pairs.0, &pairs.1, check)
+    })
+    .unwrap_or_else(|d| panic!("{}", d.message))
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Floor division and remainder in i128, exact; `x / 0 == x % 0 == 0`, quotient wrapped.
@@ -165,12 +186,12 @@ fn check_ints(
 
 #[test]
 fn i64_div_rem_max_min_match_the_reference() {
-    differential(&source("i64", false), int_pairs(64), check_ints(64));
+    differential(&source("i64", false), int_pairs(64), &check_ints(64));
 }
 
 #[test]
 fn i32_div_rem_max_min_match_the_reference() {
-    differential(&source("i32", false), int_pairs(32), check_ints(32));
+    differential(&source("i32", false), int_pairs(32), &check_ints(32));
 }
 
 /// numpy's `maximum`/`minimum` on x86-64: whether `a` (rather than `b`) is the result: a NaN
@@ -258,14 +279,16 @@ fn check_floats(
 
 #[test]
 fn f32_max_min_of_signed_zeros_and_nans_follow_numpy() {
-    differential(&source("f32", true), float_pairs(true), check_floats);
+    differential(&source("f32", true), float_pairs(true), &check_floats);
 }
 
 #[test]
 fn f64_max_min_of_signed_zeros_and_nans_follow_numpy() {
-    differential(&source("f64", true), float_pairs(false), check_floats);
+    differential(&source("f64", true), float_pairs(false), &check_floats);
 }
 
+/// The reference's corner cases, and the interpreter and native code on the same pairs
+/// against values written out here (not computed by the reference).
 #[test]
 fn signed_zero_ties_give_the_second_operand() {
     assert!(!reference_picks_a(-0.0, 0.0, true));
@@ -275,5 +298,48 @@ fn signed_zero_ties_give_the_second_operand() {
     assert_eq!(
         reference_div_rem(-7673562495525745938, 5568713776439957071, 64),
         (-2, 3463865057354168204)
+    );
+    // (a, b, max(a, b), min(a, b)): on a tie or a NaN `b`, the result is `b`.
+    let nan = f64::NAN;
+    let cases = [
+        (-0.0, 0.0, 0.0, 0.0),
+        (0.0, -0.0, -0.0, -0.0),
+        (nan, 1.0, nan, nan),
+        (1.0, nan, nan, nan),
+    ];
+    let column = |k: usize| -> Vec<f64> {
+        (0..N)
+            .map(|i| {
+                let c = cases[i % cases.len()];
+                [c.0, c.1, c.2, c.3][k]
+            })
+            .collect()
+    };
+    let (a, b, mx, mn) = (column(0), column(1), column(2), column(3));
+    let check = |_: &Data, _: &Data, got: &HashMap<String, Tensor>, who: &str| {
+        for (sink, want) in [("mx", &mx), ("mn", &mn)] {
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let have: Vec<f64> = floats(&got[sink].data).iter().map(|x| x.0).collect();
+            if bits(&have) != bits(want) {
+                return Err(format!("{who}: @{sink} is {:?}, want {want:?}", &have[..4]));
+            }
+        }
+        Ok(())
+    };
+    fixed_batch(&source("f64", true), (Data::F64(a), Data::F64(b)), &check);
+    let (a, b) = (-7673562495525745938i64, 5568713776439957071i64);
+    let check = |_: &Data, _: &Data, got: &HashMap<String, Tensor>, who: &str| {
+        let want = [("q", -2), ("r", 3463865057354168204), ("mx", b), ("mn", a)];
+        for (sink, v) in want {
+            if ints(&got[sink].data) != vec![v; N] {
+                return Err(format!("{who}: @{sink} is not {v} everywhere"));
+            }
+        }
+        Ok(())
+    };
+    fixed_batch(
+        &source("i64", false),
+        (Data::I64(vec![a; N]), Data::I64(vec![b; N])),
+        &check,
     );
 }

@@ -3,7 +3,7 @@
 //! the costs in the index size, incremental against full costing, budgets, and that the pass
 //! output (sharded and fused) re-parses, verifies and computes the same values.
 
-mod common;
+use crate::common;
 use std::collections::HashMap;
 use tapc::passes::cost::{self, machine::Machine, model, model::Gene, model::Problem, pareto};
 use tapc::passes::manager::{run_pipeline, PassContext, PassFiles, RunConfig};
@@ -551,18 +551,6 @@ fn a_fused_plan_is_costed_by_hand_and_materializes_to_one_fused_apply() {
     assert_eq!(common::f64s(&before["out"]), common::f64s(&after["out"]));
 }
 
-/// A tiny deterministic generator for the tests.
-struct Lcg(u64);
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) % n as u64) as usize
-    }
-}
-
 /// The incremental evaluator (re-costing only the applies whose gene changed and their readers)
 /// agrees exactly with costing from scratch along random walks of one- to three-gene changes,
 /// and it does recompute less than everything.
@@ -580,7 +568,7 @@ fn incremental_costing_agrees_exactly_with_full_costing() {
         let p = problem_of(&src, &opts);
         let genes = pareto::genes(&p);
         let mut ev = model::Evaluator::new(&p);
-        let mut rng = Lcg(17);
+        let mut rng = common::Rng(17);
         let mut plan = p.unsharded();
         let (mut steps, mut changed) = (0u64, 0u64);
         assert_eq!(ev.evaluate(&plan), p.evaluate(&plan));

@@ -4,8 +4,7 @@
 //! random pass pipelines (re-parsed, verified, run to bit-identical sinks) and through the
 //! native backend (against the interpreter).
 
-mod common;
-mod fuzzing;
+use crate::fuzzing;
 
 use fuzzing::{Plan, Rng};
 
@@ -59,4 +58,8 @@ fn random_graphs_run_natively_as_in_the_interpreter() {
         native: 24,
     });
     assert_eq!(c.native, 24);
+    assert_eq!(
+        c.native_graphs, 24,
+        "every random graph was compared: {c:?}"
+    );
 }

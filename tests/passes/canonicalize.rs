@@ -1,7 +1,7 @@
 //! `canonicalize` keeps every sunk value bit-identical (the interpreter is the oracle), on the
 //! examples and on random graphs full of view chains, and its output re-verifies.
 
-mod common;
+use crate::common;
 use common::before_after;
 use common::graphgen::{build, step};
 use proptest::prelude::*;

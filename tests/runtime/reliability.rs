@@ -5,13 +5,17 @@
 //!
 //! Signals are delivered at a known phase with the runtime's test-only hook
 //! `TAPC_RT_TEST_PAUSE=PHASE:MS` (runtime/src/signals.rs), which prints `tapc-test-pause PHASE`
-//! and sleeps at each step of that phase.
+//! at each step of that phase. The program's stderr is a pipe the test filled beforehand, so
+//! that line holds the program right there until the test reads: the test acts once the
+//! program is seen blocked on it (a condition, never a race with the clock).
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, PipeReader, PipeWriter, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 use tapc_runtime::{npy, Data, Tensor};
 
 const MULTI: &str = r#"
@@ -109,33 +113,142 @@ fn multi_cmd(x: &Path, out: &Path) -> Command {
     c
 }
 
-/// Spawns `cmd` with the pause hook on `phase` and returns once it paused there.
-fn spawn_paused(mut cmd: Command, phase: &str, ms: u64) -> (Child, String) {
+/// A program held at its first pause in `phase`: blocked writing the pause line to a full
+/// stderr pipe, which only the test empties.
+struct Held {
+    child: Child,
+    stderr: PipeReader,
+    /// The bytes the test put in the pipe before the program started.
+    filler: usize,
+    phase: String,
+}
+
+/// Spawns `cmd` with the pause hook on `phase` and returns once it is held there.
+fn spawn_held(mut cmd: Command, phase: &str) -> Held {
+    let (stderr, mut writer) = std::io::pipe().unwrap();
+    let filler = fill(&mut writer);
     let mut child = cmd
-        .env("TAPC_RT_TEST_PAUSE", format!("{phase}:{ms}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .env("TAPC_RT_TEST_PAUSE", format!("{phase}:0"))
+        .stdout(Stdio::null())
+        .stderr(writer)
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "the program never paused at {phase}: {seen}"
-        );
-        seen.push_str(&line);
-        if line.trim() == format!("tapc-test-pause {phase}") {
-            break;
+    drop(cmd); // our copy of the pipe's write end: the reader sees the end when the child exits
+    let pid = child.id();
+    let what = format!("the program to block writing its stderr at {phase}");
+    wait_for(&mut child, &what, || blocked_writing_stderr(pid));
+    Held {
+        child,
+        stderr,
+        filler,
+        phase: phase.into(),
+    }
+}
+
+/// Fills the pipe of `w` until not one more byte fits; returns how many bytes that took.
+fn fill(w: &mut PipeWriter) -> usize {
+    let fd = w.as_raw_fd();
+    let blocking = |on: bool| {
+        // SAFETY: F_GETFL/F_SETFL on an open descriptor have no memory-safety preconditions.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            let flags = if on {
+                flags & !libc::O_NONBLOCK
+            } else {
+                flags | libc::O_NONBLOCK
+            };
+            assert_eq!(libc::fcntl(fd, libc::F_SETFL, flags), 0);
+        }
+    };
+    blocking(false);
+    let mut n = 0;
+    // Pages first, then single bytes into the last page.
+    for chunk in [4096, 1] {
+        let bytes = vec![b'.'; chunk];
+        loop {
+            match w.write(&bytes) {
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("filling a pipe: {e}"),
+            }
         }
     }
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = err.read_to_string(&mut rest);
+    blocking(true);
+    n
+}
+
+/// Whether a thread of process `pid` is inside `write(2, ...)`.
+fn blocked_writing_stderr(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let write = libc::SYS_write.to_string();
+    tasks.flatten().any(|t| {
+        let call = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
+        let mut fields = call.split_whitespace();
+        fields.next() == Some(write.as_str()) && fields.next() == Some("0x2")
+    })
+}
+
+/// Whether signal `sig` is pending for process `pid`, not yet taken by its signal thread.
+fn signal_pending(pid: u32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("ShdPnd:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
+}
+
+/// Polls `ready` until it holds; fails if `child` exits first (or after two minutes).
+fn wait_for(child: &mut Child, what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ready() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the program exited ({status}) before {what}");
+        }
+        assert!(Instant::now() < deadline, "waited two minutes for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Lets a held program go on: reads its stderr to the end (so it never blocks again) and
+/// waits for it. Checks that it was held by the pause line; returns its status and stderr.
+fn release(held: Held) -> (ExitStatus, String) {
+    let Held {
+        mut child,
+        mut stderr,
+        filler,
+        phase,
+    } = held;
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        stderr.read_to_end(&mut all).unwrap();
+        all
     });
-    (child, seen)
+    let status = child.wait().unwrap();
+    let all = reader.join().unwrap();
+    let text = String::from_utf8_lossy(&all[filler..]).into_owned();
+    let line = format!("tapc-test-pause {phase}\n");
+    assert!(
+        text.starts_with(&line),
+        "held elsewhere than at {phase}: {text}"
+    );
+    (status, text)
+}
+
+/// Sends `sig` to `cmd` held after staging its first output in `dir` (checked: a staging
+/// directory is there); returns how it ended.
+fn interrupt_while_writing(cmd: Command, dir: &Path, sig: &str) -> ExitStatus {
+    let mut held = spawn_held(cmd, "write");
+    let staged = files_in(dir).iter().any(|f| f.starts_with(".tapc-"));
+    assert!(
+        staged,
+        "{sig}: held with nothing staged: {:?}",
+        files_in(dir)
+    );
+    kill(&held.child, sig);
+    held.child.wait().unwrap()
 }
 
 fn kill(child: &Child, sig: &str) {
@@ -155,9 +268,7 @@ fn sigint_while_writing_leaves_the_old_outputs_and_no_temporaries() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(sink_values(&out), vec![2.0, 2.0, 2.0]);
     for sig in ["INT", "TERM"] {
-        let (mut child, _) = spawn_paused(multi_cmd(&input(&dir, 5.0), &out), "write", 10_000);
-        kill(&child, sig);
-        let status = child.wait().unwrap();
+        let status = interrupt_while_writing(multi_cmd(&input(&dir, 5.0), &out), &out, sig);
         assert!(status.signal().is_some(), "{sig}: {status:?}");
         assert_eq!(files_in(&out), vec!["a.npy", "b.npy", "c.npy"], "{sig}");
         assert_eq!(sink_values(&out), vec![2.0, 2.0, 2.0], "{sig}");
@@ -170,9 +281,17 @@ fn sigterm_while_committing_finishes_the_whole_set_first() {
     let out = dir.join("out");
     let o = multi_cmd(&input(&dir, 1.0), &out).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    let (mut child, _) = spawn_paused(multi_cmd(&input(&dir, 5.0), &out), "commit", 300);
-    kill(&child, "TERM");
-    let status = child.wait().unwrap();
+    let mut held = spawn_held(multi_cmd(&input(&dir, 5.0), &out), "commit");
+    // Held after its first rename: one sink is new, two are old.
+    let new = sink_values(&out).iter().filter(|&&v| v != 2.0).count();
+    assert_eq!(new, 1, "{:?}", sink_values(&out));
+    kill(&held.child, "TERM");
+    let pid = held.child.id();
+    let what = "its signal thread to take SIGTERM";
+    wait_for(&mut held.child, what, || {
+        !signal_pending(pid, libc::SIGTERM)
+    });
+    let (status, _) = release(held);
     assert_eq!(status.signal(), Some(15), "{status:?}");
     assert_eq!(files_in(&out), vec!["a.npy", "b.npy", "c.npy"]);
     assert_eq!(sink_values(&out), vec![10.0, 6.0, 10.0]);
@@ -183,19 +302,26 @@ fn concurrent_runs_into_one_directory_serialize_and_the_last_wins_whole() {
     let dir = scratch("concurrent");
     let out = dir.join("out");
     std::fs::create_dir(&out).unwrap();
-    let (first, _) = spawn_paused(multi_cmd(&input(&dir, 1.0), &out), "commit", 300);
-    let second = multi_cmd(&input(&dir, 5.0), &out)
+    // The first run is held inside its commit, holding the directory's lock ...
+    let first = spawn_held(multi_cmd(&input(&dir, 1.0), &out), "commit");
+    let mut second = multi_cmd(&input(&dir, 5.0), &out)
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .unwrap();
-    let first = first.wait_with_output().unwrap();
-    assert!(first.status.success(), "{}", text(&first));
-    assert!(second.status.success(), "{}", text(&second));
-    let err = String::from_utf8_lossy(&second.stderr);
+    // ... until the second says that it waits for it.
+    let mut err = String::new();
+    let mut second_err = BufReader::new(second.stderr.take().unwrap());
+    second_err.read_line(&mut err).unwrap();
     assert!(
         err.contains("waiting for another run to finish writing its outputs to"),
         "{err}"
     );
+    let (status, first_err) = release(first);
+    assert!(status.success(), "{first_err}");
+    second_err.read_to_string(&mut err).unwrap();
+    let status = second.wait().unwrap();
+    assert!(status.success(), "{err}");
     assert_eq!(files_in(&out), vec!["a.npy", "b.npy", "c.npy"]);
     assert_eq!(sink_values(&out), vec![10.0, 6.0, 10.0]);
 }
@@ -246,9 +372,7 @@ fn compile_multi(dir: &Path, emit: &str) -> Command {
 fn an_interrupted_compile_leaves_no_temporary() {
     let dir = scratch("sigint-compile");
     for emit in ["llvm", "exe"] {
-        let (mut child, _) = spawn_paused(compile_multi(&dir, emit), "write", 10_000);
-        kill(&child, "INT");
-        let status = child.wait().unwrap();
+        let status = interrupt_while_writing(compile_multi(&dir, emit), &dir, "INT");
         assert_eq!(status.signal(), Some(2), "{status:?}");
         assert_eq!(files_in(&dir), vec!["multi.teg"], "{emit}");
     }

@@ -1,0 +1,22 @@
+//! Front-end integration tests in one binary: the CLI in-process, error codes, the
+//! multi-mistake corpus, pathological nesting, the examples, interpreter semantics, the
+//! printer round trip, the FileCheck/annotation support code, the fuzzer's CI slice, and the
+//! check that no two files of a crate import each other.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../fuzzing/mod.rs"]
+mod fuzzing;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
+mod codes;
+mod corpus;
+mod corpus_pathological;
+mod examples;
+mod filecheck;
+mod fuzz;
+mod import_circles;
+mod interp;
+mod roundtrip;

@@ -1,0 +1,14 @@
+//! Native-backend integration tests in one binary: differential tests against the
+//! interpreter, `tapc FILE -o OUT` end to end, compile scaling, the math functions, the
+//! oracle's corner cases, values too large for i64, and the transformer block.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod compile_scaling;
+mod math;
+mod native;
+mod native_cli;
+mod oracle;
+mod oracle_sizes;
+mod transformer;

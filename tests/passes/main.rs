@@ -1,0 +1,11 @@
+//! Pass integration tests in one binary: canonicalize, the cost model and its search (as a
+//! pass and from the CLI), fuse and shard, each against the interpreter as the oracle.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod canonicalize;
+mod cost;
+mod cost_cli;
+mod fuse;
+mod shard;

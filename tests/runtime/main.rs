@@ -1,0 +1,8 @@
+//! Compiled programs at run time, in one binary: reliability (signals, limits, concurrent
+//! runs, faults, corrupt plans) and distributed execution under `mpirun`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod mpi;
+mod reliability;
