@@ -13,15 +13,7 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_PIPELINE: &str = "canonicalize";
 
 pub use super::context::{PassContext, PipelineOutput};
-
-pub trait Pass {
-    fn name(&self) -> &'static str;
-    /// Runs on the whole module; returns whether anything changed.
-    fn run(&mut self, m: &mut Module, cx: &mut PassContext) -> Result<bool, Diagnostic>;
-}
-
-/// `{key=value}` options of one pipeline entry.
-pub type PassOptions = [(String, String)];
+pub use super::pass::{CreatePass, Pass, PassFiles, PassOptions};
 
 pub struct PassInfo {
     pub name: &'static str,
@@ -29,31 +21,6 @@ pub struct PassInfo {
     /// The options whose value names an input file (read by the driver, see [`PassFiles`]).
     pub files: &'static [&'static str],
     pub create: CreatePass,
-}
-
-/// Builds a pass from its options and the input files they name (or says why not).
-pub type CreatePass = fn(&PassOptions, &PassFiles) -> Result<Box<dyn Pass>, String>;
-
-/// The contents of the input files that pass options name (`cost{machine=FILE}`), by path as
-/// written. The driver reads them before the pipeline runs ([`input_paths`] lists them), since
-/// passes do no I/O; a file that could not be read holds the error, which the pass reports
-/// when it reads its options, so errors come in the order they always did.
-#[derive(Clone, Debug, Default)]
-pub struct PassFiles(std::collections::HashMap<String, Result<String, String>>);
-
-impl PassFiles {
-    pub fn insert(&mut self, path: String, contents: Result<String, String>) {
-        self.0.insert(path, contents);
-    }
-
-    /// The contents of `path`, or why it could not be read.
-    pub fn get(&self, path: &str) -> Result<&str, String> {
-        match self.0.get(path) {
-            Some(Ok(text)) => Ok(text),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err("the driver did not read it".into()),
-        }
-    }
 }
 
 /// Every pass, in one place.

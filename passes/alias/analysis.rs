@@ -34,7 +34,8 @@ use super::stripe::Stripe;
 use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::graph::{Graph, NodeKind, PadMode, SliceDim as IrSliceDim, ValueId, View};
 use crate::ir::{Module, TensorType};
-use crate::passes::manager::{Pass, PassContext, PassOptions};
+use crate::passes::context::PassContext;
+use crate::passes::pass::{Pass, PassOptions};
 
 #[cfg(test)]
 mod differential;

@@ -19,7 +19,8 @@ pub use chain::{canonicalize as canonicalize_chain, Op};
 use crate::diag::{codes, Diagnostic};
 use crate::ir::graph::*;
 use crate::ir::{Module, TensorType};
-use crate::passes::manager::{Pass, PassContext, PassOptions};
+use crate::passes::context::PassContext;
+use crate::passes::pass::{Pass, PassOptions};
 use crate::passes::rewrite::{dce, Builder};
 
 pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {

@@ -23,7 +23,8 @@ use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::graph::*;
 use crate::ir::instance::Instance;
 use crate::ir::{Module, TensorType};
-use crate::passes::manager::{Pass, PassContext, PassOptions};
+use crate::passes::context::PassContext;
+use crate::passes::pass::{Pass, PassOptions};
 use crate::passes::rewrite::Builder;
 use crate::verify::{instantiate, GraphFacts, Site};
 
