@@ -19,7 +19,7 @@
 //!   `TEXT` then panics, raises that signal on its worker thread, or (`stack`) recurses until
 //!   it overflows its stack (a real SIGSEGV), just before its kernel is called (while it is
 //!   the running task). It exists so that tests can check the reports above on
-//!   real compiled programs (`tests/native_cli.rs`); it is not a user feature and is unset in
+//!   real compiled programs (`tests/native/native_cli.rs`); it is not a user feature and is unset in
 //!   normal runs. The signal kinds need the handler, so they are meant for compiled programs.
 
 use std::cell::Cell;

@@ -13,7 +13,7 @@
 //! interpreter's "f64 libm, rounded to f32". The exceptions are f32 `exp` and `tanh`, f32
 //! polynomials (Cephes `expf`, `tanhf`) because they are the hot functions of softmax and GELU. Measured accuracy of
 //! every function is in `docs/teg.md` §"Accuracy of math functions" and checked by
-//! `tests/math.rs`.
+//! `tests/native/math.rs`.
 
 use super::ops::{Gen, V};
 use crate::ir::instance::Scalar;

@@ -16,6 +16,7 @@ use super::kernel::plan::{plan as kernel_plan, KernelPlan};
 pub use super::view::{row_major, Padding, SView};
 use crate::diag::{codes, Diagnostic};
 use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, PadMode, View};
+use crate::ir::footprint::volume;
 use crate::ir::instance::{Instance, Scalar};
 use crate::ir::{DType, Graph, Module, TensorType, ValueId};
 use crate::verify::GraphFacts;
@@ -198,10 +199,6 @@ fn reshape_strides(shape: &[i64], strides: &[i64], new: &[i64]) -> Option<Vec<i6
 const WORK_PER_BYTE: f64 = 4.0;
 
 /// Elements in a footprint box.
-fn volume(bx: &[(i64, i64)]) -> f64 {
-    bx.iter().map(|&(lo, hi)| (hi - lo).max(0) as f64).product()
-}
-
 /// The little-endian bytes of `s` as a `dtype` element.
 pub fn scalar_bytes(s: Scalar, dtype: DType) -> Vec<u8> {
     match s.cast(dtype) {
