@@ -13,6 +13,10 @@
 //! moved; `cost::plot`, plotters) to `target/cost-frontier.svg`, the file
 //! `tapc opt examples/mlp.teg --passes=cost --frontier-svg FILE` writes.
 
+#[path = "../tests/common/rng.rs"]
+mod rng;
+
+use rng::Rng;
 use std::time::Instant;
 use tapc::passes::cost::{self, model::Evaluator, model::Problem, pareto};
 use tapc::passes::manager::PassFiles;
@@ -30,13 +34,8 @@ fn mlp() -> (Problem, cost::Config) {
 /// A walk of `n` valid plans, each one gene away from the previous one.
 fn walk(p: &Problem, n: usize) -> Vec<Vec<cost::model::Gene>> {
     let genes = pareto::genes(p);
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut rnd = |k: usize| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x % k as u64) as usize
-    };
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut rnd = |k: usize| rng.below(k);
     let mut plan = p.unsharded();
     let mut out = Vec::with_capacity(n);
     while out.len() < n {

@@ -15,11 +15,14 @@
 
 #[path = "../tests/common/mpi.rs"]
 mod mpi;
+#[path = "../tests/common/rng.rs"]
+mod rng;
 #[path = "../tests/common/syspkg.rs"]
 mod syspkg;
 
 use mpi::{mpi_runtime, mpirun, Btl};
-use std::path::Path;
+use rng::Rng;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use tapc::passes::cost::machine::LOCAL_FLOPS;
 use tapc_runtime::{Data, Tensor};
@@ -42,15 +45,8 @@ fn tapc(args: &[&str]) -> String {
 
 fn write_input(dir: &Path, name: &str, shape: &[usize], seed: u64) {
     let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let data = (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1
-        })
-        .collect();
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let data = (0..n).map(|_| (rng.unit_f32() - 0.5) * 0.1).collect();
     let t = Tensor::new(shape.to_vec(), Data::F32(data)).unwrap();
     tapc_runtime::npy::write(&dir.join(format!("{name}.npy")), &t).unwrap();
 }
@@ -71,59 +67,92 @@ fn after(line: &str, key: &str) -> Option<f64> {
         .ok()
 }
 
-fn main() {
-    let mut runs = 5;
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--runs") {
-        runs = args[i + 1].parse().expect("--runs N");
-    }
-    let only = args
-        .iter()
-        .position(|a| a == "--only")
-        .map(|i| args[i + 1].clone());
-    let dir = std::env::temp_dir().join(format!("tapc-mpi-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// Writes the MLP's source and inputs into `dir` and compiles it for MPI; returns the source path.
+fn prepare(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
     let teg = dir.join("mlp.teg");
     std::fs::write(&teg, mpi::mlp(4096, 1024, 4096, 1024)).unwrap();
-    for (k, (n, shape)) in [
+    let inputs = [
         ("x", vec![4096, 1024]),
         ("w1", vec![1024, 4096]),
         ("b1", vec![4096]),
         ("w2", vec![4096, 1024]),
         ("b2", vec![1024]),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        write_input(&dir, n, &shape, k as u64 + 1);
+    ];
+    for (k, (n, shape)) in inputs.into_iter().enumerate() {
+        write_input(dir, n, &shape, k as u64 + 1);
     }
     let prog = dir.join("mlp");
-    let (t, p) = (teg.to_str().unwrap(), prog.to_str().unwrap());
-    tapc(&[t, "-o", p, "--mpi", "--passes", PASSES]);
-    // The model's time and bytes moved for the plan as placed, on `nodes` nodes of `flops`.
-    let predict = |nodes: u32, flops: f64| -> (f64, f64) {
-        let machine = dir.join(format!("machine-{nodes}-{flops}.toml"));
-        std::fs::write(&machine, format!("nodes = {nodes}\nflops = {flops:e}\n")).unwrap();
-        let report = tapc(&[
-            "opt",
-            t,
-            "--passes",
-            &format!(
-                "{PASSES},cost{{nodes={nodes},evals=1,machine={}}}",
-                machine.display()
-            ),
-            "--emit",
-            "cost",
-        ]);
-        let line = report
-            .lines()
-            .find(|l| l.trim_start().starts_with("unsharded:"))
-            .expect("the cost report");
-        (
-            after(line, "time ").expect("a predicted time"),
-            after(line, "bytes moved ").expect("predicted bytes"),
-        )
+    tapc(&[
+        teg.to_str().unwrap(),
+        "-o",
+        prog.to_str().unwrap(),
+        "--mpi",
+        "--passes",
+        PASSES,
+    ]);
+    teg
+}
+
+/// The model's time and bytes moved for the plan as placed, on `nodes` nodes of `flops`.
+fn predict(dir: &Path, teg: &str, nodes: u32, flops: f64) -> (f64, f64) {
+    let machine = dir.join(format!("machine-{nodes}-{flops}.toml"));
+    std::fs::write(&machine, format!("nodes = {nodes}\nflops = {flops:e}\n")).unwrap();
+    let passes = format!(
+        "{PASSES},cost{{nodes={nodes},evals=1,machine={}}}",
+        machine.display()
+    );
+    let report = tapc(&["opt", teg, "--passes", &passes, "--emit", "cost"]);
+    let line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("unsharded:"))
+        .expect("the cost report");
+    (
+        after(line, "time ").expect("a predicted time"),
+        after(line, "bytes moved ").expect("predicted bytes"),
+    )
+}
+
+/// One `mpirun` of the compiled MLP: the slowest rank's wall time, the ranks' summed wait, bytes moved.
+fn run_once(dir: &Path, name: &str, np: usize, threads: usize, btl: Btl) -> (f64, f64, f64) {
+    let a: Vec<String> = [
+        "--input-dir",
+        dir.to_str().unwrap(),
+        "--out-dir",
+        dir.join("out").to_str().unwrap(),
+        "--threads",
+        &threads.to_string(),
+        "--inputs-on-root",
+        "--time",
+    ]
+    .map(String::from)
+    .to_vec();
+    let o = mpirun(np, btl, &dir.join("mlp"), &a);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{name}: {err}");
+    let wall = err
+        .lines()
+        .filter_map(|l| after(l, "wall "))
+        .fold(0.0, f64::max);
+    let wait: f64 = err.lines().filter_map(|l| after(l, "waited ")).sum();
+    let moved = err
+        .lines()
+        .find_map(|l| after(l, "bytes moved: "))
+        .unwrap_or(0.0);
+    (wall, wait, moved)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .map(|i| args[i + 1].clone())
     };
+    let runs: usize = flag("--runs").map_or(5, |r| r.parse().expect("--runs N"));
+    let only = flag("--only");
+    let dir = std::env::temp_dir().join(format!("tapc-mpi-bench-{}", std::process::id()));
+    let teg = prepare(&dir);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "MLP 4096×1024 → 4096 → 1024, batch-sharded ({PASSES}); medians of {runs}; load average {}",
@@ -144,35 +173,14 @@ fn main() {
         if only.as_ref().is_some_and(|o| !name.contains(o.as_str())) {
             continue;
         }
-        let (pred_time, pred_bytes) = predict(np as u32, threads as f64 * LOCAL_FLOPS);
+        let teg = teg.to_str().unwrap();
+        let (pred_time, pred_bytes) = predict(&dir, teg, np as u32, threads as f64 * LOCAL_FLOPS);
         let (mut wall, mut wait, mut moved) = (Vec::new(), Vec::new(), 0.0);
         for _ in 0..runs {
-            let a: Vec<String> = [
-                "--input-dir",
-                dir.to_str().unwrap(),
-                "--out-dir",
-                dir.join("out").to_str().unwrap(),
-                "--threads",
-                &threads.to_string(),
-                "--inputs-on-root",
-                "--time",
-            ]
-            .map(String::from)
-            .to_vec();
-            let o = mpirun(np, btl, &prog, &a);
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert!(o.status.success(), "{name}: {err}");
-            let w = err
-                .lines()
-                .filter_map(|l| after(l, "wall "))
-                .fold(0.0, f64::max);
-            let q: f64 = err.lines().filter_map(|l| after(l, "waited ")).sum();
+            let (w, q, m) = run_once(&dir, name, np, threads, btl);
             wall.push(w);
             wait.push(q);
-            moved = err
-                .lines()
-                .find_map(|l| after(l, "bytes moved: "))
-                .unwrap_or(0.0);
+            moved = m;
         }
         let t = median(wall);
         println!(

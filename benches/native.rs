@@ -28,6 +28,10 @@
 //!
 //! `--json` prints one JSON object with the medians (seconds) as the last line.
 
+#[path = "../tests/common/rng.rs"]
+mod rng;
+
+use rng::Rng;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -355,20 +359,13 @@ fn measure_machine() -> Machine {
 }
 
 fn inputs(m: &tapc::ir::Module) -> HashMap<String, Tensor> {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut out = HashMap::new();
     for (name, ty, _) in m.graphs[0].sources() {
         assert_eq!(ty.dtype, DType::F32);
         let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
         let n: usize = shape.iter().product();
-        let v: Vec<f32> = (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect();
+        let v: Vec<f32> = (0..n).map(|_| rng.unit_f32() * 2.0 - 1.0).collect();
         out.insert(name.to_string(), Tensor::new(shape, Data::F32(v)).unwrap());
     }
     out
@@ -528,52 +525,81 @@ struct Row {
     peak_bytes: u64,
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut runs = 5;
-    let mut only: Option<String> = None;
-    let mut data: Option<PathBuf> = None;
-    let mut json = false;
-    let mut contract = tapc::codegen::FpContract::On;
-    let mut refs = true;
-    let mut passes = tapc::passes::manager::DEFAULT_PIPELINE.to_string();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--runs" => runs = it.next().and_then(|v| v.parse().ok()).unwrap_or(runs),
-            "--only" => only = it.next().cloned(),
-            "--data" => data = it.next().map(PathBuf::from),
-            "--passes" => passes = it.next().cloned().unwrap_or(passes),
-            "--json" => json = true,
-            "--fp-contract" => {
-                contract = match it.next().map(String::as_str) {
-                    Some("off") => tapc::codegen::FpContract::Off,
-                    _ => tapc::codegen::FpContract::On,
+/// The bench's command line (unknown words are ignored: `cargo bench` passes `--bench`).
+struct BenchArgs {
+    runs: usize,
+    only: Option<String>,
+    data: Option<PathBuf>,
+    json: bool,
+    contract: tapc::codegen::FpContract,
+    refs: bool,
+    passes: String,
+}
+
+impl BenchArgs {
+    fn parse() -> BenchArgs {
+        let mut b = BenchArgs {
+            runs: 5,
+            only: None,
+            data: None,
+            json: false,
+            contract: tapc::codegen::FpContract::On,
+            refs: true,
+            passes: tapc::passes::manager::DEFAULT_PIPELINE.to_string(),
+        };
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--runs" => b.runs = it.next().and_then(|v| v.parse().ok()).unwrap_or(b.runs),
+                "--only" => b.only = it.next().cloned(),
+                "--data" => b.data = it.next().map(PathBuf::from),
+                "--passes" => b.passes = it.next().cloned().unwrap_or(b.passes),
+                "--json" => b.json = true,
+                "--fp-contract" => {
+                    b.contract = match it.next().map(String::as_str) {
+                        Some("off") => tapc::codegen::FpContract::Off,
+                        _ => tapc::codegen::FpContract::On,
+                    }
                 }
+                "--no-numpy" => b.refs = false,
+                _ => {}
             }
-            "--no-numpy" => refs = false,
-            _ => {} // `cargo bench` passes `--bench`
         }
+        b.runs = b.runs.max(1);
+        b
     }
-    let runs = runs.max(1);
-    let numpy = if refs {
-        numpy_version()
-    } else {
-        Err("skipped (--no-numpy)".into())
-    };
-    let jax = if refs {
-        jax_version()
-    } else {
-        Err("skipped (--no-numpy)".into())
-    };
+
+    fn selected(&self, name: &str) -> bool {
+        self.only
+            .as_deref()
+            .is_none_or(|o| o.split(',').any(|x| selects(x, name)))
+    }
+}
+
+/// Medians of the reference libraries, per thread count (1, 2), keyed by workload name.
+type RefTimes = Result<[HashMap<String, f64>; 2], String>;
+
+/// One reference's time for a workload with `t + 1` threads.
+fn ref_time(r: &RefTimes, t: usize, name: &str) -> Option<f64> {
+    r.as_ref().ok().and_then(|m| m[t].get(name).copied())
+}
+
+fn print_header(
+    a: &BenchArgs,
+    numpy: &Result<String, String>,
+    jax: &Result<String, String>,
+) -> (String, Machine) {
     let load_before = load_average();
+    let contract = if a.contract == tapc::codegen::FpContract::Off {
+        ", --fp-contract=off"
+    } else {
+        ""
+    };
     println!(
-        "tapc native backend, passes `{passes}`{}, medians of {runs} runs; {} cores available; load average {load_before}; two spinning threads get {:.2} cores",
-        if contract == tapc::codegen::FpContract::Off {
-            ", --fp-contract=off"
-        } else {
-            ""
-        },
+        "tapc native backend, passes `{}`{contract}, medians of {} runs; {} cores available; load average {load_before}; two spinning threads get {:.2} cores",
+        a.passes,
+        a.runs,
         tapc_runtime::exec::default_threads(),
         cores_free_for_two(300)
     );
@@ -582,143 +608,147 @@ fn main() {
         "machine: AVX-512 FMA peak {:.0} GFLOP/s on 1 thread, {:.0} on 2; copy bandwidth (read + write) {:.1} GB/s on 1 thread, {:.1} on 2",
         mach.peak[0], mach.peak[1], mach.bandwidth[0], mach.bandwidth[1]
     );
-    match &numpy {
+    match numpy {
         Ok(v) => println!("numpy {v}: timed on the same inputs with 1 and 2 BLAS/OpenMP threads"),
         Err(why) => println!("numpy: NOT MEASURED: {why}"),
     }
-    match &jax {
+    match jax {
         Ok(v) => println!("JAX {v} (jit, CPU): timed on the same inputs pinned to 1 and 2 cores"),
         Err(why) => println!("JAX: NOT MEASURED: {why}"),
     }
-    let tmp_data;
-    let data_dir: Option<&Path> = match (&data, numpy.is_ok() || jax.is_ok()) {
-        (Some(d), _) => Some(d),
-        (None, true) => {
-            tmp_data = std::env::temp_dir().join(format!("tapc-bench-{}", std::process::id()));
-            Some(&tmp_data)
-        }
-        (None, false) => None,
-    };
-    println!();
-    println!(
-        "{:<22} {:>11} {:>11} {:>8} {:>13} {:>14}",
-        "workload", "tapc 1T ms", "tapc 2T ms", "2T/1T", "2T jobs", "1T run cpu ms"
-    );
-    let mut rows: Vec<Row> = Vec::new();
-    for wl in workloads() {
-        let name = wl.name.as_str();
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split(',').any(|x| selects(x, name)))
-        {
-            continue;
-        }
-        let (mut m, facts, diags) = tapc::compile_source(&wl.src);
-        assert!(!diags.has_errors(), "{name}: {:?}", diags.0);
-        let ins = inputs(&m);
-        let g0 = &m.graphs[0];
-        let sinks: f64 = g0
-            .sinks()
-            .filter_map(|(_, v)| g0.ty(v).map(|t| t.elements() as f64 * 4.0))
-            .sum();
-        let bytes = ins.values().map(|t| t.len() as f64 * 4.0).sum::<f64>() + sinks;
-        if let Some(dir) = data_dir {
-            let d = dir.join(name);
-            std::fs::create_dir_all(&d).unwrap();
-            for (n, t) in &ins {
-                tapc_runtime::npy::write(&d.join(format!("{n}.npy")), t).unwrap();
-            }
-        }
-        let pipeline = wl.passes.unwrap_or(&passes);
-        let facts = tapc::passes::manager::run_pipeline(
-            &mut m,
-            facts,
-            pipeline,
-            &Default::default(),
-            &mut String::new(),
-        )
-        .unwrap_or_else(|d| panic!("{name}: --passes {pipeline}: {}", d.message))
-        .facts;
-        let copts = tapc::codegen::Options {
-            fp_contract: contract,
-        };
-        let row = tapc::codegen::with_jit(&m, 0, &facts[0], &copts, |p| {
-            let mut medians = Vec::new();
-            let mut cpu1 = 0.0;
-            for threads in [1usize, 2] {
-                let opts = Options {
-                    threads,
-                    record: false,
-                };
-                p.run(&ins, &opts).unwrap(); // warm-up
-                let (mut wall, mut cpu) = (Vec::new(), Vec::new());
-                for _ in 0..runs {
-                    let c0 = cpu_seconds();
-                    let (_, rep) = p.run(&ins, &opts).unwrap();
-                    cpu.push(cpu_seconds() - c0);
-                    wall.push(rep.wall.as_secs_f64());
-                }
-                medians.push(median(wall));
-                if threads == 1 {
-                    cpu1 = median(cpu);
-                }
-            }
-            let opts = Options {
-                threads: 2,
-                record: true,
-            };
-            let (_, rep) = p.run(&ins, &opts).unwrap();
-            Row {
-                name: wl.name.clone(),
-                t1: medians[0],
-                t2: medians[1],
-                cpu1,
-                jobs: rep.events.len(),
-                tasks: rep.task_names.len(),
-                flops: wl.flops,
-                bytes,
-                peak_bytes: rep.peak_bytes,
-            }
-        })
-        .unwrap_or_else(|d| panic!("{name}: {}", d.message));
-        println!(
-            "{:<22} {:>11.2} {:>11.2} {:>7.2}x {:>13} {:>14.2}",
-            name,
-            row.t1 * 1e3,
-            row.t2 * 1e3,
-            row.t1 / row.t2,
-            format!("{} / {} task(s)", row.jobs, row.tasks),
-            row.cpu1 * 1e3
-        );
-        rows.push(row);
-    }
+    (load_before, mach)
+}
 
-    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-    let timed =
-        |lib: &str, avail: &Result<String, String>| -> Result<[HashMap<String, f64>; 2], String> {
-            match (avail, data_dir) {
-                (Ok(_), Some(dir)) if !names.is_empty() => time_ref(lib, dir, &names, runs, 1)
-                    .and_then(|a| time_ref(lib, dir, &names, runs, 2).map(|b| [a, b])),
-                (Err(e), _) => Err(e.clone()),
-                _ => Err("no workload selected".into()),
-            }
-        };
-    let np = timed("numpy", &numpy);
-    let jx = timed("jax", &jax);
-    if data.is_none() {
-        if let Some(dir) = data_dir {
-            let _ = std::fs::remove_dir_all(dir);
+/// Compiles one workload, writes its inputs for the references, and times it with 1 and 2 threads.
+fn measure(wl: &Workload, a: &BenchArgs, data_dir: Option<&Path>) -> Row {
+    let name = wl.name.as_str();
+    let (mut m, facts, diags) = tapc::compile_source(&wl.src);
+    assert!(!diags.has_errors(), "{name}: {:?}", diags.0);
+    let ins = inputs(&m);
+    let g0 = &m.graphs[0];
+    let sinks: f64 = g0
+        .sinks()
+        .filter_map(|(_, v)| g0.ty(v).map(|t| t.elements() as f64 * 4.0))
+        .sum();
+    let bytes = ins.values().map(|t| t.len() as f64 * 4.0).sum::<f64>() + sinks;
+    if let Some(dir) = data_dir {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        for (n, t) in &ins {
+            tapc_runtime::npy::write(&d.join(format!("{n}.npy")), t).unwrap();
         }
     }
-    if let Err(why) = &np {
-        println!("numpy: NOT MEASURED ({why})");
-    }
-    if let Err(why) = &jx {
-        println!("JAX: NOT MEASURED ({why})");
-    }
-    let get = |r: &Result<[HashMap<String, f64>; 2], String>, t: usize, name: &str| {
-        r.as_ref().ok().and_then(|m| m[t].get(name).copied())
+    let pipeline = wl.passes.unwrap_or(&a.passes);
+    let facts = tapc::passes::manager::run_pipeline(
+        &mut m,
+        facts,
+        pipeline,
+        &Default::default(),
+        &mut String::new(),
+    )
+    .unwrap_or_else(|d| panic!("{name}: --passes {pipeline}: {}", d.message))
+    .facts;
+    let copts = tapc::codegen::Options {
+        fp_contract: a.contract,
     };
+    tapc::codegen::with_jit(&m, 0, &facts[0], &copts, |p| {
+        time_program(p, &ins, a.runs, wl, bytes)
+    })
+    .unwrap_or_else(|d| panic!("{name}: {}", d.message))
+}
+
+/// Median wall times with 1 and 2 threads, the 1-thread CPU time, and one recorded 2-thread run.
+fn time_program(
+    p: &tapc::codegen::Program,
+    ins: &HashMap<String, Tensor>,
+    runs: usize,
+    wl: &Workload,
+    bytes: f64,
+) -> Row {
+    let mut medians = Vec::new();
+    let mut cpu1 = 0.0;
+    for threads in [1usize, 2] {
+        let opts = Options {
+            threads,
+            record: false,
+        };
+        p.run(ins, &opts).unwrap(); // warm-up
+        let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let c0 = cpu_seconds();
+            let (_, rep) = p.run(ins, &opts).unwrap();
+            cpu.push(cpu_seconds() - c0);
+            wall.push(rep.wall.as_secs_f64());
+        }
+        medians.push(median(wall));
+        if threads == 1 {
+            cpu1 = median(cpu);
+        }
+    }
+    let opts = Options {
+        threads: 2,
+        record: true,
+    };
+    let (_, rep) = p.run(ins, &opts).unwrap();
+    Row {
+        name: wl.name.clone(),
+        t1: medians[0],
+        t2: medians[1],
+        cpu1,
+        jobs: rep.events.len(),
+        tasks: rep.task_names.len(),
+        flops: wl.flops,
+        bytes,
+        peak_bytes: rep.peak_bytes,
+    }
+}
+
+fn print_row(row: &Row) {
+    println!(
+        "{:<22} {:>11.2} {:>11.2} {:>7.2}x {:>13} {:>14.2}",
+        row.name,
+        row.t1 * 1e3,
+        row.t2 * 1e3,
+        row.t1 / row.t2,
+        format!("{} / {} task(s)", row.jobs, row.tasks),
+        row.cpu1 * 1e3
+    );
+}
+
+/// Times the selected workloads with numpy or JAX (`lib`), when it is available.
+fn time_refs(
+    lib: &str,
+    avail: &Result<String, String>,
+    data_dir: Option<&Path>,
+    names: &[&str],
+    runs: usize,
+) -> RefTimes {
+    match (avail, data_dir) {
+        (Ok(_), Some(dir)) if !names.is_empty() => time_ref(lib, dir, names, runs, 1)
+            .and_then(|a| time_ref(lib, dir, names, runs, 2).map(|b| [a, b])),
+        (Err(e), _) => Err(e.clone()),
+        _ => Err("no workload selected".into()),
+    }
+}
+
+/// % of the measured 2-thread FMA peak for compute rows, of copy bandwidth for memory-bound rows.
+fn rate_and_limit(r: &Row, mach: &Machine) -> (String, String) {
+    if r.flops > 0.0 {
+        let g = r.flops / r.t2 / 1e9;
+        (
+            format!("{g:.0}"),
+            format!("{:.0}%", 100.0 * g / mach.peak[1]),
+        )
+    } else {
+        let gb = r.bytes / r.t2 / 1e9;
+        (
+            "-".into(),
+            format!("{:.0}% bw", 100.0 * gb / mach.bandwidth[1]),
+        )
+    }
+}
+
+fn print_side_by_side(rows: &[Row], np: &RefTimes, jx: &RefTimes, mach: &Machine) {
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.2}", v * 1e3));
     println!();
     println!("side by side (ms, medians; ratio = best of numpy and JAX / tapc at 2 threads; above 1: tapc is faster; % of the measured 2-thread FMA peak for compute rows, of copy bandwidth for memory-bound rows)");
@@ -736,23 +766,11 @@ fn main() {
         "GFLOP/s",
         "% limit"
     );
-    for r in &rows {
-        let (n1, n2) = (get(&np, 0, &r.name), get(&np, 1, &r.name));
-        let (j1, j2) = (get(&jx, 0, &r.name), get(&jx, 1, &r.name));
+    for r in rows {
+        let (n1, n2) = (ref_time(np, 0, &r.name), ref_time(np, 1, &r.name));
+        let (j1, j2) = (ref_time(jx, 0, &r.name), ref_time(jx, 1, &r.name));
         let best = [n2, j2].into_iter().flatten().reduce(f64::min);
-        let (rate, limit) = if r.flops > 0.0 {
-            let g = r.flops / r.t2 / 1e9;
-            (
-                format!("{g:.0}"),
-                format!("{:.0}%", 100.0 * g / mach.peak[1]),
-            )
-        } else {
-            let gb = r.bytes / r.t2 / 1e9;
-            (
-                "-".into(),
-                format!("{:.0}% bw", 100.0 * gb / mach.bandwidth[1]),
-            )
-        };
+        let (rate, limit) = rate_and_limit(r, mach);
         println!(
             "{:<22} {:>9} {:>9} {:>9.2} {:>9} {:>9} {:>9.2} {:>6.2}x {:>7} {:>9} {:>8}",
             r.name,
@@ -768,9 +786,12 @@ fn main() {
             limit
         );
     }
-    for r in &rows {
-        if let Some(live) = get(&jx, 0, &format!("{}@live_bytes", r.name)) {
-            let mib = |b: f64| b / (1u64 << 20) as f64;
+}
+
+fn print_memory(rows: &[Row], jx: &RefTimes) {
+    let mib = |b: f64| b / (1u64 << 20) as f64;
+    for r in rows {
+        if let Some(live) = ref_time(jx, 0, &format!("{}@live_bytes", r.name)) {
             println!(
                 "{} peak memory: tapc {:.1} MiB of buffers live at once (2 threads) vs JAX {:.1} MiB live buffers (XLA buffer assignment: arguments + temporaries + outputs + weights): {:.2}x",
                 r.name,
@@ -780,17 +801,17 @@ fn main() {
             );
         }
     }
+}
+
+fn print_scaling(rows: &[Row], load_before: &str) {
     let (bar, held) = SCALING_BAR;
     let checks: Vec<String> = rows
         .iter()
         .filter(|r| held.contains(&r.name.as_str()))
         .map(|r| {
             let s = r.t1 / r.t2;
-            format!(
-                "{} {s:.2}x ({})",
-                r.name,
-                if s >= bar { "meets" } else { "BELOW" }
-            )
+            let verdict = if s >= bar { "meets" } else { "BELOW" };
+            format!("{} {s:.2}x ({verdict})", r.name)
         })
         .collect();
     if !checks.is_empty() {
@@ -804,25 +825,68 @@ fn main() {
         load_average(),
         cores_free_for_two(300)
     );
-    if json {
-        let num = |v: Option<f64>| v.map_or("null".to_string(), |v| v.to_string());
-        let body: Vec<String> = rows
-            .iter()
-            .map(|r| {
-                format!(
-                    "\"{}\": {{\"t1\": {}, \"t2\": {}, \"cpu1\": {}, \"jobs2\": {}, \"numpy1\": {}, \"numpy2\": {}, \"jax1\": {}, \"jax2\": {}}}",
-                    r.name,
-                    r.t1,
-                    r.t2,
-                    r.cpu1,
-                    r.jobs,
-                    num(get(&np, 0, &r.name)),
-                    num(get(&np, 1, &r.name)),
-                    num(get(&jx, 0, &r.name)),
-                    num(get(&jx, 1, &r.name))
-                )
-            })
-            .collect();
-        println!("{{{}}}", body.join(", "));
+}
+
+fn print_json(rows: &[Row], np: &RefTimes, jx: &RefTimes) {
+    let num = |v: Option<f64>| v.map_or("null".to_string(), |v| v.to_string());
+    let body: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "\"{}\": {{\"t1\": {}, \"t2\": {}, \"cpu1\": {}, \"jobs2\": {}, \"numpy1\": {}, \"numpy2\": {}, \"jax1\": {}, \"jax2\": {}}}",
+                r.name,
+                r.t1,
+                r.t2,
+                r.cpu1,
+                r.jobs,
+                num(ref_time(np, 0, &r.name)),
+                num(ref_time(np, 1, &r.name)),
+                num(ref_time(jx, 0, &r.name)),
+                num(ref_time(jx, 1, &r.name))
+            )
+        })
+        .collect();
+    println!("{{{}}}", body.join(", "));
+}
+
+fn main() {
+    let a = BenchArgs::parse();
+    let skipped = || Err("skipped (--no-numpy)".to_string());
+    let numpy = if a.refs { numpy_version() } else { skipped() };
+    let jax = if a.refs { jax_version() } else { skipped() };
+    let (load_before, mach) = print_header(&a, &numpy, &jax);
+    let tmp_data = std::env::temp_dir().join(format!("tapc-bench-{}", std::process::id()));
+    let data_dir: Option<&Path> = match (&a.data, numpy.is_ok() || jax.is_ok()) {
+        (Some(d), _) => Some(d),
+        (None, true) => Some(&tmp_data),
+        (None, false) => None,
+    };
+    println!();
+    println!(
+        "{:<22} {:>11} {:>11} {:>8} {:>13} {:>14}",
+        "workload", "tapc 1T ms", "tapc 2T ms", "2T/1T", "2T jobs", "1T run cpu ms"
+    );
+    let mut rows: Vec<Row> = Vec::new();
+    for wl in workloads().iter().filter(|wl| a.selected(&wl.name)) {
+        let row = measure(wl, &a, data_dir);
+        print_row(&row);
+        rows.push(row);
+    }
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    let np = time_refs("numpy", &numpy, data_dir, &names, a.runs);
+    let jx = time_refs("jax", &jax, data_dir, &names, a.runs);
+    if a.data.is_none() {
+        let _ = std::fs::remove_dir_all(&tmp_data);
+    }
+    for (lib, r) in [("numpy", &np), ("JAX", &jx)] {
+        if let Err(why) = r {
+            println!("{lib}: NOT MEASURED ({why})");
+        }
+    }
+    print_side_by_side(&rows, &np, &jx, &mach);
+    print_memory(&rows, &jx);
+    print_scaling(&rows, &load_before);
+    if a.json {
+        print_json(&rows, &np, &jx);
     }
 }

@@ -83,18 +83,24 @@ fn run_test(file: &TestFile) -> Result<(), Failed> {
         .into());
     }
     let results = runs.iter().map(execute).collect::<Result<Vec<_>, _>>()?;
-    let problems: Vec<String> = [
+    let checks = [
         run_filecheck(&source, &results),
         check_annotations(file, &source),
         assert_snapshot(file, &support::render(&results)),
-    ]
-    .into_iter()
-    .filter_map(Result::err)
-    .collect();
+    ];
+    all_checks(checks, "\n\n").map_err(Failed::from)
+}
+
+/// Runs every check and reports their failures together, separated by `sep`.
+fn all_checks(
+    checks: impl IntoIterator<Item = Result<(), String>>,
+    sep: &str,
+) -> Result<(), String> {
+    let problems: Vec<String> = checks.into_iter().filter_map(Result::err).collect();
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("\n\n").into())
+        Err(problems.join(sep))
     }
 }
 
@@ -137,18 +143,11 @@ fn check_annotations(file: &TestFile, source: &str) -> Result<(), String> {
     let context = |e: String| format!("expected diagnostics (`tapc {}`):\n{e}", args.join(" "));
     let out = run_tapc(&args).map_err(context)?;
     let actual = annotations::parse_diagnostics(&out.stderr).map_err(context)?;
-    let problems: Vec<String> = [
+    let checks = [
         exit_code_consistency(&actual, out.code),
         annotations::compare(&expected, &actual),
-    ]
-    .into_iter()
-    .filter_map(Result::err)
-    .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(context(problems.join("\n")))
-    }
+    ];
+    all_checks(checks, "\n").map_err(context)
 }
 
 /// A failing exit without an error diagnostic (or the reverse) is a driver bug worth flagging.

@@ -3,6 +3,7 @@
 
 pub mod graphgen;
 pub mod mpi;
+pub mod rng;
 pub mod syspkg;
 pub mod tolerance;
 
@@ -10,6 +11,8 @@ use std::collections::HashMap;
 use tapc::ir::Module;
 use tapc::verify::GraphFacts;
 use tapc_runtime::Tensor;
+
+pub use rng::Rng;
 
 /// Compiles `src`, panicking with the rendered diagnostics if it has errors.
 pub fn compile_ok(name: &str, src: &str) -> (Module, Vec<GraphFacts>) {
@@ -95,28 +98,6 @@ pub fn before_after(
         .map(|i| run(&m2, &facts2, i, inputs))
         .collect();
     (before, after, printed)
-}
-
-/// A small deterministic generator (xorshift64) so failures reproduce.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    /// Uniform in `[lo, hi)`.
-    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
-    }
 }
 
 /// Deterministic inputs for every source: floats in [-2, 2), ints in [-50, 50), bools.

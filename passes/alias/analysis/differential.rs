@@ -7,23 +7,9 @@ use super::*;
 use std::collections::{BTreeSet, HashMap};
 use tapc_runtime::{Data, Tensor};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in `0..n` (`n >= 1`).
-    fn below(&mut self, n: i64) -> i64 {
-        (self.next() % n.max(1) as u64) as i64
-    }
-    fn chance(&mut self, k: i64) -> bool {
-        self.below(k) == 0
-    }
-}
+#[path = "../../../tests/common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 fn ints(v: &[i64]) -> String {
     let s: Vec<String> = v.iter().map(i64::to_string).collect();
@@ -37,7 +23,7 @@ type Made = (String, Vec<i64>);
 /// values defined so far (for concat/interleave partners).
 fn random_view(rng: &mut Rng, x: &str, s: &[i64], pool: &[Made]) -> Option<Made> {
     let rank = s.len();
-    match rng.below(11) {
+    match rng.below_i64(11) {
         0 if rank > 0 => Some(random_transpose(rng, x, s)),
         1 if rank > 0 => Some(random_reverse(rng, x, s)),
         2 | 3 if rank > 0 && !s.contains(&0) => Some(random_slice(rng, x, s)),
@@ -56,7 +42,7 @@ fn random_transpose(rng: &mut Rng, x: &str, s: &[i64]) -> Made {
     let rank = s.len();
     let mut p: Vec<i64> = (0..rank as i64).collect();
     for i in (1..rank).rev() {
-        p.swap(i, rng.below(i as i64 + 1) as usize);
+        p.swap(i, rng.below_i64(i as i64 + 1) as usize);
     }
     let out = p.iter().map(|&d| s[d as usize]).collect();
     (format!("transpose {x} {}", ints(&p)), out)
@@ -66,7 +52,7 @@ fn random_reverse(rng: &mut Rng, x: &str, s: &[i64]) -> Made {
     let rank = s.len();
     let mut dims: Vec<i64> = (0..rank as i64).filter(|_| rng.chance(2)).collect();
     if dims.is_empty() {
-        dims.push(rng.below(rank as i64));
+        dims.push(rng.below_i64(rank as i64));
     }
     (format!("reverse {x} {}", ints(&dims)), s.to_vec())
 }
@@ -76,10 +62,10 @@ fn random_slice(rng: &mut Rng, x: &str, s: &[i64]) -> Made {
     let mut parts = Vec::new();
     let mut out = Vec::new();
     for &n in s {
-        let step = [1, 1, 2, 3, -1, -2][rng.below(6) as usize];
+        let step = [1, 1, 2, 3, -1, -2][rng.below_i64(6) as usize];
         if step > 0 {
-            let a = rng.below(n);
-            let b = a + 1 + rng.below(n - a);
+            let a = rng.below_i64(n);
+            let b = a + 1 + rng.below_i64(n - a);
             parts.push(if step == 1 {
                 format!("{a}:{b}")
             } else {
@@ -87,8 +73,8 @@ fn random_slice(rng: &mut Rng, x: &str, s: &[i64]) -> Made {
             });
             out.push((b - a + step - 1) / step);
         } else {
-            let a = rng.below(n);
-            let b = rng.below(a + 2) - 1; // -1 ..= a
+            let a = rng.below_i64(n);
+            let b = rng.below_i64(a + 2) - 1; // -1 ..= a
             let stop = if b < 0 { String::new() } else { b.to_string() };
             parts.push(format!("{a}:{stop}:{step}"));
             out.push((a - b + (-step) - 1) / (-step));
@@ -105,7 +91,7 @@ fn random_squeeze(rng: &mut Rng, x: &str, s: &[i64]) -> Option<Made> {
         if rank >= 4 {
             return None;
         }
-        let d = rng.below(rank as i64 + 1);
+        let d = rng.below_i64(rank as i64 + 1);
         let mut out = s.to_vec();
         out.insert(d as usize, 1);
         Some((format!("unsqueeze {x} [{d}]"), out))
@@ -123,10 +109,10 @@ fn random_squeeze(rng: &mut Rng, x: &str, s: &[i64]) -> Option<Made> {
 fn random_broadcast(rng: &mut Rng, x: &str, s: &[i64]) -> Made {
     let mut out: Vec<i64> = s
         .iter()
-        .map(|&n| if n == 1 { 1 + rng.below(3) } else { n })
+        .map(|&n| if n == 1 { 1 + rng.below_i64(3) } else { n })
         .collect();
     if s.len() < 4 && rng.chance(2) {
-        out.insert(0, 1 + rng.below(3));
+        out.insert(0, 1 + rng.below_i64(3));
     }
     (format!("broadcast {x} {}", ints(&out)), out)
 }
@@ -136,9 +122,9 @@ fn random_reshape(rng: &mut Rng, x: &str, s: &[i64]) -> Option<Made> {
     let total: i64 = s.iter().product();
     let mut left = total.max(1);
     let mut out = Vec::new();
-    for _ in 0..rng.below(3) {
+    for _ in 0..rng.below_i64(3) {
         let divs: Vec<i64> = (1..=left).filter(|d| left % d == 0).collect();
-        let d = divs[rng.below(divs.len() as i64) as usize];
+        let d = divs[rng.below_i64(divs.len() as i64) as usize];
         out.push(d);
         left /= d;
     }
@@ -152,10 +138,10 @@ fn random_reshape(rng: &mut Rng, x: &str, s: &[i64]) -> Option<Made> {
 /// A concat with a value of `pool` that matches `s` but along the axis.
 fn random_concat(rng: &mut Rng, x: &str, s: &[i64], pool: &[Made]) -> Made {
     let rank = s.len();
-    let axis = rng.below(rank as i64) as usize;
+    let axis = rng.below_i64(rank as i64) as usize;
     let fits = |t: &[i64]| t.len() == rank && (0..rank).all(|d| d == axis || t[d] == s[d]);
     let cands: Vec<&Made> = pool.iter().filter(|(_, t)| fits(t)).collect();
-    let (y, t) = cands[rng.below(cands.len() as i64) as usize];
+    let (y, t) = cands[rng.below_i64(cands.len() as i64) as usize];
     let mut out = s.to_vec();
     out[axis] += t[axis];
     (format!("concat {x}, %{y} axis {axis}"), out)
@@ -163,11 +149,11 @@ fn random_concat(rng: &mut Rng, x: &str, s: &[i64], pool: &[Made]) -> Made {
 
 /// An interleave with one or two values of `pool` of shape `s`.
 fn random_interleave(rng: &mut Rng, x: &str, s: &[i64], pool: &[Made]) -> Made {
-    let axis = rng.below(s.len() as i64) as usize;
+    let axis = rng.below_i64(s.len() as i64) as usize;
     let cands: Vec<&Made> = pool.iter().filter(|(_, t)| t == s).collect();
-    let k = 2 + rng.below(2);
+    let k = 2 + rng.below_i64(2);
     let names: Vec<String> = (1..k)
-        .map(|_| format!("%{}", cands[rng.below(cands.len() as i64) as usize].0))
+        .map(|_| format!("%{}", cands[rng.below_i64(cands.len() as i64) as usize].0))
         .collect();
     let mut out = s.to_vec();
     out[axis] *= k;
@@ -178,8 +164,12 @@ fn random_interleave(rng: &mut Rng, x: &str, s: &[i64], pool: &[Made]) -> Made {
 }
 
 fn random_repeat(rng: &mut Rng, x: &str, s: &[i64]) -> Made {
-    let axis = rng.below(s.len() as i64) as usize;
-    let times = if rng.chance(8) { 0 } else { 1 + rng.below(3) };
+    let axis = rng.below_i64(s.len() as i64) as usize;
+    let times = if rng.chance(8) {
+        0
+    } else {
+        1 + rng.below_i64(3)
+    };
     let mut out = s.to_vec();
     out[axis] *= times;
     (format!("repeat {x} times {times} axis {axis}"), out)
@@ -192,7 +182,7 @@ fn random_pad(rng: &mut Rng, x: &str, s: &[i64]) -> Made {
     let mut out = Vec::new();
     for &n in s {
         let max = if reflect { (n - 1).min(2) } else { 2 };
-        let (lo, hi) = (rng.below(max + 1), rng.below(max + 1));
+        let (lo, hi) = (rng.below_i64(max + 1), rng.below_i64(max + 1));
         w.push(format!("{lo}:{hi}"));
         out.push(n + lo + hi);
     }
@@ -205,15 +195,17 @@ fn random_program(seed: u64) -> (String, Vec<String>) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut text = String::from("graph @g {\n");
     let mut pool: Vec<(String, Vec<i64>)> = Vec::new();
-    for k in 0..1 + rng.below(2) {
-        let shape: Vec<i64> = (0..1 + rng.below(3)).map(|_| 1 + rng.below(5)).collect();
+    for k in 0..1 + rng.below_i64(2) {
+        let shape: Vec<i64> = (0..1 + rng.below_i64(3))
+            .map(|_| 1 + rng.below_i64(5))
+            .collect();
         let _ = writeln!(text, "  %s{k} = source @s{k} : i64{}", ints(&shape));
         pool.push((format!("s{k}"), shape));
     }
     let mut views = Vec::new();
-    for i in 0..4 + rng.below(8) {
+    for i in 0..4 + rng.below_i64(8) {
         let j = if rng.chance(3) {
-            rng.below(pool.len() as i64) as usize
+            rng.below_i64(pool.len() as i64) as usize
         } else {
             pool.len() - 1
         };
@@ -247,8 +239,8 @@ fn random_region(rng: &mut Rng, shape: &[i64]) -> Region {
     let setts = shape
         .iter()
         .map(|_| {
-            let triples: Vec<(i64, i64, i64)> = (0..rng.below(3))
-                .map(|_| (1 + rng.below(3), rng.below(3), rng.below(7) - 3))
+            let triples: Vec<(i64, i64, i64)> = (0..rng.below_i64(3))
+                .map(|_| (1 + rng.below_i64(3), rng.below_i64(3), rng.below_i64(7) - 3))
                 .collect();
             Sett::from_triples(&triples).unwrap()
         })

@@ -4,6 +4,32 @@
 
 use super::*;
 
+/// What a split sample or fill returns.
+type Pieces = Res<Vec<Raw>>;
+
+/// The leading stripes of two non-empty lists, their periods `p` and `q`, and `b`'s count per period.
+#[derive(Clone, Copy)]
+struct Leads {
+    sa: Stripe,
+    sb: Stripe,
+    p: i128,
+    q: i128,
+    m: i128,
+}
+
+/// Sample and fill both dispatch on the leading stripes; `None` when either list is empty.
+fn leads(a: &[Stripe], b: &[Stripe], cb: &Counter) -> Option<Leads> {
+    let (&sa, &sb) = (a.first()?, b.first()?);
+    let (p, q) = (sa.period() as i128, sb.period() as i128);
+    Some(Leads {
+        sa,
+        sb,
+        p,
+        q,
+        m: cb.per_period(),
+    })
+}
+
 /// `{G_b(z) : z ∈ a ∩ b}` with `G_b(z)` the index of `z` among `b`'s elements.
 pub(crate) fn sample(a: &[Stripe], b: &[Stripe], w: Option<i64>) -> Res<Vec<Raw>> {
     let (Some(a), Some(b)) = (canon(a, w), canon(b, w)) else {
@@ -14,28 +40,27 @@ pub(crate) fn sample(a: &[Stripe], b: &[Stripe], w: Option<i64>) -> Res<Vec<Raw>
     if wi == Some(0) {
         return Ok(vec![]);
     }
-    let Some(&sb) = b.first() else {
-        return Ok(compact(vec![a], wi));
+    let Some(lead) = leads(&a, &b, &cb) else {
+        return Ok(if b.is_empty() {
+            compact(vec![a], wi)
+        } else {
+            vec![smallvec![]]
+        });
     };
-    let Some(&sa) = a.first() else {
-        return Ok(vec![smallvec![]]);
-    };
-    let m = cb.per_period();
-    let (p, q) = (sa.period() as i128, sb.period() as i128);
+    let Leads { sa, sb, p, q, m } = lead;
     let pieces = if q % p == 0 {
         sample_bblock(&a, &b[1..], sb.on(), sb.phase() as i128, &cb, m, m)?
     } else if p % q == 0 {
         sample_block(&a[1..], sa.on(), sa.phase() as i128, &b, &cb, p / q * m)?
     } else {
-        sample_split(&a, &b, &cb, w)?
+        sample_split(&a, &b, &cb, lead, w)?
     };
     Ok(compact(pieces, wi))
 }
 
 /// Sample when neither period divides the other.
-fn sample_split(a: &[Stripe], b: &[Stripe], cb: &Counter, w: Option<i64>) -> Res<Vec<Raw>> {
-    let (sa, sb) = (a[0], b[0]);
-    let (p, q, m) = (sa.period() as i128, sb.period() as i128, cb.per_period());
+fn sample_split(a: &[Stripe], b: &[Stripe], cb: &Counter, ld: Leads, w: Option<i64>) -> Pieces {
+    let Leads { sa, sb, p, q, m } = ld;
     let l = lcm(p, q);
     let costs = [
         l.map(|_| crt_count(&sa, &sb)),
@@ -121,28 +146,27 @@ pub(crate) fn fill(a: &[Stripe], b: &[Stripe], w: Option<i64>) -> Res<Vec<Raw>> 
     let Some(a) = canon(a, wi) else {
         return Ok(vec![]);
     };
-    let Some(&sb) = b.first() else {
-        return Ok(compact(vec![a], w));
+    let Some(lead) = leads(&a, &b, &cb) else {
+        return Ok(if b.is_empty() {
+            compact(vec![a], w)
+        } else {
+            vec![b]
+        });
     };
-    let Some(&sa) = a.first() else {
-        return Ok(vec![b]);
-    };
-    let m = cb.per_period();
-    let (p, q) = (sa.period() as i128, sb.period() as i128);
+    let Leads { sa, sb, p, q, m } = lead;
     let pieces = if m % p == 0 {
         fill_bblock(&a, &b[1..], sb.on(), sb.phase() as i128, &cb, q)?
     } else if p % m == 0 {
         fill_block(&a[1..], sa.on(), sa.phase() as i128, &b, &cb, p / m * q)?
     } else {
-        fill_split(&a, &b, &cb, w)?
+        fill_split(&a, &b, &cb, lead, w)?
     };
     Ok(compact(pieces, w))
 }
 
 /// Fill when neither the index period of `a` nor `b`'s count divides the other.
-fn fill_split(a: &[Stripe], b: &[Stripe], cb: &Counter, w: Option<i64>) -> Res<Vec<Raw>> {
-    let (sa, sb) = (a[0], b[0]);
-    let (p, q, m) = (sa.period() as i128, sb.period() as i128, cb.per_period());
+fn fill_split(a: &[Stripe], b: &[Stripe], cb: &Counter, ld: Leads, w: Option<i64>) -> Pieces {
+    let Leads { sa, sb, p, q, m } = ld;
     // Common index period, kept only if the matching position period fits.
     let l = lcm(p, m).filter(|l| l / m * q <= i64::MAX as i128);
     let g = gcd(p, m);
