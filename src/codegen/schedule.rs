@@ -136,6 +136,14 @@ impl Loc {
     }
     /// The part of this view that the box `[lo, hi)` per dimension covers.
     fn region(&self, value: String, bx: &[(i64, i64)]) -> Region {
+        let inner;
+        let bx = match &self.pad {
+            Some(p) => {
+                inner = unpadded_box(p, bx);
+                &inner[..]
+            }
+            None => bx,
+        };
         let start: i64 = bx.iter().zip(&self.strides).map(|((l, _), s)| l * s).sum();
         Region {
             value,
@@ -150,6 +158,16 @@ impl Loc {
         let bx: Vec<(i64, i64)> = self.shape.iter().map(|&n| (0, n)).collect();
         self.region(value, &bx)
     }
+}
+
+/// The box of a folded pad's inner tensor that the padded box `bx` reads: a folded pad keeps
+/// the inner tensor's offset and strides, so padded index `i` is inner index `i - lo`, and the
+/// fill outside the inner tensor reads nothing.
+fn unpadded_box(p: &Padding, bx: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    bx.iter()
+        .zip(p.lo.iter().zip(&p.inner))
+        .map(|(&(l, h), (&lo, &n))| ((l - lo).clamp(0, n), (h - lo).clamp(0, n)))
+        .collect()
 }
 
 /// The strides that show a view of `shape`/`strides` as `new` (same elements, row-major

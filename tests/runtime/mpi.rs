@@ -606,3 +606,45 @@ fn max_memory_refuses_a_job_under_mpirun_with_the_single_process_message() {
     assert!(!out.exists(), "no output is written");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A 5-point stencil over a source read through a constant `pad`, unsharded: the default
+/// pipeline folds the pad into the kernel's loads, and the input windows must be those of the
+/// unpadded source (they once covered the padded extent and every rank refused the input).
+const PADDED_STENCIL: &str = "op @stencil(x: f32[M, N]) -> (y: f32[M - 2, N - 2]) {
+  y[i, j] = x[i + 1, j + 1] * 0.5 + (x[i, j + 1] + x[i + 2, j + 1] + x[i + 1, j] + x[i + 1, j + 2]) * 0.125
+}
+graph @heat {
+  %u = source @u : f32[37, 41]
+  %p = pad %u [1:1, 1:1] constant 0.0
+  %v = apply @stencil(%p)
+  sink @v %v
+}
+";
+
+#[test]
+fn a_source_read_through_a_pad_runs_unsharded_on_1_and_2_ranks() {
+    let dir = scratch("padded");
+    let file = dir.join("heat.teg");
+    std::fs::write(&file, PADDED_STENCIL).unwrap();
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    let graph = write_inputs(&file, 0, &inputs);
+    for passes in [tapc::passes::manager::DEFAULT_PIPELINE, SHARD] {
+        let (dist, want) = mpi_and_want(&file, &graph, passes, &inputs, &dir.join("build"));
+        for np in [1, 2] {
+            let got = dir.join(format!("got-{np}"));
+            let args = [
+                "--input-dir".to_string(),
+                inputs.display().to_string(),
+                "--out-dir".to_string(),
+                got.display().to_string(),
+            ];
+            let o = mpirun(np, Btl::SharedMemory, &dist, &args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "--passes {passes}, -np {np}: {err}");
+            assert_eq!(files(&got), want, "--passes {passes}, -np {np}");
+            let _ = std::fs::remove_dir_all(&got);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
