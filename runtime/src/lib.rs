@@ -22,5 +22,10 @@ pub mod program;
 pub mod signals;
 pub mod tensor;
 
+/// Which build of the runtime this is (`tapc` links programs with the staticlib of its own build).
+pub mod build {
+    include!(concat!(env!("OUT_DIR"), "/build_id.rs"));
+}
+
 pub use npy::{NpyError, NpyErrorKind};
 pub use tensor::{checked_numel, type_string, DType, Data, Tensor};

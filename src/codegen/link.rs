@@ -2,10 +2,13 @@
 //! file, the `tapc-runtime` static library (executor, `.npy` I/O, command line) and the C
 //! libraries Rust's standard library needs.
 //!
-//! The runtime library is found, in order: `$TAPC_RUNTIME_LIB`; the newest of
-//! `libtapc_runtime.a` next to the running executable and `libtapc_runtime-*.a` in the `deps/`
-//! directory of the cargo profile the executable was built in (cargo builds the runtime's
-//! staticlib whenever it builds `tapc`); the same directory as recorded when `tapc` was compiled.
+//! The runtime library is `$TAPC_RUNTIME_LIB`, or else the one built together with this `tapc`:
+//! cargo builds the runtime's staticlib whenever it builds `tapc`, from the same compilation as
+//! the rlib `tapc` links, and it exports a symbol named after that build
+//! (`tapc_runtime::build::BUILD_ID`). It is looked for as `libtapc_runtime.a` next to the running
+//! executable and `libtapc_runtime-*.a` in the `deps/` directory of its cargo profile and of the
+//! profile recorded when `tapc` was compiled; a library of another build (another feature set in
+//! the same target directory) is never picked.
 //! A `--mpi` program links the runtime built with its `mpi` feature (`$TAPC_MPI_RUNTIME_LIB`,
 //! or the one above when `tapc` itself was built with `--features mpi`) and Open MPI's libraries
 //! as `mpicc --showme:link` names them; so does every program of a `tapc` built with
@@ -25,30 +28,53 @@ const NATIVE_LIBS: &[&str] = &[
     "-lc",
 ];
 
-/// The newest runtime library in `dirs`: an uplifted `libtapc_runtime.a` can be older than the
-/// runtime cargo last built into `deps/`, so neither name wins by itself.
-fn newest_in(dirs: &[PathBuf]) -> Option<PathBuf> {
-    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-    for e in dirs
-        .iter()
+/// The symbol that the staticlib of the runtime `tapc` was built with exports.
+fn own_build_symbol() -> String {
+    format!("TAPC_RUNTIME_BUILD_{}", tapc_runtime::build::BUILD_ID)
+}
+
+/// Whether the archive at `path` lists `symbol` in its symbol table (its first member, `/` or
+/// `/SYM64/`, which `ar` and rustc write ahead of the objects).
+pub fn archive_defines(path: &Path, symbol: &str) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 68];
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if f.read_exact(&mut head).is_err() || &head[..8] != b"!<arch>\n" {
+        return false;
+    }
+    let name = &head[8..24];
+    if !(name.starts_with(b"/ ") || name.starts_with(b"/SYM64/")) {
+        return false;
+    }
+    let size = std::str::from_utf8(&head[56..66])
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    let Some(size) = size else { return false };
+    let mut table = Vec::new();
+    if f.take(size).read_to_end(&mut table).is_err() {
+        return false;
+    }
+    let needle = format!("{symbol}\0");
+    table.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+/// The runtime library in `dirs` that exports `symbol`: `libtapc_runtime.a` or cargo's
+/// `libtapc_runtime-HASH.a`. A shared target directory holds one per feature set, so the
+/// newest is not necessarily ours.
+pub fn runtime_in(dirs: &[PathBuf], symbol: &str) -> Option<PathBuf> {
+    dirs.iter()
         .filter_map(|d| std::fs::read_dir(d).ok())
         .flatten()
         .flatten()
-    {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        let lib = name == "libtapc_runtime.a"
-            || name.starts_with("libtapc_runtime-") && name.ends_with(".a");
-        if lib {
-            let Ok(t) = e.metadata().and_then(|m| m.modified()) else {
-                continue;
-            };
-            if best.as_ref().is_none_or(|(bt, _)| t > *bt) {
-                best = Some((t, e.path()));
-            }
-        }
-    }
-    best.map(|b| b.1)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name == "libtapc_runtime.a"
+                || name.starts_with("libtapc_runtime-") && name.ends_with(".a")
+        })
+        .find(|p| archive_defines(p, symbol))
 }
 
 /// Where the runtime static library is.
@@ -72,18 +98,12 @@ pub fn runtime_lib() -> Result<PathBuf, String> {
             dirs.push(up.join("deps"));
         }
     }
-    if let Some(p) = newest_in(&dirs) {
-        return Ok(p);
-    }
     // OUT_DIR is <target>/<profile>/build/tapc-<hash>/out.
-    if let Some(out) = option_env!("OUT_DIR") {
-        if let Some(profile) = Path::new(out).ancestors().nth(3) {
-            if let Some(p) = newest_in(&[profile.join("deps")]) {
-                return Ok(p);
-            }
-        }
+    if let Some(profile) = option_env!("OUT_DIR").and_then(|o| Path::new(o).ancestors().nth(3)) {
+        dirs.push(profile.join("deps"));
     }
-    Err("cannot find the tapc runtime library (libtapc_runtime.a); build tapc with cargo (which builds it) or set TAPC_RUNTIME_LIB to its path".into())
+    let symbol = own_build_symbol();
+    runtime_in(&dirs, &symbol).ok_or_else(|| format!("cannot find the tapc runtime library this tapc was built with (libtapc_runtime.a exporting `{symbol}`) next to the executable or in its cargo target directory; build tapc with cargo (which builds it) or set TAPC_RUNTIME_LIB to its path"))
 }
 
 /// The runtime library built with the `mpi` feature.
