@@ -141,7 +141,7 @@ fn dim_slice(n: i64, sd: SliceDim) -> Res<DimSlice> {
 }
 
 /// Number of elements of a shape, if valid.
-pub(crate) fn volume(shape: &[i64]) -> Res<i64> {
+pub fn volume(shape: &[i64]) -> Res<i64> {
     let mut v: i128 = 1;
     for &d in shape {
         if d < 0 {

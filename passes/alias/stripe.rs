@@ -34,7 +34,7 @@ impl fmt::Display for SettError {
 impl std::error::Error for SettError {}
 
 /// Largest number of pieces one unfolding step may enumerate before giving up.
-pub(crate) const MAX_PIECES: i128 = 1 << 16;
+pub const MAX_PIECES: i128 = 1 << 16;
 
 /// A stripe `(on, off, phase)` with `phase` normalised into `[0, on + off)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -121,7 +121,7 @@ impl Stripe {
     }
 
     /// Number of blocks meeting `[lo, hi)` and the start of the first of them.
-    pub(crate) fn blocks_in(&self, lo: i128, hi: i128) -> (i128, i128) {
+    pub fn blocks_in(&self, lo: i128, hi: i128) -> (i128, i128) {
         if self.on == 0 || hi <= lo {
             return (0, 0);
         }
@@ -161,7 +161,7 @@ impl fmt::Display for Stripe {
 }
 
 /// Floor division for wide integers (`b > 0`).
-pub(crate) fn floor_div(a: i128, b: i128) -> i128 {
+pub fn floor_div(a: i128, b: i128) -> i128 {
     // 64-bit division is several times faster than the 128-bit library call, and almost
     // every operand fits.
     match (i64::try_from(a), i64::try_from(b)) {
@@ -171,7 +171,7 @@ pub(crate) fn floor_div(a: i128, b: i128) -> i128 {
 }
 
 /// `a mod p` in `[0, p)` (`p > 0`).
-pub(crate) fn modp(a: i128, p: i128) -> i128 {
+pub fn modp(a: i128, p: i128) -> i128 {
     match (i64::try_from(a), i64::try_from(p)) {
         (Ok(x), Ok(y)) if y > 0 => x.rem_euclid(y) as i128,
         _ => a.rem_euclid(p),
@@ -179,7 +179,7 @@ pub(crate) fn modp(a: i128, p: i128) -> i128 {
 }
 
 /// Greatest common divisor (non-negative).
-pub(crate) fn gcd(a: i128, b: i128) -> i128 {
+pub fn gcd(a: i128, b: i128) -> i128 {
     let (mut a, mut b) = (a.abs(), b.abs());
     if let (Ok(mut x), Ok(mut y)) = (u64::try_from(a), u64::try_from(b)) {
         while y != 0 {
@@ -194,13 +194,13 @@ pub(crate) fn gcd(a: i128, b: i128) -> i128 {
 }
 
 /// Least common multiple of two positive numbers, if it fits in `i64`.
-pub(crate) fn lcm(a: i128, b: i128) -> Option<i128> {
+pub fn lcm(a: i128, b: i128) -> Option<i128> {
     let l = a / gcd(a, b) * b;
     (l <= i64::MAX as i128).then_some(l)
 }
 
 /// Inverse of `a` modulo `m` (`gcd(a, m) = 1`, `m >= 1`).
-pub(crate) fn inv_mod(a: i128, m: i128) -> i128 {
+pub fn inv_mod(a: i128, m: i128) -> i128 {
     // Extended Euclid on (a mod m, m).
     let (mut r0, mut r1) = (modp(a, m), m);
     let (mut s0, mut s1) = (1i128, 0i128);
@@ -216,7 +216,7 @@ pub(crate) fn inv_mod(a: i128, m: i128) -> i128 {
 /// `i64`), of the blocks of `a` unfolded to period `L` that meet a block of `b`.
 ///
 /// Uses the CRT so that only the meeting blocks are visited when few of them do.
-pub(crate) fn crt_copies(a: &Stripe, b: &Stripe) -> (i128, Vec<i128>) {
+pub fn crt_copies(a: &Stripe, b: &Stripe) -> (i128, Vec<i128>) {
     let (p, q) = (a.period() as i128, b.period() as i128);
     let g = gcd(p, q);
     let l = p / g * q;
@@ -240,7 +240,7 @@ pub(crate) fn crt_copies(a: &Stripe, b: &Stripe) -> (i128, Vec<i128>) {
 }
 
 /// The blocks of `s` meeting `[0, w)`: `(start, clipped start, clipped end)`.
-pub(crate) fn clipped_blocks(s: &Stripe, w: i128) -> impl Iterator<Item = (i128, i128, i128)> {
+pub fn clipped_blocks(s: &Stripe, w: i128) -> impl Iterator<Item = (i128, i128, i128)> {
     let (n, first) = s.blocks_in(0, w);
     let (p, on) = (s.period() as i128, s.on() as i128);
     (0..n).map(move |k| {
@@ -250,97 +250,9 @@ pub(crate) fn clipped_blocks(s: &Stripe, w: i128) -> impl Iterator<Item = (i128,
 }
 
 /// How many blocks [`crt_copies`] would visit.
-pub(crate) fn crt_count(a: &Stripe, b: &Stripe) -> i128 {
+pub fn crt_count(a: &Stripe, b: &Stripe) -> i128 {
     let (p, q) = (a.period() as i128, b.period() as i128);
     let g = gcd(p, q);
     let span = a.on as i128 + b.on as i128 - 1;
     (q / g).min(span / g + 1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn stripe() -> impl Strategy<Value = Stripe> {
-        (0i64..6, 0i64..6, -12i64..12)
-            .prop_filter_map("period 0", |(on, off, ph)| Stripe::new(on, off, ph).ok())
-    }
-
-    #[test]
-    fn constructor_validates() {
-        assert_eq!(Stripe::new(-1, 2, 0), Err(SettError::Negative));
-        assert_eq!(Stripe::new(0, 0, 0), Err(SettError::ZeroPeriod));
-        assert_eq!(Stripe::new(i64::MAX, 1, 0), Err(SettError::Overflow));
-        let s = Stripe::new(2, 3, -1).unwrap();
-        assert_eq!(s.phase(), 4);
-        assert_eq!(s.to_string(), "(2,3,4)");
-    }
-
-    #[test]
-    fn coprime_huge_periods_meet_without_enumeration() {
-        let a = Stripe::new(1, (1 << 40) - 1, 5).unwrap();
-        let b = Stripe::new(1, (1 << 40) + 2, 7).unwrap();
-        assert!(a.meets(&b));
-        let c = Stripe::new(1, (1 << 40) - 1, 0).unwrap();
-        let d = Stripe::new(1, (1 << 41) - 1, 1).unwrap();
-        assert!(!c.meets(&d));
-    }
-
-    #[test]
-    fn inverse_mod() {
-        for m in 1..30i128 {
-            for a in 1..30i128 {
-                if gcd(a, m) == 1 {
-                    assert_eq!(modp(a * inv_mod(a, m), m), 1 % m);
-                }
-            }
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::with_cases(256) })]
-
-        #[test]
-        fn membership_matches_definition(s in stripe(), z in -40i64..40) {
-            let p = s.period();
-            prop_assert_eq!(s.contains(z), (z - s.phase()).rem_euclid(p) < s.on());
-        }
-
-        #[test]
-        fn meets_matches_brute_force(a in stripe(), b in stripe()) {
-            let l = a.period() * b.period();
-            let brute = (0..l).any(|z| a.contains(z) && b.contains(z));
-            prop_assert_eq!(a.meets(&b), brute);
-        }
-
-        #[test]
-        fn blocks_in_counts_blocks(s in stripe(), lo in -20i64..20, len in 1i64..30) {
-            let hi = lo + len;
-            let (n, first) = s.blocks_in(lo as i128, hi as i128);
-            let p = s.period() as i128;
-            let brute = (-100i128..100)
-                .map(|k| s.phase() as i128 + k * p)
-                .filter(|&x| x < hi as i128 && x + s.on() as i128 > lo as i128 && s.on() > 0)
-                .collect::<Vec<_>>();
-            prop_assert_eq!(n, brute.len() as i128);
-            if n > 0 {
-                prop_assert_eq!(first, brute[0]);
-            }
-        }
-
-        #[test]
-        fn crt_copies_are_exactly_the_meeting_blocks(a in stripe(), b in stripe()) {
-            prop_assume!(a.on() > 0 && b.on() > 0);
-            let l = lcm(a.period() as i128, b.period() as i128).unwrap();
-            let mut got = crt_copies(&a, &b).1;
-            got.sort();
-            let mut want: Vec<i128> = (0..l / a.period() as i128)
-                .map(|k| modp(a.phase() as i128 + k * a.period() as i128, l))
-                .filter(|&x| (x..x + a.on() as i128).any(|z| b.contains(z as i64)))
-                .collect();
-            want.sort();
-            prop_assert_eq!(got, want);
-        }
-    }
 }

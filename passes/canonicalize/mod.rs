@@ -11,7 +11,7 @@
 //! into it), never rewritten as part of a view chain (chains of views over it start at it), and
 //! no fold looks through it (a slice of a pinned concat stays a slice of the concat).
 
-mod chain;
+pub mod chain;
 pub mod peephole;
 
 pub use chain::{canonicalize as canonicalize_chain, Op};

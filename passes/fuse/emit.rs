@@ -35,12 +35,12 @@ pub struct Emitted {
 
 /// A set of taken names that hands out fresh ones.
 #[derive(Default)]
-struct Names {
+pub struct Names {
     taken: HashSet<String>,
 }
 
 impl Names {
-    fn fresh(&mut self, want: &str) -> String {
+    pub fn fresh(&mut self, want: &str) -> String {
         let mut base: String = want
             .chars()
             .map(|c| {
@@ -307,7 +307,7 @@ impl Emitter<'_> {
 }
 
 /// `i.0, i.1, i.2` (a `..i` list) → `i, j, k`; other names unchanged.
-fn list_var_name(name: &str) -> String {
+pub fn list_var_name(name: &str) -> String {
     let Some((base, k)) = name.split_once('.') else {
         return name.to_string();
     };
@@ -555,29 +555,5 @@ impl Emitter<'_> {
             out.push(IndexVar::Var(n, sp()));
         }
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn list_variables_get_letters() {
-        assert_eq!(list_var_name("i.0"), "i");
-        assert_eq!(list_var_name("i.1"), "j");
-        assert_eq!(list_var_name("b.2"), "d");
-        assert_eq!(list_var_name("row.1"), "row1");
-        assert_eq!(list_var_name("k"), "k");
-    }
-
-    #[test]
-    fn fresh_names_are_valid_and_distinct() {
-        let mut n = Names::default();
-        assert_eq!(n.fresh("h.0"), "h_0");
-        assert_eq!(n.fresh("x"), "x");
-        assert_eq!(n.fresh("x"), "x1");
-        assert_eq!(n.fresh("0"), "t0");
-        assert_eq!(n.fresh("sum"), "sum1");
     }
 }

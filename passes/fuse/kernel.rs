@@ -410,33 +410,3 @@ pub fn ident_ok(s: &str) -> bool {
         && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !RESERVED.contains(&s)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn affine_values_print_as_integer_expressions() {
-        let a = Affine {
-            terms: vec![(0, -1)],
-            constant: 4,
-        };
-        let e = affine_value(&a).unwrap();
-        // 4 - i
-        assert!(matches!(e.kind, CKind::Binary(BinOp::Sub, _, _)));
-        assert_eq!(e.dtype, DType::I64);
-        let big = Affine {
-            terms: vec![(0, i64::MIN)],
-            constant: 0,
-        };
-        assert!(affine_value(&big).is_err());
-    }
-
-    #[test]
-    fn reserved_words_are_not_names() {
-        for bad in ["sum", "max", "f32", "index", "1x", "a.b", ""] {
-            assert!(!ident_ok(bad), "{bad}");
-        }
-        assert!(ident_ok("h_0"));
-    }
-}

@@ -46,13 +46,13 @@
 //! failures are diagnostics (E0105), never panics.
 
 mod absorb;
-mod affine;
+pub mod affine;
 mod check;
-mod emit;
-mod kernel;
+pub mod emit;
+pub mod kernel;
 mod plan;
 pub mod select;
-mod views;
+pub mod views;
 
 use crate::diag::{codes, Diagnostic};
 use crate::ir::graph::*;

@@ -56,7 +56,7 @@ pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
 }
 
 /// `X` from a note "... did you mean `X`?".
-fn suggestion(note: &str) -> Option<&str> {
+pub fn suggestion(note: &str) -> Option<&str> {
     let rest = &note[note.find("did you mean `")? + "did you mean `".len()..];
     let x = &rest[..rest.find('`')?];
     (!x.is_empty()).then_some(x)
@@ -86,17 +86,4 @@ pub fn inlay_hints(doc: &Document, range: std::ops::Range<usize>) -> Vec<(usize,
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn suggestion_is_the_quoted_name() {
-        assert_eq!(
-            super::suggestion("help: did you mean `@relu`?"),
-            Some("@relu")
-        );
-        assert_eq!(super::suggestion("did you mean ``?"), None);
-        assert_eq!(super::suggestion("no hint here"), None);
-    }
 }

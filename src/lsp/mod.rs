@@ -6,10 +6,10 @@
 //! ([`names`]), so navigation also works in files that do not compile.
 
 mod analysis;
-mod edits;
+pub mod edits;
 mod hover;
-mod line_index;
-mod names;
+pub mod line_index;
+pub mod names;
 mod nav;
 mod server;
 

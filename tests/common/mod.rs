@@ -100,6 +100,14 @@ pub fn before_after(
     (before, after, printed)
 }
 
+/// A fresh, empty directory `tapc-NAME-PID` under the system's temporary directory.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tapc-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// Deterministic inputs for every source: floats in [-2, 2), ints in [-50, 50), bools.
 pub fn inputs(m: &Module, gi: usize) -> HashMap<String, Tensor> {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);

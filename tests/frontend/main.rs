@@ -19,4 +19,6 @@ mod filecheck;
 mod fuzz;
 mod import_circles;
 mod interp;
+mod no_lib_tests;
 mod roundtrip;
+mod unit;

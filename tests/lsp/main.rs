@@ -9,3 +9,4 @@ mod syspkg;
 
 mod lsp;
 mod lsp_nvim;
+mod unit;

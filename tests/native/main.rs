@@ -6,9 +6,11 @@
 mod common;
 
 mod compile_scaling;
+mod link;
 mod math;
 mod native;
 mod native_cli;
 mod oracle;
 mod oracle_sizes;
 mod transformer;
+mod unit;

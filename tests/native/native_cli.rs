@@ -18,10 +18,7 @@ fn data(name: &str) -> PathBuf {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tapc-native-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::scratch(&format!("native-cli-{name}"))
 }
 
 fn tapc(args: &[&str]) -> Output {

@@ -6,10 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tapc-sizes-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::scratch(&format!("sizes-{name}"))
 }
 
 /// Runs every command on `src`; each must exit 1 with E0025 naming `value` and write nothing.

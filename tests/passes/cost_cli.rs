@@ -10,10 +10,7 @@ fn tapc(args: &[&str]) -> Outcome {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tapc-cost-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::scratch(&format!("cost-cli-{name}"))
 }
 
 fn mlp() -> String {

@@ -9,3 +9,4 @@ mod cost;
 mod cost_cli;
 mod fuse;
 mod shard;
+mod unit;

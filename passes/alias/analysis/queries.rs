@@ -9,6 +9,11 @@ impl AliasInfo {
         &self.graph
     }
 
+    /// The type of value `v` of the analysed graph.
+    pub fn value_type(&self, v: ValueId) -> &TensorType {
+        &self.vals[v.index()].ty
+    }
+
     /// The footprint of all of `v` (empty if `v` reads no memory).
     pub fn footprint(&self, v: ValueId) -> &[(ValueId, Regions)] {
         &self.footprints[v.index()]

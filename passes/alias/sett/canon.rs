@@ -158,7 +158,7 @@ fn merge_all(mut v: Vec<Raw>, w: Option<i64>) -> Vec<Raw> {
 }
 
 /// Merge pairwise-disjoint setts (only `[0, n)` matters) into as few as found.
-pub(crate) fn merge_disjoint(setts: Vec<Sett>, n: i64) -> Vec<Sett> {
+pub fn merge_disjoint(setts: Vec<Sett>, n: i64) -> Vec<Sett> {
     let raw = setts.into_iter().map(|s| s.stripes).collect();
     Sett::list(compact(raw, Some(n)))
 }

@@ -2,14 +2,18 @@
 //! every source element holds a unique number (`1_000_000 * source + flat index`), constant
 //! padding is -1, and each view's sink then lists exactly the root elements it reads.
 
-use super::tests::{compile, flat, id, unravel};
-use super::*;
+use super::alias_analysis::{compile, flat, id, unravel};
+use std::collections::BTreeMap;
 use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+use tapc::ir::graph::ValueId;
+use tapc::passes::alias::analysis::*;
+use tapc::passes::alias::region::Region;
+use tapc::passes::alias::regions::Regions;
+use tapc::passes::alias::sett::Sett;
 use tapc_runtime::{Data, Tensor};
 
-#[path = "../../../tests/common/rng.rs"]
-mod rng;
-use rng::Rng;
+use crate::common::Rng;
 
 fn ints(v: &[i64]) -> String {
     let s: Vec<String> = v.iter().map(i64::to_string).collect();
@@ -268,7 +272,7 @@ fn check_program(seed: u64) {
             Tensor::new(shape, Data::I64(data)).unwrap(),
         );
     }
-    let sinks: HashMap<String, Vec<i64>> = crate::interp::run(&m, g, &facts[0], &inputs)
+    let sinks: HashMap<String, Vec<i64>> = tapc::interp::run(&m, g, &facts[0], &inputs)
         .unwrap()
         .into_iter()
         .map(|(n, t)| (n, i64s(&t)))
