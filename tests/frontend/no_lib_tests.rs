@@ -2,18 +2,8 @@
 //! never run. Its unit tests live in the test binaries instead (`tests/AREA/unit/`, through the
 //! library's public API), and this test fails on any test left in `src/` or `passes/`.
 
-use std::path::{Path, PathBuf};
-
-fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rs_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use crate::import_circles::rs_files;
+use std::path::Path;
 
 /// Lines that declare a test or test-only code (comments aside).
 fn test_lines(text: &str) -> Vec<(usize, String)> {

@@ -4,6 +4,20 @@
 
 use super::*;
 
+/// One block `[at, at + on)` of a stripe list whose elements inside it follow `inner`.
+#[derive(Clone, Copy)]
+struct Block<'s> {
+    inner: &'s [Stripe],
+    on: i64,
+    at: i128,
+}
+
+impl<'s> Block<'s> {
+    fn new(inner: &'s [Stripe], on: i64, at: i128) -> Self {
+        Block { inner, on, at }
+    }
+}
+
 /// What a split sample or fill returns.
 type Pieces = Res<Vec<Raw>>;
 
@@ -40,18 +54,27 @@ pub(crate) fn sample(a: &[Stripe], b: &[Stripe], w: Option<i64>) -> Res<Vec<Raw>
     if wi == Some(0) {
         return Ok(vec![]);
     }
-    let Some(lead) = leads(&a, &b, &cb) else {
-        return Ok(if b.is_empty() {
-            compact(vec![a], wi)
-        } else {
-            vec![smallvec![]]
-        });
+    let lead = match leads(&a, &b, &cb) {
+        Some(lead) => lead,
+        None if b.is_empty() => return Ok(compact(vec![a], wi)),
+        None => return Ok(vec![smallvec![]]),
     };
     let Leads { sa, sb, p, q, m } = lead;
     let pieces = if q % p == 0 {
-        sample_bblock(&a, &b[1..], sb.on(), sb.phase() as i128, &cb, m, m)?
+        sample_bblock(
+            &a,
+            Block::new(&b[1..], sb.on(), sb.phase() as i128),
+            &cb,
+            m,
+            m,
+        )?
     } else if p % q == 0 {
-        sample_block(&a[1..], sa.on(), sa.phase() as i128, &b, &cb, p / q * m)?
+        sample_block(
+            Block::new(&a[1..], sa.on(), sa.phase() as i128),
+            &b,
+            &cb,
+            p / q * m,
+        )?
     } else {
         sample_split(&a, &b, &cb, lead, w)?
     };
@@ -72,26 +95,48 @@ fn sample_split(a: &[Stripe], b: &[Stripe], cb: &Counter, ld: Leads, w: Option<i
     match (pick(costs)?, l, w) {
         (0, Some(l), _) => {
             for x in crt_copies(&sa, &sb).1 {
-                out.extend(sample_block(&a[1..], sa.on(), x, b, cb, l / q * m)?);
+                out.extend(sample_block(
+                    Block::new(&a[1..], sa.on(), x),
+                    b,
+                    cb,
+                    l / q * m,
+                )?);
             }
         }
         (1, Some(l), _) => {
             for y in crt_copies(&sb, &sa).1 {
-                out.extend(sample_bblock(a, &b[1..], sb.on(), y, cb, l / q * m, m)?);
+                out.extend(sample_bblock(
+                    a,
+                    Block::new(&b[1..], sb.on(), y),
+                    cb,
+                    l / q * m,
+                    m,
+                )?);
             }
         }
         (2, _, Some(w)) => {
             for (x, lo, hi) in clipped_blocks(&sa, w as i128) {
                 let inner = shift(&a[1..], x - lo);
                 let wi = cb.g(w as i128);
-                out.extend(sample_block(&inner, (hi - lo) as i64, lo, b, cb, wi)?);
+                out.extend(sample_block(
+                    Block::new(&inner, (hi - lo) as i64, lo),
+                    b,
+                    cb,
+                    wi,
+                )?);
             }
         }
         (_, _, Some(w)) => {
             for (y, lo, hi) in clipped_blocks(&sb, w as i128) {
                 let inner = shift(&b[1..], y - lo);
                 let (wi, mb) = (cb.g(w as i128), cb.g(hi) - cb.g(lo));
-                out.extend(sample_bblock(a, &inner, (hi - lo) as i64, lo, cb, wi, mb)?);
+                out.extend(sample_bblock(
+                    a,
+                    Block::new(&inner, (hi - lo) as i64, lo),
+                    cb,
+                    wi,
+                    mb,
+                )?);
             }
         }
         _ => return Err(SettError::Overflow),
@@ -101,14 +146,12 @@ fn sample_split(a: &[Stripe], b: &[Stripe], cb: &Counter, ld: Leads, w: Option<i
 
 /// Image of one block `[x, x + on_a)` of `a` (inner `inner_a`): an index
 /// interval repeating with period `per`, with the inner sampled inside it.
-fn sample_block(
-    inner_a: &[Stripe],
-    on_a: i64,
-    x: i128,
-    b: &[Stripe],
-    cb: &Counter,
-    per: i128,
-) -> Res<Vec<Raw>> {
+fn sample_block(blk: Block, b: &[Stripe], cb: &Counter, per: i128) -> Pieces {
+    let Block {
+        inner: inner_a,
+        on: on_a,
+        at: x,
+    } = blk;
     let i0 = cb.g(x);
     let len = cb.g(x + on_a as i128) - i0;
     if len == 0 {
@@ -120,15 +163,12 @@ fn sample_block(
 
 /// Indices of one block of `b` starting at `y` (inner `inner_b`, `mb` elements),
 /// repeating with period `per`; `a` is sampled by the block's pattern.
-fn sample_bblock(
-    a: &[Stripe],
-    inner_b: &[Stripe],
-    on_b: i64,
-    y: i128,
-    cb: &Counter,
-    per: i128,
-    mb: i128,
-) -> Res<Vec<Raw>> {
+fn sample_bblock(a: &[Stripe], blk: Block, cb: &Counter, per: i128, mb: i128) -> Pieces {
+    let Block {
+        inner: inner_b,
+        on: on_b,
+        at: y,
+    } = blk;
     if mb == 0 {
         return Ok(vec![]);
     }
@@ -146,18 +186,21 @@ pub(crate) fn fill(a: &[Stripe], b: &[Stripe], w: Option<i64>) -> Res<Vec<Raw>> 
     let Some(a) = canon(a, wi) else {
         return Ok(vec![]);
     };
-    let Some(lead) = leads(&a, &b, &cb) else {
-        return Ok(if b.is_empty() {
-            compact(vec![a], w)
-        } else {
-            vec![b]
-        });
+    let lead = match leads(&a, &b, &cb) {
+        Some(lead) => lead,
+        None if b.is_empty() => return Ok(compact(vec![a], w)),
+        None => return Ok(vec![b]),
     };
     let Leads { sa, sb, p, q, m } = lead;
     let pieces = if m % p == 0 {
-        fill_bblock(&a, &b[1..], sb.on(), sb.phase() as i128, &cb, q)?
+        fill_bblock(&a, Block::new(&b[1..], sb.on(), sb.phase() as i128), &cb, q)?
     } else if p % m == 0 {
-        fill_block(&a[1..], sa.on(), sa.phase() as i128, &b, &cb, p / m * q)?
+        fill_block(
+            Block::new(&a[1..], sa.on(), sa.phase() as i128),
+            &b,
+            &cb,
+            p / m * q,
+        )?
     } else {
         fill_split(&a, &b, &cb, lead, w)?
     };
@@ -182,25 +225,45 @@ fn fill_split(a: &[Stripe], b: &[Stripe], cb: &Counter, ld: Leads, w: Option<i64
         (0, Some(l), _) => {
             for j in 0..l / p {
                 let x = sa.phase() as i128 + j * p;
-                out.extend(fill_block(&a[1..], sa.on(), x, b, cb, l / m * q)?);
+                out.extend(fill_block(
+                    Block::new(&a[1..], sa.on(), x),
+                    b,
+                    cb,
+                    l / m * q,
+                )?);
             }
         }
         (1, Some(l), _) => {
             for k in 0..l / m {
                 let y = sb.phase() as i128 + k * q;
-                out.extend(fill_bblock(a, &b[1..], sb.on(), y, cb, l / m * q)?);
+                out.extend(fill_bblock(
+                    a,
+                    Block::new(&b[1..], sb.on(), y),
+                    cb,
+                    l / m * q,
+                )?);
             }
         }
         (2, _, Some(w)) => {
             for (x, lo, hi) in clipped_blocks(&sa, cb.g(w as i128)) {
                 let inner = shift(&a[1..], x - lo);
-                out.extend(fill_block(&inner, (hi - lo) as i64, lo, b, cb, w as i128)?);
+                out.extend(fill_block(
+                    Block::new(&inner, (hi - lo) as i64, lo),
+                    b,
+                    cb,
+                    w as i128,
+                )?);
             }
         }
         (_, _, Some(w)) => {
             for (y, lo, hi) in clipped_blocks(&sb, w as i128) {
                 let inner = shift(&b[1..], y - lo);
-                out.extend(fill_bblock(a, &inner, (hi - lo) as i64, lo, cb, w as i128)?);
+                out.extend(fill_bblock(
+                    a,
+                    Block::new(&inner, (hi - lo) as i64, lo),
+                    cb,
+                    w as i128,
+                )?);
             }
         }
         _ => return Err(SettError::Overflow),
@@ -210,14 +273,12 @@ fn fill_split(a: &[Stripe], b: &[Stripe], cb: &Counter, ld: Leads, w: Option<i64
 
 /// Positions of one index block `[x, x + on_a)` of `a`: the interval from its
 /// first to its last element, repeating with period `per`.
-fn fill_block(
-    inner_a: &[Stripe],
-    on_a: i64,
-    x: i128,
-    b: &[Stripe],
-    cb: &Counter,
-    per: i128,
-) -> Res<Vec<Raw>> {
+fn fill_block(blk: Block, b: &[Stripe], cb: &Counter, per: i128) -> Pieces {
+    let Block {
+        inner: inner_a,
+        on: on_a,
+        at: x,
+    } = blk;
     let x0 = cb.elem(x);
     let len = cb.elem(x + on_a as i128 - 1) + 1 - x0;
     let s = Stripe::checked(len, per - len, x0)?;
@@ -227,14 +288,12 @@ fn fill_block(
 
 /// One block of `b` at `y` (period `per`), filled with the part of `a` that
 /// indexes into it.
-fn fill_bblock(
-    a: &[Stripe],
-    inner_b: &[Stripe],
-    on_b: i64,
-    y: i128,
-    cb: &Counter,
-    per: i128,
-) -> Res<Vec<Raw>> {
+fn fill_bblock(a: &[Stripe], blk: Block, cb: &Counter, per: i128) -> Pieces {
+    let Block {
+        inner: inner_b,
+        on: on_b,
+        at: y,
+    } = blk;
     let s = Stripe::checked(on_b as i128, per - on_b as i128, y)?;
     Ok(prefixed(s, fill(&shift(a, -cb.g(y)), inner_b, Some(on_b))?))
 }
