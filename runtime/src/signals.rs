@@ -59,16 +59,17 @@ pub fn critical() -> MutexGuard<'static, ()> {
     CRITICAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `create`, which creates a temporary (a staging directory or a file in one), unless a
-/// terminating signal is being handled (then an `Interrupted` error). The clean-up waits for a
-/// creation in progress, so it never races with one.
+/// Runs `create`, which creates a temporary (a staging directory or a file in one). The
+/// clean-up of a terminating signal waits for a creation in progress and then shuts out later
+/// ones: a thread that comes too late waits here until the signal ends the process, so the
+/// process dies of the signal (not of an error about a vanished staging directory).
 pub fn creating<T>(create: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
-    let _g = CREATE.lock().unwrap_or_else(|e| e.into_inner());
+    let g = CREATE.lock().unwrap_or_else(|e| e.into_inner());
     if DYING.load(Ordering::SeqCst) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::Interrupted,
-            "interrupted by a signal",
-        ));
+        drop(g);
+        loop {
+            std::thread::park();
+        }
     }
     create()
 }
