@@ -103,7 +103,7 @@ impl Args {
                 }
             }
             "--max-memory" => {
-                self.max_memory = Some(parse_bytes(&value).ok_or_else(|| {
+                self.max_memory = Some(parse_bytes(value).ok_or_else(|| {
                     format!("`--max-memory {value}` must be a size such as 512MiB or 8G")
                 })?)
             }

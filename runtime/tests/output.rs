@@ -109,7 +109,7 @@ fn twenty_thousand_sinks_are_staged_and_committed() {
     assert_eq!(fs::read_dir(&out).unwrap().count(), n, "no staging left");
     for k in [0, 1, 9_999, 19_999] {
         let t = npy::read(&out.join(format!("s{k}.npy"))).unwrap();
-        assert_eq!(t.data, Data::I32(vec![k as i32]));
+        assert_eq!(t.data, Data::I32(vec![k]));
     }
 }
 

@@ -7,13 +7,14 @@
 //! (`unshare -m`, as root), never the host's `/dev`.
 
 use crate::common::syspkg;
+use crate::reliability::{compile, scratch, tapc, text};
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tapc_runtime::{npy, Data, Tensor};
@@ -28,37 +29,6 @@ graph @g {
   sink @y %y
 }
 "#;
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tapc-paths-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn tapc() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tapc"))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Compiles `src` to an executable in a scratch directory named `name`.
-fn compile(name: &str, src: &str) -> PathBuf {
-    let dir = scratch(&format!("exe-{name}"));
-    let file = dir.join("p.teg");
-    std::fs::write(&file, src).unwrap();
-    let exe = dir.join(name);
-    let o = tapc().arg(&file).arg("-o").arg(&exe).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    exe
-}
 
 fn scale() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
