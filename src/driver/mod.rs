@@ -158,11 +158,18 @@ struct CostFlags {
 }
 
 impl CostFlags {
-    /// The flags as `(flag, cost option, value)`.
-    fn options(&self) -> Vec<(&'static str, &'static str, String)> {
+    /// The flags as `(flag, cost option, value)`. Pass options are text, so a path that is not
+    /// UTF-8 is an error (never a lossy neighbour of the file named).
+    fn options(&self) -> Result<Vec<(&'static str, &'static str, String)>, Diagnostic> {
+        let text = |flag: &str, p: &Path| {
+            p.to_str().map(str::to_string).ok_or_else(|| {
+                let msg = format!("`{flag} {}`: the path must be UTF-8", shown(p));
+                Diagnostic::error(codes::IO, msg).note("pass options are text; rename the file")
+            })
+        };
         let mut v = Vec::new();
         if let Some(m) = &self.machine {
-            v.push(("--machine", "machine", m.display().to_string()));
+            v.push(("--machine", "machine", text("--machine", m)?));
         }
         if let Some(s) = self.seed {
             v.push(("--seed", "seed", s.to_string()));
@@ -171,9 +178,9 @@ impl CostFlags {
             v.push(("--max-node-memory", "max_memory", b.clone()));
         }
         if let Some(f) = &self.frontier_svg {
-            v.push(("--frontier-svg", "frontier_svg", f.display().to_string()));
+            v.push(("--frontier-svg", "frontier_svg", text("--frontier-svg", f)?));
         }
-        v
+        Ok(v)
     }
 }
 
@@ -301,7 +308,14 @@ pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
             emit,
             cost,
         }) => {
-            let flags = cost.options();
+            let flags = match cost.options() {
+                Ok(f) => f,
+                Err(d) => {
+                    cx.fail(&shown(&file).to_string(), d);
+                    cx.out.code = 1;
+                    return cx.out;
+                }
+            };
             let has_cost = manager::parse_pipeline(&passes)
                 .map(|specs| specs.iter().any(|s| s.name == "cost"))
                 .unwrap_or(true);

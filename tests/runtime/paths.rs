@@ -260,6 +260,19 @@ fn paths_that_are_not_utf8_name_the_same_files() {
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(first(&out2.join("y.npy")), 2.0);
+
+    // Pass options are text: a byte path is refused, never written as a lossy neighbour.
+    let svg = non_utf8(&dir, "f", ".svg");
+    let o = tapc()
+        .current_dir(&dir)
+        .args(["opt", "--passes=cost", "--frontier-svg"])
+        .arg(&svg)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("f\\xff.svg`: the path must be UTF-8"));
+    assert!(!svg.exists() && !dir.join("f\u{FFFD}.svg").exists());
 }
 
 #[test]
