@@ -71,7 +71,8 @@ struct Stage {
 
 struct Entry {
     stage: usize,
-    /// The file name of its place (in the staging directory's `n/` and `o/`).
+    /// The file name of its place (in the staging directory's `n/` and `o/`), or its index
+    /// (in `p/`) if it is written in place.
     name: OsString,
     /// The path as given.
     target: PathBuf,
@@ -172,11 +173,16 @@ impl Outputs {
             }
         };
         self.stages[stage].locked |= !place.in_place;
-        if !self.names.insert((stage, name.clone())) {
+        // What is written in place is staged as `p/K` (K: its index), so two devices of one
+        // name (`/dev/null`, `/tmp/null`) and a file of the temporary directory never collide.
+        let name = match place.in_place {
+            true => OsString::from(self.files.len().to_string()),
+            false => name,
+        };
+        if !place.in_place && !self.names.insert((stage, name.clone())) {
             let msg = format!("cannot write {}: it is given twice", shown(target));
             return Err(invalid(target, msg));
         }
-        let staged = self.stages[stage].path.join("n").join(&name);
         self.files.push(Entry {
             stage,
             name,
@@ -184,7 +190,7 @@ impl Outputs {
             origin,
             place,
         });
-        Ok(staged)
+        Ok(self.staged(&self.files[self.files.len() - 1]))
     }
 
     /// Stages `target`, a path the user named, with the bytes `write` produces (flushed and
@@ -225,7 +231,8 @@ impl Outputs {
     }
 
     fn staged(&self, e: &Entry) -> PathBuf {
-        self.stages[e.stage].path.join("n").join(&e.name)
+        let sub = if e.place.in_place { "p" } else { "n" };
+        self.stages[e.stage].path.join(sub).join(&e.name)
     }
 
     fn backup(&self, e: &Entry) -> PathBuf {
@@ -357,7 +364,7 @@ pub fn ensure_dir(dir: &Path) -> Result<(), NpyError> {
     }
 }
 
-/// A fresh staging directory (with its `n/` and `o/`) inside `dir`, whose identity is `id`;
+/// A fresh staging directory (with its `n/`, `o/` and `p/`) inside `dir`, whose identity is `id`;
 /// stale ones there are swept first. `target` (a file to go in `dir`) names errors.
 fn new_stage(dir: &Path, id: FileId, target: &Path) -> Result<Stage, NpyError> {
     paths::sweep_stale(dir);
@@ -369,7 +376,8 @@ fn new_stage(dir: &Path, id: FileId, target: &Path) -> Result<Stage, NpyError> {
             let mut b = fs::DirBuilder::new();
             b.mode(0o700).create(&path)?;
             b.create(path.join("n"))?;
-            b.create(path.join("o"))
+            b.create(path.join("o"))?;
+            b.create(path.join("p"))
         });
         match made {
             Ok(()) => {}

@@ -201,13 +201,45 @@ fn a_symlink_to_nothing_directories_and_sockets_are_refused() {
     assert!(!dir.join("missing").exists());
 }
 
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+#[test]
+fn two_fifos_of_one_name_are_both_written_in_place() {
+    let d = scratch();
+    let mut readers = Vec::new();
+    for sub in ["a", "b"] {
+        fs::create_dir(d.path().join(sub)).unwrap();
+        let f = d.path().join(sub).join("f");
+        mkfifo(&f);
+        // Read and write: opening never waits, and it is a reader for the commit.
+        readers.push(
+            fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&f)
+                .unwrap(),
+        );
+    }
+    let mut o = Outputs::new();
+    write_text(&mut o, &d.path().join("a/f"), "to a").unwrap();
+    write_text(&mut o, &d.path().join("b/f"), "to b").unwrap();
+    o.commit().unwrap();
+    for (r, want) in readers.iter_mut().zip(["to a", "to b"]) {
+        let mut got = [0u8; 4];
+        r.read_exact(&mut got).unwrap();
+        assert_eq!(&got, want.as_bytes());
+    }
+}
+
 #[test]
 fn a_fifo_is_written_in_place_and_one_nobody_reads_is_an_error() {
     let d = scratch();
     let fifo = d.path().join("fifo");
-    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
     let mut o = Outputs::new();
     write_text(&mut o, &fifo, "nobody").unwrap();
     let e = o.commit().unwrap_err();
