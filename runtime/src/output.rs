@@ -246,6 +246,7 @@ impl Outputs {
         let mut locks = Vec::with_capacity(order.len());
         for s in order {
             locks.push(lock_dir(s)?);
+            signals::test_pause("lock");
         }
         for e in &self.files {
             self.recheck(e)?;

@@ -343,6 +343,32 @@ fn a_trace_spelled_differently_from_the_out_dir_does_not_wait_for_itself() {
 }
 
 #[test]
+fn two_runs_locking_two_directories_under_crossed_spellings_do_not_deadlock() {
+    let dir = scratch("crossed");
+    input(&dir.join("x.npy"), 1.0);
+    for d in ["a", "b"] {
+        std::fs::create_dir(dir.join(d)).unwrap();
+    }
+    std::os::unix::fs::symlink(".", dir.join("zz")).unwrap();
+    // By spelling, the first run locks `a` then `b`, the second `b` then `zz/a`; each holds
+    // its first lock for 300 ms (the pause hook), so locks taken in spelling order deadlock.
+    let run = |out: &str, trace: &str| {
+        Command::new(scale())
+            .current_dir(&dir)
+            .args(["--input", "x=x.npy", "--out-dir", out, "--trace", trace])
+            .env("TAPC_RT_TEST_PAUSE", "lock:300")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let first = run("a", "b/t.json");
+    let second = run("b", "zz/a/t.json");
+    assert!(finish(first, "the first run").success());
+    assert!(finish(second, "the second run").success());
+}
+
+#[test]
 fn an_input_is_never_an_output_of_a_compiled_program() {
     let dir = scratch("input-output");
     let out = dir.join("out");
