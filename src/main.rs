@@ -6,7 +6,8 @@ fn main() {
     // First, before any thread exists: SIGINT/SIGTERM remove unfinished outputs, SIGXFSZ is a
     // write error (tapc_runtime::signals).
     tapc_runtime::signals::install();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // As bytes: a path need not be UTF-8.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     if tapc::driver::is_lsp(&args) {
         std::process::exit(tapc::lsp::run_stdio());
     }

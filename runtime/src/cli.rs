@@ -14,9 +14,12 @@
 use crate::exec::default_threads;
 use crate::memory::parse_bytes;
 use crate::npy;
+use crate::paths::shown;
 use crate::plan::Plan;
 use crate::tensor::{checked_numel, type_string, DType, Tensor};
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// What a run printed and its exit code (0 ok, 1 error, 2 usage).
@@ -74,13 +77,25 @@ impl Args {
         self.time || self.trace.is_some()
     }
 
-    /// Sets the option `flag` (one of [`VALUED`]) to `value`.
-    fn set(&mut self, flag: &str, value: String) -> Result<(), String> {
+    /// Sets the option `flag` (one of [`VALUED`]) to `value`: paths are kept as bytes, numbers
+    /// must be UTF-8.
+    fn set(&mut self, flag: &str, value: OsString) -> Result<(), String> {
         match flag {
-            "--input" => self.inputs.add_named(&value)?,
+            "--input" => return self.inputs.add_named(&value),
             "--input-dir" => self.inputs.dir = Some(PathBuf::from(value)),
             "--out-dir" => self.out_dir = PathBuf::from(value),
             "--trace" => self.trace = Some(PathBuf::from(value)),
+            _ => return self.set_number(flag, &value),
+        }
+        Ok(())
+    }
+
+    /// Sets the option `flag`, which takes a number, to `value`.
+    fn set_number(&mut self, flag: &str, value: &OsStr) -> Result<(), String> {
+        let Some(value) = value.to_str() else {
+            return Err(format!("`{flag} {}` must be a number", shown(value)));
+        };
+        match flag {
             "--threads" => {
                 self.threads = match value.parse::<usize>() {
                     Ok(n) if n >= 1 => n,
@@ -88,11 +103,11 @@ impl Args {
                 }
             }
             "--max-memory" => {
-                self.max_memory = Some(parse_bytes(&value).ok_or_else(|| {
+                self.max_memory = Some(parse_bytes(value).ok_or_else(|| {
                     format!("`--max-memory {value}` must be a size such as 512MiB or 8G")
                 })?)
             }
-            _ => return Err(format!("unknown option `{flag}`")),
+            _ => {}
         }
         Ok(())
     }
@@ -108,23 +123,37 @@ const VALUED: [&str; 6] = [
     "--max-memory",
 ];
 
-/// Parses the arguments (without the program's name): `Ok(None)` asks for `--help`; an error
-/// is the message of a usage error (exit 2), usage included.
-pub fn parse(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
+/// `--flag=value` split at its first `=` (bytes: the value may be any path).
+fn split_inline(arg: &OsStr) -> (&OsStr, Option<OsString>) {
+    let b = arg.as_bytes();
+    match b.iter().position(|&c| c == b'=') {
+        Some(i) if b.starts_with(b"--") => (
+            OsStr::from_bytes(&b[..i]),
+            Some(OsStr::from_bytes(&b[i + 1..]).to_os_string()),
+        ),
+        _ => (arg, None),
+    }
+}
+
+/// Parses the arguments (without the program's name), as bytes: `Ok(None)` asks for
+/// `--help`; an error is the message of a usage error (exit 2), usage included.
+pub fn parse<S: AsRef<OsStr>>(prog: &str, args: &[S]) -> Result<Option<Args>, String> {
     let usage = |e: String| format!("{prog}: {e}\n{USAGE}");
     let mut a = Args::default();
-    let mut it = args.iter();
+    let mut it = args.iter().map(AsRef::as_ref);
     while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
+        let (flag_os, inline) = split_inline(arg);
+        // Options are ASCII; anything else not starting with `-` is a positional path.
+        let flag = flag_os.to_str().unwrap_or("");
+        if flag.is_empty() && flag_os.as_bytes().first() == Some(&b'-') {
+            return Err(usage(format!("unknown option `{}`", shown(flag_os))));
+        }
         match flag {
             "-h" | "--help" => return Ok(None),
             "--time" => a.time = true,
             "--inputs-on-root" => a.inputs_on_root = true,
             f if VALUED.contains(&f) => {
-                let Some(v) = inline.or_else(|| it.next().cloned()) else {
+                let Some(v) = inline.or_else(|| it.next().map(OsStr::to_os_string)) else {
                     return Err(usage(format!("`{f}` needs a value")));
                 };
                 a.set(f, v).map_err(usage)?;
@@ -140,7 +169,11 @@ pub fn parse(prog: &str, args: &[String]) -> Result<Option<Args>, String> {
 
 /// The arguments of a run, or what to print instead: the help (exit 0) or a usage error
 /// (exit 2).
-pub fn args_or_usage(prog: &str, args: &[String], plan: &Plan) -> Result<Args, Outcome> {
+pub fn args_or_usage<S: AsRef<OsStr>>(
+    prog: &str,
+    args: &[S],
+    plan: &Plan,
+) -> Result<Args, Outcome> {
     match parse(prog, args) {
         Ok(Some(a)) => Ok(a),
         Ok(None) => Err(Outcome {
@@ -207,7 +240,7 @@ pub trait Bound: Clone {
 
 impl Bound for PathBuf {
     fn describe(&self) -> String {
-        self.display().to_string()
+        shown(self).to_string()
     }
 }
 
@@ -323,13 +356,17 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// Adds the value of an `--input` option: `NAME=PATH` (or `@NAME=PATH`).
-    pub fn add_named(&mut self, value: &str) -> Result<(), String> {
-        let Some((n, p)) = value.split_once('=') else {
-            return Err(format!("`--input {value}` must be NAME=PATH"));
-        };
+    /// Adds the value of an `--input` option: `NAME=PATH` (or `@NAME=PATH`); the PATH is
+    /// kept as bytes.
+    pub fn add_named(&mut self, value: impl AsRef<OsStr>) -> Result<(), String> {
+        let value = value.as_ref();
+        let b = value.as_bytes();
+        let must = || format!("`--input {}` must be NAME=PATH", shown(value));
+        let i = b.iter().position(|&c| c == b'=').ok_or_else(must)?;
+        let n = std::str::from_utf8(&b[..i]).map_err(|_| must())?;
         let name = n.trim_start_matches('@').to_string();
-        self.named.push((name, PathBuf::from(p)));
+        let path = PathBuf::from(OsStr::from_bytes(&b[i + 1..]));
+        self.named.push((name, path));
         Ok(())
     }
 

@@ -11,12 +11,13 @@
 use crate::cli::{self, Args, Outcome};
 use crate::exec::KernelFn;
 use crate::plan::Plan;
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, CStr, OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Runs the compiled program whose plan is encoded as `encoded` with command-line `args`
 /// (without the program's name).
-fn start(prog: &str, args: &[String], encoded: &[u8], kernels: &[KernelFn]) -> Outcome {
+fn start(prog: &str, args: &[OsString], encoded: &[u8], kernels: &[KernelFn]) -> Outcome {
     let plan = match Plan::decode(encoded) {
         Ok(p) => p,
         Err(e) => return Outcome::failed(prog, &e),
@@ -61,13 +62,12 @@ fn run_distributed(prog: &str, _: &Args, _: &Plan, _: &[KernelFn], _: &[u8]) -> 
 }
 
 /// The program's name for messages: the file name of `argv[0]`.
-fn program_name(args: &[String]) -> String {
+fn program_name(args: &[OsString]) -> String {
     let Some(p) = args.first() else {
         return "program".into();
     };
-    Path::new(p)
-        .file_name()
-        .map_or(p.clone(), |f| f.to_string_lossy().into_owned())
+    let name = Path::new(p).file_name().unwrap_or(p);
+    crate::paths::shown(name).to_string()
 }
 
 /// The C entry point of a compiled program: `main` calls this with its embedded plan bytes
@@ -88,13 +88,14 @@ pub unsafe extern "C" fn tapc_rt_main(
     // First, before any thread exists (see `signals::install`).
     crate::signals::install();
     crate::fault::install_panic_hook();
-    let args: Vec<String> = (0..argc.max(0) as usize)
+    // The arguments as bytes: a path that is not UTF-8 names the same file.
+    let args: Vec<OsString> = (0..argc.max(0) as usize)
         .map(|i| {
             let p = *argv.add(i);
             if p.is_null() {
-                String::new()
+                OsString::new()
             } else {
-                CStr::from_ptr(p).to_string_lossy().into_owned()
+                OsStr::from_bytes(CStr::from_ptr(p).to_bytes()).to_os_string()
             }
         })
         .collect();

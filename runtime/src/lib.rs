@@ -2,7 +2,8 @@
 //! [`Tensor`] type programs compute on, `.npy` file I/O ([`npy`]) for their source inputs
 //! and sink outputs, the compiled schedule ([`plan`]), the multithreaded executor that runs
 //! it ([`exec`]), failure reports that name the task ([`fault`]), outputs written all or
-//! nothing ([`output`], with [`signals`] cleaning up on SIGINT/SIGTERM), and compiled programs
+//! nothing ([`output`], under the path policy of [`paths`], with [`signals`] cleaning up on
+//! SIGINT/SIGTERM), and compiled programs
 //! themselves: their command line and source binding ([`cli`]), the steps of one run
 //! ([`program`]), their C entry point ([`entry`]) and the distributed run ([`mpi`]).
 //!
@@ -17,6 +18,7 @@ pub mod memory;
 pub mod mpi;
 pub mod npy;
 pub mod output;
+pub mod paths;
 pub mod plan;
 pub mod program;
 pub mod signals;

@@ -16,6 +16,7 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use crate::paths::shown;
 use crate::tensor::{checked_numel, type_string, DType, Data, Tensor};
 use header::{parse_header_dict, Descr};
 
@@ -81,7 +82,7 @@ impl NpyError {
         NpyError {
             path: path.to_path_buf(),
             kind: NpyErrorKind::Io,
-            message: format!("{what} {}: {}", path.display(), io_message(&err)),
+            message: format!("{what} {}: {}", shown(path), io_message(&err)),
             io: Some(err),
         }
     }
@@ -126,14 +127,7 @@ impl std::error::Error for NpyError {
     }
 }
 
-/// An I/O error's text without the trailing ` (os error N)`.
-pub fn io_message(err: &io::Error) -> String {
-    let text = err.to_string();
-    match text.rfind(" (os error ") {
-        Some(i) if text.ends_with(')') => text[..i].to_string(),
-        _ => text,
-    }
-}
+pub use crate::paths::io_message;
 
 /// Reads a `.npy` file into a C-order tensor.
 ///
@@ -279,7 +273,7 @@ struct Header {
 
 /// An error of kind `kind` about `path`: the file's name, then `what`.
 fn file_error(path: &Path, kind: NpyErrorKind, what: String) -> NpyError {
-    NpyError::new(path, kind, format!("{} {what}", path.display()))
+    NpyError::new(path, kind, format!("{} {what}", shown(path)))
 }
 
 fn truncated(path: &Path, what: String) -> NpyError {
@@ -300,7 +294,7 @@ fn not_npy(path: &Path, what: String) -> NpyError {
 
 /// `extra` bytes after data of type `ty` (`data_bytes` long); `found` bytes after the header.
 fn trailing(path: &Path, ty: &str, data_bytes: usize, extra: u64, found: u64) -> NpyError {
-    let file = path.display();
+    let file = shown(path);
     NpyError::new(
         path,
         NpyErrorKind::TrailingBytes,
@@ -331,7 +325,7 @@ fn read_header<R: Read>(
                 format!(
                     "input for source {} ({}): expected {}, found {ty}",
                     x.source,
-                    path.display(),
+                    shown(path),
                     type_string(x.dtype, x.shape)
                 ),
             ));
@@ -447,7 +441,7 @@ fn header_type(
             NpyErrorKind::UnsupportedDtype,
             format!(
                 "{} has unsupported dtype {}; supported: {}",
-                path.display(),
+                shown(path),
                 describe_descr(&dict.descr),
                 supported_list()
             ),
@@ -554,7 +548,7 @@ enum DataError {
 
 /// The message for a failed data read of `file` (type `ty`, `data_bytes` long).
 fn data_error(e: DataError, path: &Path, ty: &str, data_bytes: usize) -> NpyError {
-    let file = path.display();
+    let file = shown(path);
     match e {
         DataError::Memory => NpyError::new(
             path,
@@ -856,7 +850,7 @@ fn check_consistent(path: &Path, t: &Tensor) -> Result<(), NpyError> {
         Some(why) => Err(NpyError::new(
             path,
             NpyErrorKind::InvalidArgument,
-            format!("cannot write {}: {why}", path.display()),
+            format!("cannot write {}: {why}", shown(path)),
         )),
         None => Ok(()),
     }

@@ -3,7 +3,9 @@
 //!
 //! [`run`] binds the sources to files, validates the plan, checks the memory the run will
 //! need against `--max-memory`, the cgroup, `RLIMIT_AS` and `MemAvailable` before any input is
-//! read, reads the inputs, refuses a bad `--out-dir` before computing, runs the schedule, and
+//! read, reads the inputs, refuses a bad `--out-dir` and outputs the path policy refuses (an
+//! output that is an input, a directory, ...: [`crate::paths`]) before computing, runs the
+//! schedule, and
 //! then writes the sinks and the `--trace` file as one all-or-nothing set of outputs and
 //! prints what it wrote and the `--time` summary. A failure at any step is reported once, by
 //! [`Mode::fail`]: a message and exit 1 in one process, a message naming the rank and
@@ -18,6 +20,7 @@ use crate::cli::{self, Args, Declared, Outcome};
 use crate::exec::{execute_with, KernelFn, Options};
 use crate::memory;
 use crate::output::{self, Npy, Outputs};
+use crate::paths::{shown, Origin};
 use crate::plan::Plan;
 use crate::tensor::{type_string, Tensor};
 use std::fmt::Write as _;
@@ -114,14 +117,32 @@ fn steps(job: &Job, mode: &mut impl Mode) -> Result<Outcome, String> {
     let (threads, max) = (job.args.threads, job.args.max_memory);
     memory::check(peak.plan, peak.input_bytes, threads, max)?;
     mode.read(job, &files)?;
+    let mut outputs = Outputs::new();
     if mode.writes_outputs() {
         output::check_out_dir(&job.args.out_dir)?;
+        check_outputs(job, &mut outputs, &files)?;
     }
-    let mut outputs = Outputs::new();
     match mode.execute(job, &mut outputs)? {
         Some(done) => finish(job, mode, outputs, done),
         None => Ok(Outcome::default()),
     }
+}
+
+/// Protects the input `files` in `outputs` and checks every output's path against the path
+/// policy, before anything is computed.
+fn check_outputs(job: &Job, outputs: &mut Outputs, files: &[PathBuf]) -> Result<(), String> {
+    for f in files {
+        outputs.protect(f);
+    }
+    let names = job.plan.sinks.iter().map(|s| s.name.as_str());
+    let sinks = output::sink_targets(&job.args.out_dir, names).map_err(|e| e.to_string())?;
+    for t in &sinks {
+        outputs.check(t, Origin::Sink).map_err(|e| e.to_string())?;
+    }
+    if let Some(t) = &job.args.trace {
+        (outputs.check(t, Origin::User)).map_err(|e| format!("{e} (the --trace file)"))?;
+    }
+    Ok(())
 }
 
 /// Adds the trace to the staged sinks, puts them all in place, and says what was written.
@@ -132,6 +153,13 @@ fn finish(
     done: Done,
 ) -> Result<Outcome, String> {
     if let (Some(path), Some(json)) = (&job.args.trace, &done.trace) {
+        // The out dir exists once the run writes anything (a trace inside it, no sinks).
+        if !path
+            .parent()
+            .is_none_or(|d| d.as_os_str().is_empty() || d.exists())
+        {
+            output::ensure_dir(&job.args.out_dir).map_err(|e| e.to_string())?;
+        }
         outputs
             .write(path, |w| w.write_all(json.as_bytes()))
             .map_err(|e| format!("{e} (the --trace file; no output was written)"))?;
@@ -140,7 +168,7 @@ fn finish(
     let mut out = Outcome::default();
     for (p, s) in done.paths.iter().zip(&job.plan.sinks) {
         let ty = type_string(s.dtype, &s.shape);
-        let _ = writeln!(out.stdout, "@{}: {ty} -> {}", s.name, p.display());
+        let _ = writeln!(out.stdout, "@{}: {ty} -> {}", s.name, shown(p));
     }
     if let Some(time) = done.time {
         out.stderr.push_str(&time);

@@ -4,7 +4,9 @@
 //! - SIGINT, SIGTERM and SIGHUP remove the temporaries registered with [`track`] (staging
 //!   directories of unfinished outputs), then the process dies of the signal as if it had no
 //!   handler. A commit in progress (inside [`critical`]: the renames that put outputs in place)
-//!   is finished first, so a signal never leaves a mix of new and old outputs.
+//!   is finished first, so a signal never leaves a mix of new and old outputs. Temporaries are
+//!   created through [`creating`], which the clean-up waits for and then shuts: nothing is
+//!   created in a staging directory while or after it is removed.
 //! - SIGXFSZ is ignored, so a file-size limit (`ulimit -f`) makes the write fail with EFBIG: an
 //!   error message and the usual cleanup instead of a silent death.
 //! - SIGPIPE is ignored, so a closed stdout does not kill a program that wrote its outputs.
@@ -25,6 +27,9 @@ const TERMINATING: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP
 static TEMPS: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
 static NEXT: AtomicU64 = AtomicU64::new(0);
 static CRITICAL: Mutex<()> = Mutex::new(());
+static CREATE: Mutex<()> = Mutex::new(());
+/// Set when a terminating signal is being handled: no temporary may be created any more.
+static DYING: AtomicBool = AtomicBool::new(false);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// A path removed (recursively) if a terminating signal arrives while this guard lives.
@@ -52,6 +57,21 @@ impl Drop for Tracked {
 /// Held while outputs are renamed into place: a terminating signal waits for it.
 pub fn critical() -> MutexGuard<'static, ()> {
     CRITICAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `create`, which creates a temporary (a staging directory or a file in one). The
+/// clean-up of a terminating signal waits for a creation in progress and then shuts out later
+/// ones: a thread that comes too late waits here until the signal ends the process, so the
+/// process dies of the signal (not of an error about a vanished staging directory).
+pub fn creating<T>(create: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+    let g = CREATE.lock().unwrap_or_else(|e| e.into_inner());
+    if DYING.load(Ordering::SeqCst) {
+        drop(g);
+        loop {
+            std::thread::park();
+        }
+    }
+    create()
 }
 
 fn signal_set(sigs: &[libc::c_int]) -> libc::sigset_t {
@@ -101,7 +121,10 @@ fn wait_for_signals() {
             break;
         }
     }
-    // Let a commit in progress finish (it is short: renames), then remove what is unfinished.
+    // Let a creation in progress finish and shut out later ones, let a commit in progress
+    // finish (it is short: renames), then remove what is unfinished.
+    DYING.store(true, Ordering::SeqCst);
+    let _create = CREATE.lock().unwrap_or_else(|e| e.into_inner());
     let _commit = critical();
     let temps = TEMPS.lock().unwrap_or_else(|e| e.into_inner());
     for (_, p) in temps.iter() {
@@ -129,7 +152,8 @@ fn wait_for_signals() {
 
 /// Test-only hook: `TAPC_RT_TEST_PAUSE=PHASE:MS` makes output writing print
 /// `tapc-test-pause PHASE` to stderr and sleep `MS` milliseconds at each step of `PHASE`
-/// (`write`: after each staged file; `commit`: after each rename into place), so that tests
+/// (`write`: after each staged file; `lock`: after each directory lock of a commit; `commit`:
+/// after each rename into place), so that tests
 /// can deliver signals or start concurrent runs at a known phase. Unset in normal runs.
 pub const TEST_PAUSE_VAR: &str = "TAPC_RT_TEST_PAUSE";
 

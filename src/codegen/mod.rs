@@ -44,6 +44,7 @@ use std::path::Path;
 use tapc_runtime::cli::{self, Declared};
 use tapc_runtime::exec::{self, KernelFn, Report};
 use tapc_runtime::output::Outputs;
+use tapc_runtime::paths::shown;
 use tapc_runtime::plan::Plan;
 use tapc_runtime::Tensor;
 
@@ -270,7 +271,9 @@ fn emit_main<'ctx>(
 
 /// Compiles graph `gi` for runtime `rt` (`Runtime::Mpi`: a distributed plan, linked with the
 /// MPI runtime library and Open MPI) and writes `kind` to `out` (via a temporary file, so a
-/// failure leaves nothing behind).
+/// failure leaves nothing behind), under the path policy of `tapc_runtime::paths`: `out` may
+/// not be one of `inputs` (the same file).
+#[allow(clippy::too_many_arguments)]
 pub fn emit_to_file(
     m: &Module,
     gi: usize,
@@ -279,16 +282,20 @@ pub fn emit_to_file(
     out: &Path,
     opts: &Options,
     rt: Runtime,
+    inputs: &[&Path],
 ) -> Result<(), Diagnostic> {
     guarded(|| {
         let cx = Context::create();
         let with_main = matches!(kind, EmitKind::Obj | EmitKind::Exe | EmitKind::Asm);
         let (module, _, machine) = build(&cx, m, gi, facts, with_main, RelocMode::PIC, opts, rt)?;
         let io = |e: String| Diagnostic::error(codes::IO, e);
-        let cannot = |e: String| io(format!("cannot write {}: {e}", out.display()));
+        let cannot = |e: String| io(format!("cannot write {}: {e}", shown(out)));
         // All or nothing (tapc_runtime::output): written into a staging directory beside
         // `out`, which a failure, SIGINT or SIGTERM removes, and renamed into place at the end.
         let mut outputs = Outputs::new();
+        for i in inputs {
+            outputs.protect(i);
+        }
         let staged = outputs.stage(out).map_err(|e| io(e.to_string()))?;
         let to_memory = |ft: FileType| {
             machine
@@ -297,7 +304,9 @@ pub fn emit_to_file(
                 .map_err(|e| cannot(e.to_string()))
         };
         let write = |path: &Path, bytes: &[u8]| {
-            std::fs::write(path, bytes).map_err(|e| cannot(tapc_runtime::npy::io_message(&e)))
+            let created = tapc_runtime::output::create_staged(path);
+            (created.and_then(|mut f| std::io::Write::write_all(&mut f, bytes)))
+                .map_err(|e| cannot(tapc_runtime::npy::io_message(&e)))
         };
         match kind {
             EmitKind::Llvm => write(&staged, module.print_to_string().to_bytes())?,
@@ -306,7 +315,11 @@ pub fn emit_to_file(
             EmitKind::Exe => {
                 let obj = staged.with_extension("tapc.o");
                 write(&obj, &to_memory(FileType::Object)?)?;
-                link::link(&obj, &staged, rt).map_err(backend_error)?;
+                // A signal's clean-up waits for the linker, so it cannot leave its output.
+                let linked = tapc_runtime::signals::creating(|| {
+                    Ok(link::link(&obj, &staged, rt).map_err(backend_error))
+                });
+                linked.map_err(|e| cannot(tapc_runtime::npy::io_message(&e)))??;
                 let _ = std::fs::remove_file(&obj);
             }
         }

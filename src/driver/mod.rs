@@ -10,9 +10,12 @@ use crate::ir::{Graph, Module};
 use crate::print::print_module;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use tapc_runtime::cli::{self, Declared};
+use tapc_runtime::output::Outputs;
+use tapc_runtime::paths::{shown, Origin};
 use tapc_runtime::Tensor;
 
 /// What one invocation printed, and its exit code.
@@ -117,7 +120,7 @@ enum Command {
         file: PathBuf,
         /// Bind source @NAME to a .npy file: `--input NAME=PATH`.
         #[arg(long = "input", value_name = "NAME=PATH")]
-        inputs: Vec<String>,
+        inputs: Vec<OsString>,
         /// Read every unbound source @NAME from DIR/NAME.npy.
         #[arg(long)]
         input_dir: Option<PathBuf>,
@@ -155,11 +158,18 @@ struct CostFlags {
 }
 
 impl CostFlags {
-    /// The flags as `(flag, cost option, value)`.
-    fn options(&self) -> Vec<(&'static str, &'static str, String)> {
+    /// The flags as `(flag, cost option, value)`. Pass options are text, so a path that is not
+    /// UTF-8 is an error (never a lossy neighbour of the file named).
+    fn options(&self) -> Result<Vec<(&'static str, &'static str, String)>, Diagnostic> {
+        let text = |flag: &str, p: &Path| {
+            p.to_str().map(str::to_string).ok_or_else(|| {
+                let msg = format!("`{flag} {}`: the path must be UTF-8", shown(p));
+                Diagnostic::error(codes::IO, msg).note("pass options are text; rename the file")
+            })
+        };
         let mut v = Vec::new();
         if let Some(m) = &self.machine {
-            v.push(("--machine", "machine", m.display().to_string()));
+            v.push(("--machine", "machine", text("--machine", m)?));
         }
         if let Some(s) = self.seed {
             v.push(("--seed", "seed", s.to_string()));
@@ -168,9 +178,9 @@ impl CostFlags {
             v.push(("--max-node-memory", "max_memory", b.clone()));
         }
         if let Some(f) = &self.frontier_svg {
-            v.push(("--frontier-svg", "frontier_svg", f.display().to_string()));
+            v.push(("--frontier-svg", "frontier_svg", text("--frontier-svg", f)?));
         }
-        v
+        Ok(v)
     }
 }
 
@@ -226,8 +236,8 @@ pub enum Emit {
 
 /// Whether `args` ask for `tapc lsp`, which needs the process's real stdin and stdout, so the
 /// binary dispatches it to [`crate::lsp::run_stdio`] instead of [`run`].
-pub fn is_lsp(args: &[String]) -> bool {
-    let argv = std::iter::once("tapc".to_string()).chain(args.iter().cloned());
+pub fn is_lsp<S: AsRef<OsStr>>(args: &[S]) -> bool {
+    let argv = argv(args);
     matches!(
         Cli::try_parse_from(argv),
         Ok(Cli {
@@ -237,15 +247,19 @@ pub fn is_lsp(args: &[String]) -> bool {
     )
 }
 
+/// `tapc` and `args`, as bytes (paths need not be UTF-8).
+fn argv<S: AsRef<OsStr>>(args: &[S]) -> impl Iterator<Item = OsString> + '_ {
+    std::iter::once(OsString::from("tapc")).chain(args.iter().map(|a| a.as_ref().into()))
+}
+
 /// Runs `tapc` with `args` (without the program name).
-pub fn run(args: &[String]) -> Outcome {
+pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Outcome {
     run_with(args, false)
 }
 
 /// As [`run`]; `terminal` says whether stderr is a terminal (for `--color auto`).
-pub fn run_with(args: &[String], terminal: bool) -> Outcome {
-    let argv = std::iter::once("tapc".to_string()).chain(args.iter().cloned());
-    let cli = match Cli::try_parse_from(argv) {
+pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
+    let cli = match Cli::try_parse_from(argv(args)) {
         Ok(c) => c,
         Err(e) => {
             let text = e.render().to_string();
@@ -294,7 +308,14 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
             emit,
             cost,
         }) => {
-            let flags = cost.options();
+            let flags = match cost.options() {
+                Ok(f) => f,
+                Err(d) => {
+                    cx.fail(&shown(&file).to_string(), d);
+                    cx.out.code = 1;
+                    return cx.out;
+                }
+            };
             let has_cost = manager::parse_pipeline(&passes)
                 .map(|specs| specs.iter().any(|s| s.name == "cost"))
                 .unwrap_or(true);
@@ -302,7 +323,7 @@ pub fn run_with(args: &[String], terminal: bool) -> Outcome {
                 let d =
                     Diagnostic::error(codes::BAD_PASS, format!("`{}` needs the cost pass", f.0))
                         .note("add it to the pipeline: `--passes=cost`");
-                cx.fail(&file.display().to_string(), d);
+                cx.fail(&shown(&file).to_string(), d);
                 cx.out.code = 1;
                 return cx.out;
             }
@@ -404,7 +425,7 @@ impl Cx {
     }
 
     fn load(&mut self, path: &Path) -> Option<Loaded> {
-        let name = path.display().to_string();
+        let name = shown(path).to_string();
         let (src, mut diags) = match std::fs::read(path) {
             Ok(bytes) => crate::syntax::decode(bytes),
             Err(e) => {
@@ -427,17 +448,21 @@ impl Cx {
         })
     }
 
-    /// Writes the files passes asked for; a failure is E0100 naming the file.
-    fn write_files(&mut self, name: &str, files: &[(PathBuf, String)]) -> bool {
-        for (path, text) in files {
-            if let Err(e) = std::fs::write(path, text) {
-                return self.fail(
-                    name,
-                    Diagnostic::error(codes::IO, format!("cannot write {}: {e}", path.display())),
-                );
-            }
+    /// Writes the files passes asked for, all or nothing, under the path policy (none may be
+    /// the `source` read); a failure is E0100 naming the file.
+    fn write_files(&mut self, name: &str, source: &Path, files: &[(PathBuf, String)]) -> bool {
+        if files.is_empty() {
+            return true;
         }
-        true
+        let mut o = Outputs::new();
+        o.protect(source);
+        let staged = files
+            .iter()
+            .try_for_each(|(path, text)| o.write(path, |w| w.write_all(text.as_bytes())));
+        match staged.and_then(|()| o.commit()) {
+            Ok(_) => true,
+            Err(e) => self.fail(name, Diagnostic::error(codes::IO, e.to_string())),
+        }
     }
 
     fn check(&mut self, path: &Path) -> bool {
@@ -456,16 +481,15 @@ impl Cx {
         if text == l.src {
             return true;
         }
-        let tmp = path.with_extension("teg.tmp-fmt");
-        match std::fs::write(&tmp, &text).and_then(|_| std::fs::rename(&tmp, path)) {
-            Ok(()) => true,
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                self.fail(
-                    &l.name,
-                    Diagnostic::error(codes::IO, format!("cannot write {}: {e}", l.name)),
-                )
-            }
+        // The path policy of an edit (tapc_runtime::paths): through a symlink, keeping hard
+        // links and the mode, staged with O_EXCL|O_NOFOLLOW under an unpredictable name.
+        let mut o = Outputs::new();
+        let written = o.write_as(path, Origin::Edit, |w| {
+            std::io::Write::write_all(w, text.as_bytes())
+        });
+        match written.and_then(|()| o.commit()) {
+            Ok(_) => true,
+            Err(e) => self.fail(&l.name, Diagnostic::error(codes::IO, e.to_string())),
         }
     }
 
@@ -490,7 +514,7 @@ impl Cx {
                 return false;
             }
         };
-        if !self.write_files(&l.name, &cx.files) {
+        if !self.write_files(&l.name, path, &cx.files) {
             return false;
         }
         self.out.stdout = match emit {
@@ -522,7 +546,7 @@ impl Cx {
     fn run(
         &mut self,
         path: &Path,
-        inputs: &[String],
+        inputs: &[OsString],
         input_dir: Option<&Path>,
         out_dir: &Path,
         graph: Option<&str>,
@@ -535,7 +559,7 @@ impl Cx {
             Err(d) => return self.fail(&l.name, d),
         };
         let g = &l.module.graphs[gi];
-        let tensors = match read_sources(g, inputs, input_dir) {
+        let (tensors, mut files) = match read_sources(g, inputs, input_dir) {
             Ok(t) => t,
             Err(d) => return self.fail(&l.name, d),
         };
@@ -567,14 +591,15 @@ impl Cx {
         };
         let outs: Vec<(&str, &tapc_runtime::Tensor)> =
             sinks.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        match tapc_runtime::output::write_all_atomic(out_dir, &outs) {
+        files.push(path.to_path_buf());
+        match tapc_runtime::output::write_sinks(out_dir, &outs, &files) {
             Ok(paths) => {
                 for (p, (n, t)) in paths.iter().zip(&sinks) {
                     let _ = writeln!(
                         self.out.stdout,
                         "@{n}: {} -> {}",
                         t.shape_string(),
-                        p.display()
+                        shown(p)
                     );
                 }
                 true
@@ -606,13 +631,22 @@ impl Cx {
             Ok(i) => i,
             Err(d) => return self.fail(&l.name, d),
         };
+        let out = output.map_or_else(|| default_output(file, emit), Path::to_path_buf);
+        // The path policy, before compiling: never the source, never over a device.
+        let mut guard = Outputs::new();
+        guard.protect(file);
+        if let Err(e) = guard.check(&out, Origin::User) {
+            let d =
+                Diagnostic::error(codes::IO, e.to_string()).note("name the output with `-o FILE`");
+            return self.fail(&l.name, d);
+        }
         let pipeline = passes.unwrap_or(manager::DEFAULT_PIPELINE);
         let mut log = String::new();
         let facts = std::mem::take(&mut l.facts);
         let config = read_pass_files(pipeline, RunConfig::default());
         match manager::run_pipeline(&mut l.module, facts, pipeline, &config, &mut log) {
             Ok(cx) => {
-                if !self.write_files(&l.name, &cx.files) {
+                if !self.write_files(&l.name, file, &cx.files) {
                     return false;
                 }
                 l.facts = cx.facts
@@ -623,23 +657,9 @@ impl Cx {
                 return false;
             }
         }
-        let out = match output {
-            Some(o) => o.to_path_buf(),
-            None => {
-                use crate::codegen::EmitKind as E;
-                let stem = file
-                    .file_stem()
-                    .map_or("out".into(), |s| s.to_string_lossy().into_owned());
-                PathBuf::from(match emit {
-                    E::Exe => stem,
-                    E::Obj => format!("{stem}.o"),
-                    E::Asm => format!("{stem}.s"),
-                    E::Llvm => format!("{stem}.ll"),
-                })
-            }
-        };
         let rt = self.runtime;
-        match crate::codegen::emit_to_file(&l.module, gi, &l.facts[gi], emit, &out, opts, rt) {
+        let (f, facts) = (&l.module, &l.facts[gi]);
+        match crate::codegen::emit_to_file(f, gi, facts, emit, &out, opts, rt, &[file]) {
             Ok(()) => true,
             Err(d) => {
                 let src = l.src.clone();
@@ -651,12 +671,13 @@ impl Cx {
 }
 
 /// Binds the sources of `g` for `tapc run` (`--input NAME=PATH`, else `--input-dir DIR`) and
-/// reads them, through the runtime's binding: the one compiled programs use.
+/// reads them, through the runtime's binding: the one compiled programs use. Returns the
+/// tensors by name and the files read.
 fn read_sources(
     g: &Graph,
-    inputs: &[String],
+    inputs: &[OsString],
     input_dir: Option<&Path>,
-) -> Result<HashMap<String, Tensor>, Diagnostic> {
+) -> Result<(HashMap<String, Tensor>, Vec<PathBuf>), Diagnostic> {
     let error = |msg: String| Diagnostic::error(codes::RUNTIME, msg);
     let mut bound = cli::Inputs {
         dir: input_dir.map(Path::to_path_buf),
@@ -682,11 +703,24 @@ fn read_sources(
             None => error(e.message),
         })?;
     let tensors = cli::read_inputs(&declared, &files).map_err(error)?;
-    Ok(declared
-        .iter()
-        .map(|s| s.name.to_string())
+    let named = (declared.iter().map(|s| s.name.to_string()))
         .zip(tensors)
-        .collect())
+        .collect();
+    Ok((named, files))
+}
+
+/// The output of `tapc FILE` without `-o`: FILE's stem (as bytes), with the extension of
+/// `emit` (`m.teg` → `m`, `m.o`, `m.s`, `m.ll`).
+fn default_output(file: &Path, emit: crate::codegen::EmitKind) -> PathBuf {
+    use crate::codegen::EmitKind as E;
+    let mut name = file.file_stem().unwrap_or(OsStr::new("out")).to_os_string();
+    name.push(match emit {
+        E::Exe => "",
+        E::Obj => ".o",
+        E::Asm => ".s",
+        E::Llvm => ".ll",
+    });
+    PathBuf::from(name)
 }
 
 fn pick_graph(m: &Module, name: Option<&str>) -> Result<usize, Diagnostic> {

@@ -1,8 +1,10 @@
 //! Compiled programs at run time, in one binary: reliability (signals, limits, concurrent
-//! runs, faults, corrupt plans) and distributed execution under `mpirun`.
+//! runs, faults, corrupt plans), the path policy of every writer, and distributed execution
+//! under `mpirun`.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod mpi;
+mod paths;
 mod reliability;

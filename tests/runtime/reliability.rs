@@ -36,18 +36,18 @@ graph @multi {
 }
 "#;
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tapc-reliability-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
-fn tapc() -> Command {
+pub(crate) fn tapc() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tapc"))
 }
 
-fn text(o: &Output) -> String {
+pub(crate) fn text(o: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
         o.status,
@@ -57,7 +57,7 @@ fn text(o: &Output) -> String {
 }
 
 /// Compiles `src` to `DIR/NAME` once per test binary and name.
-fn compile(name: &str, src: &str) -> PathBuf {
+pub(crate) fn compile(name: &str, src: &str) -> PathBuf {
     let dir = scratch(&format!("exe-{name}"));
     let file = dir.join(format!("{name}.teg"));
     std::fs::write(&file, src).unwrap();
