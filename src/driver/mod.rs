@@ -252,6 +252,64 @@ fn argv<S: AsRef<OsStr>>(args: &[S]) -> impl Iterator<Item = OsString> + '_ {
     std::iter::once(OsString::from("tapc")).chain(args.iter().map(|a| a.as_ref().into()))
 }
 
+/// `--help` and `--version` (exit 0, stdout) or a usage error (exit 2, stderr), as clap words them.
+fn clap_outcome(e: &clap::Error) -> Outcome {
+    let text = e.render().to_string();
+    if e.use_stderr() {
+        Outcome {
+            stdout: String::new(),
+            stderr: text,
+            code: 2,
+        }
+    } else {
+        Outcome {
+            stdout: text,
+            stderr: String::new(),
+            code: 0,
+        }
+    }
+}
+
+/// The `tapc opt` flags that shape what the pipeline prints.
+struct PassFlags {
+    print_after_all: bool,
+    print_after: Vec<String>,
+    time_passes: bool,
+    /// Whether stderr is a terminal (a progress bar only when someone watches).
+    terminal: bool,
+}
+
+/// The pipeline configuration of `tapc opt`: the cost flags become the cost pass's options,
+/// and are refused when the pipeline has no cost pass.
+fn opt_config(cost: &CostFlags, passes: &str, f: PassFlags) -> Result<RunConfig, Diagnostic> {
+    let flags = cost.options()?;
+    let has_cost = manager::parse_pipeline(passes)
+        .map(|specs| specs.iter().any(|s| s.name == "cost"))
+        .unwrap_or(true);
+    if let (Some(flag), false) = (flags.first(), has_cost) {
+        return Err(Diagnostic::error(
+            codes::BAD_PASS,
+            format!("`{}` needs the cost pass", flag.0),
+        )
+        .note("add it to the pipeline: `--passes=cost`"));
+    }
+    Ok(RunConfig {
+        print_after_all: f.print_after_all,
+        print_after: f.print_after,
+        time_passes: f.time_passes,
+        pass_defaults: if f.terminal {
+            vec![("cost".into(), "progress".into(), "true".into())]
+        } else {
+            vec![]
+        },
+        pass_options: flags
+            .into_iter()
+            .map(|(_, k, v)| ("cost".to_string(), k.to_string(), v))
+            .collect(),
+        ..RunConfig::default()
+    })
+}
+
 /// Runs `tapc` with `args` (without the program name).
 pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Outcome {
     run_with(args, false)
@@ -261,23 +319,7 @@ pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Outcome {
 pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
     let cli = match Cli::try_parse_from(argv(args)) {
         Ok(c) => c,
-        Err(e) => {
-            let text = e.render().to_string();
-            let code = if e.use_stderr() { 2 } else { 0 };
-            return if code == 0 {
-                Outcome {
-                    stdout: text,
-                    stderr: String::new(),
-                    code,
-                }
-            } else {
-                Outcome {
-                    stdout: String::new(),
-                    stderr: text,
-                    code,
-                }
-            };
-        }
+        Err(e) => return clap_outcome(&e),
     };
     let color = match cli.common.color {
         ColorChoice::Always => true,
@@ -308,42 +350,19 @@ pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
             emit,
             cost,
         }) => {
-            let flags = match cost.options() {
-                Ok(f) => f,
-                Err(d) => {
-                    cx.fail(&shown(&file).to_string(), d);
-                    cx.out.code = 1;
-                    return cx.out;
-                }
-            };
-            let has_cost = manager::parse_pipeline(&passes)
-                .map(|specs| specs.iter().any(|s| s.name == "cost"))
-                .unwrap_or(true);
-            if let (Some(f), false) = (flags.first(), has_cost) {
-                let d =
-                    Diagnostic::error(codes::BAD_PASS, format!("`{}` needs the cost pass", f.0))
-                        .note("add it to the pipeline: `--passes=cost`");
-                cx.fail(&shown(&file).to_string(), d);
-                cx.out.code = 1;
-                return cx.out;
-            }
-            let config = RunConfig {
+            let flags = PassFlags {
                 print_after_all,
                 print_after,
                 time_passes,
-                // A progress bar only when someone watches stderr.
-                pass_defaults: if terminal {
-                    vec![("cost".into(), "progress".into(), "true".into())]
-                } else {
-                    vec![]
-                },
-                pass_options: flags
-                    .into_iter()
-                    .map(|(_, k, v)| ("cost".to_string(), k.to_string(), v))
-                    .collect(),
-                ..RunConfig::default()
+                terminal,
             };
-            cx.opt(&file, &passes, &read_pass_files(&passes, config), emit)
+            match opt_config(&cost, &passes, flags) {
+                Ok(config) => cx.opt(&file, &passes, &read_pass_files(&passes, config), emit),
+                Err(d) => {
+                    cx.fail(&shown(&file).to_string(), d);
+                    false
+                }
+            }
         }
         Some(Command::Run {
             file,
