@@ -3,13 +3,15 @@
 //! Pipeline: [`syntax`] (text → syntax tree), [`lower`] (syntax tree → IR), [`verify`] (types,
 //! shapes, bounds; produces per-apply [`ir::instance::Instance`]s), [`passes`] (graph rewrites,
 //! run by the pass manager), [`interp`] (the reference interpreter: the oracle of what a graph
-//! means), [`codegen`] (the native backend), [`print`] (IR → text), [`driver`] (the `tapc`
+//! means), [`codegen`] (the native backend), [`print`] (IR → text), [`format`] (`tapc fmt`: canonical text that keeps
+//! comments), [`driver`] (the `tapc`
 //! command line) and [`lsp`] (the language server). See docs/architecture.md for the layers,
 //! the invariants and the API boundaries between these parts.
 
 pub mod codegen;
 pub mod diag;
 pub mod driver;
+pub mod format;
 pub mod interp;
 pub mod ir;
 pub mod lower;

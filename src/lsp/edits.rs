@@ -2,15 +2,15 @@
 //! inlay hints for inferred result types.
 
 use super::analysis::Document;
-use crate::print::print_module;
 
-/// The canonical text of a document that compiles cleanly (`tapc fmt`), when it differs;
+/// The canonical text of a document that compiles cleanly, comments kept (`tapc fmt`), when
+/// it differs;
 /// `None` when there is nothing to do or the document has errors (nothing safe to print).
 pub fn format(doc: &Document) -> Option<String> {
     if doc.diags.iter().any(|d| d.is_error()) {
         return None;
     }
-    let text = print_module(&doc.module);
+    let text = crate::format::format_source(&doc.module, &doc.text);
     (text != doc.text).then_some(text)
 }
 
