@@ -1,4 +1,4 @@
-//! Front-end integration tests in one binary: the CLI in-process, error codes, lossless `tapc fmt`, the
+//! Front-end integration tests in one binary: the CLI in-process, error codes, lossless `tapc fmt`, messages, the
 //! multi-mistake corpus, pathological nesting, the examples, interpreter semantics, the
 //! printer round trip, the FileCheck/annotation support code, the fuzzer's CI slice, and the
 //! check that no two files of a crate import each other.
@@ -20,4 +20,5 @@ mod fmt;
 mod fuzz;
 mod import_circles;
 mod interp;
+mod messages;
 mod roundtrip;
