@@ -50,6 +50,27 @@ impl Document {
         Some((&self.module.graphs[i], self.facts.get(i)?))
     }
 
+    /// The header of op `name` (`op @f<p>(x: f32[N]) -> (y: f32[N])`) and whether the op
+    /// lowered: printed from the IR when it did, else as written (spaces collapsed).
+    pub fn op_header(&self, name: &str) -> Option<(String, bool)> {
+        if let Some(op) = self.module.ops.iter().find(|o| o.name == name) {
+            let text = crate::print::print_op(op);
+            let header = text.split_once(" {").map_or(text.as_str(), |(h, _)| h);
+            return Some((header.to_string(), true));
+        }
+        let it = self
+            .names
+            .items
+            .iter()
+            .find(|x| !x.is_graph && x.name == name)?;
+        let text = &self.text[it.span.clone()];
+        let header = text.split_once('{').map_or(text, |(h, _)| h);
+        Some((
+            header.split_whitespace().collect::<Vec<_>>().join(" "),
+            false,
+        ))
+    }
+
     /// The diagnostics as `tapc check` reports them, in LSP form: the primary label is the
     /// range, secondary labels are related information, notes follow the message.
     pub fn lsp_diagnostics(&self, uri: &Url) -> Vec<lsp_types::Diagnostic> {

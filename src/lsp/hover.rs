@@ -4,7 +4,7 @@
 use super::analysis::Document;
 use super::names::Sym;
 use crate::ir::graph::{Graph, NodeKind};
-use crate::print::{apply_signature, node_text, print_op};
+use crate::print::{apply_signature, node_text};
 use crate::verify::GraphFacts;
 use std::fmt::Write;
 
@@ -83,19 +83,9 @@ fn value(doc: &Document, graph: usize, name: &str) -> Option<String> {
 
 /// The op's header: its parameters and ports.
 fn op(doc: &Document, name: &str) -> Option<String> {
-    if let Some(op) = doc.module.ops.iter().find(|o| o.name == name) {
-        let text = print_op(op);
-        let header = text.split_once('{').map_or(text.as_str(), |(h, _)| h);
-        return Some(code(header));
-    }
-    let item = doc
-        .names
-        .items
-        .iter()
-        .find(|it| !it.is_graph && it.name == name)?;
-    let text = &doc.text[item.span.clone()];
-    let header = text.split_once('{').map_or(text, |(h, _)| h);
-    Some(format!("{}(the op has errors)\n", code(header)))
+    let (header, lowered) = doc.op_header(name)?;
+    let note = if lowered { "" } else { "(the op has errors)\n" };
+    Some(format!("{}{note}", code(&header)))
 }
 
 /// The graph, facts and node index of the apply whose statement holds `offset`, when its

@@ -28,7 +28,7 @@ graph @layer {
 ";
 
 /// The LSP position (line, UTF-16 column; ASCII here) of the `nth` occurrence of `needle`.
-fn pos(text: &str, needle: &str, nth: usize) -> Value {
+pub(crate) fn pos(text: &str, needle: &str, nth: usize) -> Value {
     let at = text.match_indices(needle).nth(nth).expect(needle).0;
     let line = text[..at].matches('\n').count();
     let col = at - text[..at].rfind('\n').map_or(0, |i| i + 1);
@@ -43,7 +43,7 @@ fn line_of(v: &Value) -> u64 {
     v["range"]["start"]["line"].as_u64().unwrap()
 }
 
-fn started() -> Client {
+pub(crate) fn started() -> Client {
     let mut c = Client::start(&[]);
     let init = c.initialize();
     let caps = &init["capabilities"];
@@ -55,6 +55,7 @@ fn started() -> Client {
         "documentFormattingProvider",
         "codeActionProvider",
         "inlayHintProvider",
+        "completionProvider",
     ] {
         assert!(caps.get(cap).is_some(), "{cap} missing from {init}");
     }
@@ -309,7 +310,7 @@ fn a_panicking_handler_is_an_error_response_and_the_server_carries_on() {
     );
     let d = c.request("textDocument/definition", at(SRC, "%h)", 0));
     assert_eq!(line_of(&d), 12);
-    let r = c.request_raw("textDocument/rename", at(SRC, "%h)", 0));
+    let r = c.request_raw("textDocument/typeDefinition", at(SRC, "%h)", 0));
     assert_eq!(r["error"]["code"], -32601, "{r}");
     assert_eq!(c.shutdown(), Some(0));
 }

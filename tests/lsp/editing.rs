@@ -1,0 +1,356 @@
+//! Editing requests over stdio: completion in each context (on a file that compiles and on one
+//! being typed), and formatting that keeps comments (byte-exact expected text).
+
+use crate::lsp::{pos, started};
+use crate::lsp_client::Client;
+use serde_json::{json, Value};
+
+const URI: &str = "file:///tmp/tapc-lsp-test/editing.teg";
+
+const SRC: &str = "\
+op @linear(x: f32[B, K], w: f32[K, N]) -> (y: f32[B, N]) {
+  t[i, j] = sum[k](x[i, k] * w[k, j])
+  y[i, j] = t[i, j]
+}
+
+op @scale<m>(x: f32[..S]) -> (y: f32[..S]) {
+  y[..i] = x[..i] * f32(m)
+}
+
+graph @layer {
+  %x = source @x : f32[8, 4]
+  %w = source @w : f32[4, 3]
+  %h = apply @linear(%x, %w)
+  %s = apply @scale<m = 2>(%h)
+  sink @out %s
+}
+";
+
+/// The completion items at `skip` bytes after the `nth` occurrence of `needle`:
+/// (label, detail, documentation).
+fn complete(c: &mut Client, text: &str, needle: &str, skip: u64) -> Vec<(String, String, String)> {
+    let mut p = pos(text, needle, 0);
+    p["character"] = json!(p["character"].as_u64().unwrap() + skip);
+    let r = c.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": URI}, "position": p}),
+    );
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    r.as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (s(&i["label"]), s(&i["detail"]), s(&i["documentation"])))
+        .collect()
+}
+
+fn labels(items: &[(String, String, String)]) -> Vec<&str> {
+    items.iter().map(|i| i.0.as_str()).collect()
+}
+
+fn detail<'a>(items: &'a [(String, String, String)], label: &str) -> &'a str {
+    let i = items.iter().find(|i| i.0 == label);
+    &i.unwrap_or_else(|| panic!("no `{label}` in {items:?}")).1
+}
+
+#[test]
+fn completion_in_each_context() {
+    let mut c = started();
+    c.open(URI, SRC);
+    assert!(c.diagnostics(URI, 1).is_empty());
+
+    // `@` after `apply`: the ops, with their headers; not the graph.
+    let ops = complete(&mut c, SRC, "@linear(%x", 1);
+    assert_eq!(labels(&ops), ["@linear", "@scale"]);
+    assert_eq!(
+        detail(&ops, "@linear"),
+        "op @linear(x: f32[B, K], w: f32[K, N]) -> (y: f32[B, N])"
+    );
+    // The typed prefix filters, and the edit replaces the word with its sigil.
+    let mut p = pos(SRC, "@linear(%x", 0);
+    p["character"] = json!(p["character"].as_u64().unwrap() + 3);
+    let r = c.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": URI}, "position": p}),
+    );
+    assert_eq!(r.as_array().unwrap().len(), 1);
+    let mut start = p.clone();
+    start["character"] = json!(p["character"].as_u64().unwrap() - 3);
+    assert_eq!(r[0]["textEdit"]["range"], json!({"start": start, "end": p}));
+    assert_eq!(r[0]["textEdit"]["newText"], "@linear");
+
+    // `%` in an argument list: the values defined above, with types, and the expected port.
+    let vals = complete(&mut c, SRC, "%h)", 1);
+    assert_eq!(labels(&vals), ["%x", "%w", "%h"]);
+    assert_eq!(detail(&vals, "%h"), "f32[8, 3]");
+    assert_eq!(vals[2].2, "argument 1 of @scale: x: f32[..S]");
+
+    // Inside `<...>`: the op's parameters.
+    let params = complete(&mut c, SRC, "m = 2>", 0);
+    assert_eq!(labels(&params), ["m"]);
+    assert_eq!(
+        detail(&params, "m"),
+        "parameter of op @scale<m>(x: f32[..S]) -> (y: f32[..S])"
+    );
+
+    // In a kernel: ports, temporaries, index variables, sizes, functions and casts.
+    let body = complete(&mut c, SRC, "= t[i, j]", 2);
+    for (label, d) in [
+        ("x", "x: f32[B, K]"),
+        ("y", "y: f32[B, N]"),
+        ("t", "temporary"),
+        ("k", "index variable"),
+        ("K", "size (from the port types)"),
+        ("exp", "exp(x): float"),
+        ("sum", "sum[k](e): reduction over k"),
+        ("f64", "f64(x): a cast"),
+    ] {
+        assert_eq!(detail(&body, label), d, "{label}");
+    }
+    assert!(!labels(&body).contains(&"%x"));
+    assert_eq!(labels(&complete(&mut c, SRC, "sum[k]", 2)), ["sum"]);
+    // The parameter of an op with one.
+    assert_eq!(
+        detail(&complete(&mut c, SRC, "f32(m)", 4), "m"),
+        "parameter"
+    );
+
+    // After `:` in a graph: dtypes; after `=`: instructions; at a statement start: keywords.
+    assert_eq!(
+        labels(&complete(&mut c, SRC, "f32[8, 4]", 1)),
+        ["f32", "f64"]
+    );
+    let rhs = complete(&mut c, SRC, "= source @w", 2);
+    assert_eq!(
+        detail(&rhs, "apply"),
+        "apply @op<params>(args) @[range] on N"
+    );
+    assert_eq!(detail(&rhs, "zeros"), "zeros : dtype[dims]");
+    let start = complete(&mut c, SRC, "sink @out", 0);
+    assert_eq!(detail(&start, "sink"), "sink @name %value");
+    assert_eq!(detail(&start, "%s"), "f32[8, 3]");
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+#[test]
+fn completion_while_typing_a_broken_graph() {
+    let mut c = started();
+    let text =
+        format!("{SRC}\ngraph @g2 {{\n  %q = source @q : f32[4, 3]\n  %r = apply @linear(%q, %");
+    c.open(URI, &text);
+    assert!(!c.diagnostics(URI, 1).is_empty());
+    let last = text.lines().count() - 1;
+    let col = text.lines().last().unwrap().len();
+    let r = c.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": URI}, "position": {"line": last, "character": col}}),
+    );
+    let items = r.as_array().unwrap();
+    assert_eq!(items.len(), 1, "{r}");
+    assert_eq!(items[0]["label"], "%q");
+    assert_eq!(
+        items[0]["documentation"],
+        "argument 2 of @linear: w: f32[K, N]"
+    );
+    // Between items: the item keywords.
+    let between = pos(&text, "\ngraph @g2", 0);
+    let r = c.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": URI}, "position": between}),
+    );
+    let kw: Vec<&str> = r
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(kw, ["op", "extern", "graph"]);
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+const COMMENTED: &str = "\
+// A layer.
+op @double(x: f32[N]) -> (y: f32[N]) {
+  y[i] = x[i]+x[i]   // twice
+}
+graph @g {
+  %a = ones : f32[3]
+
+
+  // the doubled values
+  %b = apply @double(%a)
+  sink @out %b   // written out
+}
+";
+
+const COMMENTED_FORMATTED: &str = "\
+// A layer.
+op @double(x: f32[N]) -> (y: f32[N]) {
+  y[i] = x[i] + x[i]  // twice
+}
+
+graph @g {
+  %a = ones : f32[3]
+
+  // the doubled values
+  %b = apply @double(%a) : f32[3]
+  sink @out %b  // written out
+}
+";
+
+#[test]
+fn formatting_keeps_comments_and_blank_lines() {
+    let mut c = started();
+    c.open(URI, COMMENTED);
+    assert!(c.diagnostics(URI, 1).is_empty());
+    let f = c.request(
+        "textDocument/formatting",
+        json!({"textDocument": {"uri": URI}, "options": {"tabSize": 2, "insertSpaces": true}}),
+    );
+    assert_eq!(f[0]["newText"], COMMENTED_FORMATTED);
+    // Formatted text is left alone.
+    let doc = json!({"uri": URI, "version": 2});
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": doc, "contentChanges": [{"text": COMMENTED_FORMATTED}]}),
+    );
+    assert!(c.diagnostics(URI, 2).is_empty());
+    let f = c.request(
+        "textDocument/formatting",
+        json!({"textDocument": {"uri": URI}, "options": {"tabSize": 2, "insertSpaces": true}}),
+    );
+    assert_eq!(f, json!([]));
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+/// `text` with LSP text edits applied (ranges within one line each).
+fn apply_edits(text: &str, edits: &[Value]) -> String {
+    let mut lines: Vec<String> = text.split('\n').map(String::from).collect();
+    let mut edits: Vec<&Value> = edits.iter().collect();
+    let key = |e: &Value| {
+        let s = &e["range"]["start"];
+        (
+            s["line"].as_u64().unwrap(),
+            s["character"].as_u64().unwrap(),
+        )
+    };
+    edits.sort_by_key(|e| std::cmp::Reverse(key(e)));
+    for e in edits {
+        let (line, start) = key(e);
+        let end = e["range"]["end"]["character"].as_u64().unwrap() as usize;
+        assert_eq!(e["range"]["end"]["line"], line);
+        let l = &mut lines[line as usize];
+        l.replace_range(start as usize..end, e["newText"].as_str().unwrap());
+    }
+    lines.join("\n")
+}
+
+fn at(text: &str, needle: &str, skip: u64) -> Value {
+    let mut p = pos(text, needle, 0);
+    p["character"] = json!(p["character"].as_u64().unwrap() + skip);
+    json!({"textDocument": {"uri": URI}, "position": p})
+}
+
+#[test]
+fn signature_help_inside_applies() {
+    let mut c = started();
+    c.open(URI, SRC);
+    assert!(c.diagnostics(URI, 1).is_empty());
+    let h = c.request("textDocument/signatureHelp", at(SRC, "%w)", 1));
+    let sig = &h["signatures"][0];
+    let label = "@linear(x: f32[B, K], w: f32[K, N]) -> (y: f32[B, N])";
+    assert_eq!(sig["label"], label);
+    assert_eq!(h["activeParameter"], 1);
+    let w = label.find("w: f32").unwrap();
+    assert_eq!(
+        sig["parameters"][1]["label"],
+        json!([w, w + "w: f32[K, N]".len()])
+    );
+    assert_eq!(sig["parameters"].as_array().unwrap().len(), 2);
+    // In `<...>` the parameters are the op's parameters.
+    let h = c.request("textDocument/signatureHelp", at(SRC, "m = 2>", 0));
+    let sig = &h["signatures"][0];
+    assert_eq!(sig["label"], "@scale<m>(x: f32[..S]) -> (y: f32[..S])");
+    assert_eq!(sig["parameters"], json!([{"label": [7, 8]}]));
+    assert_eq!(h["activeParameter"], 0);
+    // Outside an apply's brackets: none.
+    let h = c.request("textDocument/signatureHelp", at(SRC, "sink @out", 0));
+    assert!(h.is_null(), "{h}");
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+/// Renames at `needle` + `skip` to `new`: the edits, applied to `text`.
+fn rename(c: &mut Client, text: &str, needle: &str, skip: u64, new: &str) -> (usize, String) {
+    let mut p = at(text, needle, skip);
+    p["newName"] = json!(new);
+    let r = c.request("textDocument/rename", p);
+    let edits = r["changes"][URI].as_array().unwrap().clone();
+    (edits.len(), apply_edits(text, &edits))
+}
+
+#[test]
+fn rename_values_ops_ports_and_parameters() {
+    let mut c = started();
+    c.open(URI, SRC);
+    assert!(c.diagnostics(URI, 1).is_empty());
+    // prepareRename gives the name without its sigil.
+    let r = c.request("textDocument/prepareRename", at(SRC, "%h)", 1));
+    let h = pos(SRC, "%h)", 0);
+    let (line, col) = (h["line"].clone(), h["character"].as_u64().unwrap());
+    assert_eq!(
+        r,
+        json!({"start": {"line": line, "character": col + 1}, "end": {"line": line, "character": col + 2}})
+    );
+    let mut renamed = Vec::new();
+    let (n, text) = rename(&mut c, SRC, "%h)", 1, "hidden");
+    assert_eq!(n, 2);
+    assert!(text.contains("%hidden = apply @linear(%x, %w)\n") && text.contains("(%hidden)\n"));
+    renamed.push(text);
+    // A sigil in the new name is accepted.
+    let (n, text) = rename(&mut c, SRC, "@linear(%x", 2, "@dense");
+    assert_eq!(n, 2);
+    assert!(text.contains("op @dense(x") && text.contains("apply @dense(%x, %w)"));
+    renamed.push(text);
+    // A port: its header entry and every use in the body.
+    let (n, text) = rename(&mut c, SRC, "w[k, j]", 0, "weight");
+    assert_eq!(n, 2);
+    assert!(text.contains("weight: f32[K, N]) ->") && text.contains("* weight[k, j])"));
+    renamed.push(text);
+    // A parameter, from an apply: the header, the body and the `<key = ...>` of the apply.
+    let (n, text) = rename(&mut c, SRC, "m = 2>", 0, "factor");
+    assert_eq!(n, 3);
+    assert!(text.contains("@scale<factor>(x") && text.contains("f32(factor)"));
+    assert!(text.contains("apply @scale<factor = 2>(%h)"));
+    // Each renamed text still compiles cleanly (the last one stays open).
+    renamed.push(text.clone());
+    for (k, t) in renamed.iter().enumerate() {
+        let version = k as i64 + 2;
+        c.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": URI, "version": version},
+                   "contentChanges": [{"text": t}]}),
+        );
+        assert!(c.diagnostics(URI, version).is_empty(), "{t}");
+    }
+
+    // Refusals say why: a taken name, an invalid name, no name at the cursor.
+    let mut p = at(&text, "%h)", 1);
+    p["newName"] = json!("x");
+    let e = c.request_raw("textDocument/rename", p);
+    assert_eq!(e["error"]["message"], "`%x` is already defined", "{e}");
+    let mut p = at(&text, "x[i, k]", 0);
+    p["newName"] = json!("1x");
+    let e = c.request_raw("textDocument/rename", p);
+    assert_eq!(
+        e["error"]["message"], "`1x` is not a valid name here",
+        "{e}"
+    );
+    let e = c.request_raw("textDocument/prepareRename", at(&text, "apply @scale", 1));
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("nothing to rename here"),
+        "{e}"
+    );
+    assert_eq!(c.shutdown(), Some(0));
+}
