@@ -354,3 +354,31 @@ fn rename_values_ops_ports_and_parameters() {
     );
     assert_eq!(c.shutdown(), Some(0));
 }
+
+#[test]
+fn completion_signature_help_and_rename_answer_everywhere_in_the_examples() {
+    let mut c = started();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut asked = 0;
+    for (k, entry) in std::fs::read_dir(dir).unwrap().flatten().enumerate() {
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        let uri = format!("file:///tmp/tapc-lsp-test/example{k}.teg");
+        let doc = json!({"uri": uri, "languageId": "teg", "version": 1, "text": text});
+        c.notify("textDocument/didOpen", json!({ "textDocument": doc }));
+        for (line, l) in text.lines().enumerate() {
+            for character in (0..=l.len()).step_by(3) {
+                let p = json!({"textDocument": {"uri": uri},
+                               "position": {"line": line, "character": character}});
+                c.request("textDocument/completion", p.clone());
+                c.request("textDocument/signatureHelp", p.clone());
+                let r = c.request_raw("textDocument/prepareRename", p);
+                if let Some(e) = r.get("error") {
+                    assert_eq!(e["code"], -32803, "{r}");
+                }
+                asked += 1;
+            }
+        }
+    }
+    assert!(asked > 1000, "{asked}");
+    assert_eq!(c.shutdown(), Some(0));
+}

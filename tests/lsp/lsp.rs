@@ -404,11 +404,22 @@ fn every_position_of_a_half_typed_file_answers_without_error() {
     let mut answered = 0;
     for (line, text) in src.lines().enumerate() {
         let width: usize = text.chars().map(char::len_utf16).sum();
-        for character in (0..=width).step_by(2) {
+        for character in 0..=width {
             let p = json!({"textDocument": {"uri": URI},
                            "position": {"line": line, "character": character}});
-            for method in ["textDocument/hover", "textDocument/definition"] {
+            for method in [
+                "textDocument/hover",
+                "textDocument/definition",
+                "textDocument/completion",
+                "textDocument/signatureHelp",
+            ] {
                 c.request(method, p.clone());
+            }
+            // prepareRename refuses where there is no name, with a message (not an internal
+            // error).
+            let r = c.request_raw("textDocument/prepareRename", p.clone());
+            if let Some(e) = r.get("error") {
+                assert_eq!(e["code"], -32803, "{r}");
             }
             let mut r = p.clone();
             r["context"] = json!({"includeDeclaration": true});
