@@ -55,8 +55,8 @@ pub fn print_op(op: &OpDef) -> String {
     join_lines(op_lines(op))
 }
 
-/// The lines of [`print_op`]: the header, one per statement (all `cost` entries on one line),
-/// and the closing brace.
+/// The lines of [`print_op`]: the header, one per statement (all `cost` entries on one line,
+/// at the first `cost`), and the closing brace.
 pub fn op_lines(op: &OpDef) -> Vec<Line> {
     let ext = if op.is_extern() { "extern " } else { "" };
     let params = if op.params.is_empty() {
@@ -95,7 +95,8 @@ pub fn op_lines(op: &OpDef) -> Vec<Line> {
                         list(es, |(k, e)| format!("{k}: {}", iexpr_text(e)))
                     )
                 });
-                out.push(line(format!("  cost {{ {dims} }}"), None));
+                let at = (sig.cost_span.end > 0).then_some(sig.cost_span.start as usize);
+                out.push(line(format!("  cost {{ {dims} }}"), at));
             }
             out.extend(sig.kernel.iter().map(stmt));
         }

@@ -3,14 +3,18 @@
 //! outputs are written by hand, byte for byte.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tapc::driver::{run, Outcome};
 
 fn tapc(args: &[&str]) -> Outcome {
     run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
 }
 
+/// `text` written to a fresh file (tests run in parallel: one file per call).
 fn write(name: &str, text: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tapc-fmt-{}", std::process::id()));
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("tapc-fmt-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     let f = d.join(name);
     std::fs::write(&f, text).unwrap();
@@ -91,7 +95,9 @@ extern op @mm(x: f32[M, K], w: f32[N, K]) -> (y: f32[M, N]) {
 
   w: [j, 0] + [1, K]
   y: [i, j] + [1, 1]
-  cost { i: { flops: 2 * K * N } }
+  // the cost model
+  cost { i: {
+    flops: 2 * K * N } }   // per row
 }
 ";
 
@@ -112,7 +118,8 @@ extern op @mm(x: f32[M, K], w: f32[N, K]) -> (y: f32[M, N]) {
 
   w: [j, 0] + [1, K]
   y: [i, j] + [1, 1]
-  cost { i: { flops: 2 * K * N } }
+  // the cost model
+  cost { i: { flops: 2 * K * N } }  // per row
 }
 ";
 
