@@ -1,5 +1,5 @@
 //! Edits the server offers: formatting (`tapc fmt`), quick fixes for "did you mean" notes and
-//! inlay hints for inferred result types.
+//! unclosed braces, and inlay hints for inferred result types.
 
 use super::analysis::Document;
 
@@ -22,8 +22,10 @@ pub struct Fix {
     pub new_text: String,
 }
 
-/// One fix per diagnostic with a "did you mean `X`?" note whose primary span overlaps `range`:
-/// the primary label's text becomes `X` (keeping a sigil the suggestion leaves out).
+/// The fixes of the diagnostics whose primary span overlaps `range`: for each "did you mean
+/// `X`?" note the primary label's text becomes `X` (keeping a sigil the suggestion leaves out);
+/// for an unclosed `{` a `}` is inserted where the note says (before the next item, or at the
+/// end of the file).
 pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
     let mut out = Vec::new();
     for (i, d) in doc.diags.iter().enumerate() {
@@ -32,6 +34,9 @@ pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
         };
         if span.start > range.end || span.end < range.start {
             continue;
+        }
+        if d.message == "unclosed `{`" {
+            out.extend(close_brace(doc, i));
         }
         for note in &d.notes {
             let Some(suggestion) = suggestion(note) else {
@@ -53,6 +58,23 @@ pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
         }
     }
     out
+}
+
+/// The insertion of the `}` an "unclosed `{`" diagnostic asks for: on a line of its own after
+/// the last text before the line of its secondary label (the next item, or the end of the file).
+fn close_brace(doc: &Document, diagnostic: usize) -> Option<Fix> {
+    let d = &doc.diags[diagnostic];
+    let next = d.labels.iter().find(|l| !l.primary)?.span.start as usize;
+    let next = next.min(doc.text.len());
+    let line = doc.text[..next].rfind('\n').map_or(0, |n| n + 1);
+    let at = if next >= doc.text.len() { next } else { line };
+    let at = doc.text[..at].trim_end().len();
+    Some(Fix {
+        diagnostic,
+        title: "add the missing `}`".into(),
+        span: at..at,
+        new_text: "\n}".into(),
+    })
 }
 
 /// `X` from a note "... did you mean `X`?".

@@ -382,3 +382,46 @@ fn completion_signature_help_and_rename_answer_everywhere_in_the_examples() {
     assert!(asked > 1000, "{asked}");
     assert_eq!(c.shutdown(), Some(0));
 }
+
+/// The quick fixes offered for the first diagnostic of version `version` of the open document,
+/// applied one by one to `text`.
+fn fix_first(c: &mut Client, text: &str, version: i64) -> (Value, Vec<String>) {
+    let d = c.diagnostics(URI, version);
+    let actions = c.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": URI}, "range": d[0]["range"],
+               "context": {"diagnostics": [d[0].clone()]}}),
+    );
+    let fixed = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| apply_edits(text, a["edit"]["changes"][URI].as_array().unwrap()))
+        .collect();
+    (d[0].clone(), fixed)
+}
+
+#[test]
+fn quick_fixes_for_a_misspelt_keyword_and_a_missing_brace() {
+    let mut c = started();
+    let misspelt = SRC.replace("%h = apply @linear", "%h = aply @linear");
+    c.open(URI, &misspelt);
+    let (d, fixed) = fix_first(&mut c, &misspelt, 1);
+    assert_eq!(d["code"], "E0002");
+    assert_eq!(fixed, [SRC]);
+    // A graph not closed at the end of the file: the `}` goes at the end.
+    let open_end = SRC.trim_end().strip_suffix('}').unwrap().to_string();
+    let change = |v: i64, t: &str| json!({"textDocument": {"uri": URI, "version": v}, "contentChanges": [{"text": t}]});
+    c.notify("textDocument/didChange", change(2, &open_end));
+    let (d, fixed) = fix_first(&mut c, &open_end, 2);
+    assert_eq!(d["code"], "E0003");
+    assert_eq!(d["range"]["start"], pos(&open_end, "{\n  %x", 0));
+    assert_eq!(fixed, [SRC]);
+    // An op not closed before the next item: the `}` goes after the op's last line.
+    let open_op = SRC.replacen("f32(m)\n}\n", "f32(m)\n\n", 1);
+    c.notify("textDocument/didChange", change(3, &open_op));
+    let (d, fixed) = fix_first(&mut c, &open_op, 3);
+    assert_eq!(d["code"], "E0002");
+    assert_eq!(fixed, [SRC.replacen("f32(m)\n}\n", "f32(m)\n}\n\n", 1)]);
+    assert_eq!(c.shutdown(), Some(0));
+}
