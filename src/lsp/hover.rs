@@ -54,18 +54,22 @@ fn code(text: &str) -> String {
 }
 
 fn value(doc: &Document, graph: usize, name: &str) -> Option<String> {
-    if let Some((g, _)) = doc.graph(graph) {
+    // From the IR when the value has a node (also in a graph with errors elsewhere).
+    let lowered = doc.graph(graph).and_then(|(g, _)| {
         let v = g.values.iter().find(|v| v.name == name)?;
+        Some((g, v, g.nodes.get(v.node)?))
+    });
+    if let Some((g, v, node)) = lowered {
         let ty =
             v.ty.as_ref()
                 .map_or("(type unknown)".into(), |t| t.to_string());
         return Some(format!(
             "{}defined by\n{}",
             code(&format!("%{name} : {ty}")),
-            code(&node_text(g, &g.nodes[v.node]))
+            code(&node_text(g, node))
         ));
     }
-    // The graph did not compile: show the defining statement as written.
+    // Its statement did not lower: show the defining statement as written.
     let def = doc.names.definition(&Sym::Value {
         graph,
         name: name.into(),
@@ -76,7 +80,7 @@ fn value(doc: &Document, graph: usize, name: &str) -> Option<String> {
         .iter()
         .find(|s| s.span.contains(&def.span.start))?;
     Some(format!(
-        "{}(type unknown: the graph has errors)\n",
+        "{}(type unknown: its statement has errors)\n",
         code(&doc.text[stmt.span.clone()])
     ))
 }

@@ -296,6 +296,55 @@ fn navigation_works_in_a_file_that_does_not_compile() {
 }
 
 #[test]
+fn hover_and_inlay_hints_work_around_an_error() {
+    // One statement that does not lower (the graph is left out of the module): everything it
+    // does not touch keeps its types.
+    let src = SRC.replace(
+        "  %y = apply @relu(%h)\n",
+        "  %bad = apply @relu(%nope)\n  %y = apply @relu(%h)\n",
+    );
+    let mut c = started();
+    c.open(URI, &src);
+    let d = c.diagnostics(URI, 1);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0]["code"], "E0011");
+    let hover = |c: &mut Client, needle: &str, skip: usize| {
+        let h = c.request("textDocument/hover", at(&src, needle, skip));
+        h["contents"]["value"].as_str().unwrap_or("").to_string()
+    };
+    let h = hover(&mut c, "%h)", 0);
+    assert!(h.contains("%h : f32[8, 3]"), "{h}");
+    let y = hover(&mut c, "%y =", 0);
+    assert!(y.contains("%y : f32[8, 3]"), "{y}");
+    assert!(y.contains("%y = apply @relu(%h) : f32[8, 3]"), "{y}");
+    let apply = hover(&mut c, "apply @relu(%h)", 0);
+    assert!(apply.contains("derived signature"), "{apply}");
+    let bad = hover(&mut c, "%bad", 0);
+    assert!(
+        bad.contains("type unknown: its statement has errors"),
+        "{bad}"
+    );
+    let hints = c.request(
+        "textDocument/inlayHint",
+        json!({"textDocument": {"uri": URI},
+               "range": {"start": {"line": 0, "character": 0}, "end": {"line": 17, "character": 0}}}),
+    );
+    let lines: Vec<(u64, &str)> = hints
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["position"]["line"].as_u64().unwrap(),
+                h["label"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(lines, [(12, ": f32[8, 3]"), (14, ": f32[8, 3]")]);
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+#[test]
 fn a_panicking_handler_is_an_error_response_and_the_server_carries_on() {
     let mut c = Client::start(&[("TAPC_LSP_TEST_PANIC", "textDocument/hover")]);
     c.initialize();
