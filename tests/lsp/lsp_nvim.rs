@@ -1,5 +1,6 @@
 //! A real editor client: headless Neovim (Debian's `neovim`, 0.7 has `vim.lsp`) opens a broken
-//! file with `tapc lsp` attached and writes the diagnostics it received as JSON. Neovim is
+//! file with `tapc lsp` attached and writes the diagnostics it received as JSON; and it completes
+//! and formats a file with comments. Neovim is
 //! installed by the test when missing (as root, as CI runs); otherwise the test fails with how
 //! to install it. It never skips.
 
@@ -86,6 +87,96 @@ fn neovim_shows_the_servers_diagnostics() {
     assert_eq!((got[0].0, got[0].1), (7, "E0012"), "{v}");
     assert!(got[0].2.contains("did you mean `@relu`"), "{v}");
     assert_eq!((got[1].0, got[1].1), (13, "E0011"), "{v}");
+    assert!(run.status.success(), "nvim failed: {run:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file with comments and blank lines, formatted by hand below.
+const COMMENTED: &str = "\
+op @double(x: f32[N]) -> (y: f32[N]) {
+  y[i] = x[i]+x[i]   // twice
+}
+graph @g {
+  %a = ones : f32[3]
+
+
+  // the doubled values
+  %b = apply @double(%a)
+  sink @out %b   // written out
+}
+";
+
+const COMMENTED_FORMATTED: &[&str] = &[
+    "op @double(x: f32[N]) -> (y: f32[N]) {",
+    "  y[i] = x[i] + x[i]  // twice",
+    "}",
+    "",
+    "graph @g {",
+    "  %a = ones : f32[3]",
+    "",
+    "  // the doubled values",
+    "  %b = apply @double(%a) : f32[3]",
+    "  sink @out %b  // written out",
+    "}",
+];
+
+#[test]
+fn neovim_completes_and_formats_keeping_comments() {
+    syspkg::ensure("nvim", &["neovim"]);
+    let dir = std::env::temp_dir().join(format!("tapc-lsp-nvim-edit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("commented.teg");
+    let out = dir.join("editing.json");
+    std::fs::write(&file, COMMENTED).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lsp/nvim_editing.lua");
+    // After `apply @` on the `%b` line (0-based line 8).
+    let line = COMMENTED
+        .lines()
+        .position(|l| l.contains("%b = apply"))
+        .unwrap();
+    let col = COMMENTED.lines().nth(line).unwrap().find('@').unwrap() + 1;
+    let globals = format!(
+        "lua _G.TAPC = {:?}; _G.FILE = {:?}; _G.OUT = {:?}; _G.LINE = {line}; _G.COL = {col}",
+        env!("CARGO_BIN_EXE_tapc"),
+        file.display().to_string(),
+        out.display().to_string()
+    );
+    let run = Command::new("nvim")
+        .args([
+            "--headless",
+            "--clean",
+            "-n",
+            "-i",
+            "NONE",
+            "--cmd",
+            &globals,
+        ])
+        .args(["-c", &format!("luafile {script}")])
+        .output()
+        .expect("run nvim");
+    let json = std::fs::read_to_string(&out).unwrap_or_else(|e| {
+        panic!(
+            "nvim wrote nothing ({e}); status {}, stderr: {}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr)
+        )
+    });
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["ready"], true, "{v}");
+    assert_eq!(v["stopped"], true, "the server did not shut down: {v}");
+    assert_eq!(
+        v["completion"],
+        serde_json::json!([{"label": "@double", "detail": "op @double(x: f32[N]) -> (y: f32[N])"}]),
+        "{v}"
+    );
+    let lines: Vec<&str> = v["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert_eq!(lines, COMMENTED_FORMATTED, "{v}");
     assert!(run.status.success(), "nvim failed: {run:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
