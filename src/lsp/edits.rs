@@ -2,6 +2,8 @@
 //! unclosed braces, and inlay hints for inferred result types.
 
 use super::analysis::Document;
+use super::names::Sym;
+use std::ops::Range;
 
 /// The canonical text of a document that compiles cleanly, comments kept (`tapc fmt`), when
 /// it differs;
@@ -14,18 +16,17 @@ pub fn format(doc: &Document) -> Option<String> {
     (text != doc.text).then_some(text)
 }
 
-/// A quick fix of one diagnostic: replace `span` by `new_text`.
+/// A quick fix of one diagnostic: replace each span by its text (the spans do not overlap).
 pub struct Fix {
     pub diagnostic: usize,
     pub title: String,
-    pub span: std::ops::Range<usize>,
-    pub new_text: String,
+    pub edits: Vec<(Range<usize>, String)>,
 }
 
 /// The fixes of the diagnostics whose primary span overlaps `range`: for each "did you mean
 /// `X`?" note the primary label's text becomes `X` (keeping a sigil the suggestion leaves out);
 /// for an unclosed `{` a `}` is inserted where the note says (before the next item, or at the
-/// end of the file).
+/// end of the file); a use above its definition is moved below it where that is the fix.
 pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
     let mut out = Vec::new();
     for (i, d) in doc.diags.iter().enumerate() {
@@ -38,6 +39,7 @@ pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
         if d.message == "unclosed `{`" {
             out.extend(close_brace(doc, i));
         }
+        out.extend(move_below_definition(doc, i));
         for note in &d.notes {
             let Some(suggestion) = suggestion(note) else {
                 continue;
@@ -52,8 +54,7 @@ pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
             out.push(Fix {
                 diagnostic: i,
                 title: format!("replace `{old}` with `{new_text}`"),
-                span: span.clone(),
-                new_text,
+                edits: vec![(span.clone(), new_text)],
             });
         }
     }
@@ -72,9 +73,61 @@ fn close_brace(doc: &Document, diagnostic: usize) -> Option<Fix> {
     Some(Fix {
         diagnostic,
         title: "add the missing `}`".into(),
-        span: at..at,
-        new_text: "\n}".into(),
+        edits: vec![(at..at, "\n}".into())],
     })
+}
+
+/// For a value used above its definition: move the statement of the use to just below the
+/// definition's statement, when each is one line and nothing in between uses what the moved
+/// statement defines (else moving it is not the fix).
+fn move_below_definition(doc: &Document, diagnostic: usize) -> Option<Fix> {
+    let d = &doc.diags[diagnostic];
+    if !d.message.ends_with("is used before its definition") {
+        return None;
+    }
+    let use_at = d.primary_span()?.start as usize;
+    let def_at = d.labels.iter().find(|l| !l.primary)?.span.start as usize;
+    let line = |at: usize| {
+        let start = doc.text[..at].rfind('\n').map_or(0, |n| n + 1);
+        let end = doc.text[at..].find('\n').map(|n| at + n + 1)?;
+        Some(start..end)
+    };
+    let (from, below) = (line(use_at)?, line(def_at)?);
+    let stmt_of = |at: usize| doc.names.stmts.iter().find(|s| s.span.contains(&at));
+    let one_line = |at: usize, l: &Range<usize>| {
+        stmt_of(at).map_or_else(
+            || !doc.text[l.clone()].contains(['(', '[']) || balanced(&doc.text[l.clone()]),
+            |s| l.start <= s.span.start && s.span.end <= l.end,
+        )
+    };
+    if from.end > below.start || !one_line(use_at, &from) || !one_line(def_at, &below) {
+        return None;
+    }
+    let defined: Vec<&str> = stmt_of(use_at).map_or(Vec::new(), |s| {
+        s.results.iter().map(String::as_str).collect()
+    });
+    let used_between = doc.names.occurrences.iter().any(|o| {
+        let between = from.end <= o.span.start && o.span.start < below.end;
+        between && matches!(&o.sym, Sym::Value { name, .. } if defined.contains(&name.as_str()))
+    });
+    if used_between {
+        return None;
+    }
+    let name = doc.text.get(d.primary_span()?.range()).unwrap_or("");
+    Some(Fix {
+        diagnostic,
+        title: format!("move this statement below the definition of `{name}`"),
+        edits: vec![
+            (from.clone(), String::new()),
+            (below.end..below.end, doc.text[from].to_string()),
+        ],
+    })
+}
+
+/// Whether the brackets of one line pair up.
+fn balanced(line: &str) -> bool {
+    let open = line.matches(['(', '[']).count();
+    open == line.matches([')', ']']).count()
 }
 
 /// `X` from a note "... did you mean `X`?".

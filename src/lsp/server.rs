@@ -276,7 +276,7 @@ fn formatting(docs: &Docs, req: Request) -> Response {
     Response::new_ok(id, edits)
 }
 
-/// Quick fixes from "did you mean" notes in the range.
+/// Quick fixes of the diagnostics in the range ([`edits::quick_fixes`]).
 fn code_actions(docs: &Docs, p: CodeActionParams) -> Option<Vec<CodeActionOrCommand>> {
     let uri = &p.text_document.uri;
     let doc = docs.get(uri)?;
@@ -284,16 +284,17 @@ fn code_actions(docs: &Docs, p: CodeActionParams) -> Option<Vec<CodeActionOrComm
     let actions = edits::quick_fixes(doc, range)
         .into_iter()
         .map(|fix| {
-            let edit = TextEdit::new(doc.range(fix.span), fix.new_text);
+            let edits: Vec<TextEdit> = fix
+                .edits
+                .into_iter()
+                .map(|(span, text)| TextEdit::new(doc.range(span), text))
+                .collect();
             let diag = doc.lsp_diagnostic(uri, &doc.diags[fix.diagnostic]);
             CodeActionOrCommand::CodeAction(CodeAction {
                 title: fix.title,
                 kind: Some(CodeActionKind::QUICKFIX),
                 diagnostics: Some(vec![diag]),
-                edit: Some(WorkspaceEdit::new(HashMap::from([(
-                    uri.clone(),
-                    vec![edit],
-                )]))),
+                edit: Some(WorkspaceEdit::new(HashMap::from([(uri.clone(), edits)]))),
                 is_preferred: Some(true),
                 ..Default::default()
             })

@@ -222,26 +222,30 @@ fn formatting_keeps_comments_and_blank_lines() {
     assert_eq!(c.shutdown(), Some(0));
 }
 
-/// `text` with LSP text edits applied (ranges within one line each).
+/// `text` with LSP text edits applied (ASCII text: columns are bytes).
 fn apply_edits(text: &str, edits: &[Value]) -> String {
-    let mut lines: Vec<String> = text.split('\n').map(String::from).collect();
-    let mut edits: Vec<&Value> = edits.iter().collect();
-    let key = |e: &Value| {
-        let s = &e["range"]["start"];
-        (
-            s["line"].as_u64().unwrap(),
-            s["character"].as_u64().unwrap(),
-        )
+    let offset = |p: &Value| {
+        let line = p["line"].as_u64().unwrap() as usize;
+        let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+        start + p["character"].as_u64().unwrap() as usize
     };
-    edits.sort_by_key(|e| std::cmp::Reverse(key(e)));
-    for e in edits {
-        let (line, start) = key(e);
-        let end = e["range"]["end"]["character"].as_u64().unwrap() as usize;
-        assert_eq!(e["range"]["end"]["line"], line);
-        let l = &mut lines[line as usize];
-        l.replace_range(start as usize..end, e["newText"].as_str().unwrap());
+    let mut spans: Vec<(usize, usize, &str)> = edits
+        .iter()
+        .map(|e| {
+            let r = &e["range"];
+            (
+                offset(&r["start"]),
+                offset(&r["end"]),
+                e["newText"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    spans.sort_by_key(|s| std::cmp::Reverse(s.0));
+    let mut out = text.to_string();
+    for (start, end, new) in spans {
+        out.replace_range(start..end, new);
     }
-    lines.join("\n")
+    out
 }
 
 fn at(text: &str, needle: &str, skip: u64) -> Value {
@@ -423,5 +427,31 @@ fn quick_fixes_for_a_misspelt_keyword_and_a_missing_brace() {
     let (d, fixed) = fix_first(&mut c, &open_op, 3);
     assert_eq!(d["code"], "E0002");
     assert_eq!(fixed, [SRC.replacen("f32(m)\n}\n", "f32(m)\n}\n\n", 1)]);
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+#[test]
+fn a_use_above_its_definition_is_moved_below_it() {
+    let mut c = started();
+    let swapped = SRC.replace(
+        "  %w = source @w : f32[4, 3]\n  %h = apply @linear(%x, %w)\n",
+        "  %h = apply @linear(%x, %w)\n  %w = source @w : f32[4, 3]\n",
+    );
+    c.open(URI, &swapped);
+    let (d, fixed) = fix_first(&mut c, &swapped, 1);
+    assert_eq!(d["code"], "E0011");
+    assert_eq!(fixed, [SRC]);
+    // Not where the moved statement's result is used before the definition: no fix.
+    let blocked = SRC.replace(
+        "  %w = source @w : f32[4, 3]\n  %h = apply @linear(%x, %w)\n  %s = apply @scale<m = 2>(%h)\n",
+        "  %h = apply @linear(%x, %w)\n  %s = apply @scale<m = 2>(%h)\n  %w = source @w : f32[4, 3]\n",
+    );
+    assert_ne!(blocked, SRC);
+    let change = json!({"textDocument": {"uri": URI, "version": 2},
+                        "contentChanges": [{"text": blocked}]});
+    c.notify("textDocument/didChange", change);
+    let (d, fixed) = fix_first(&mut c, &blocked, 2);
+    assert_eq!(d["code"], "E0011");
+    assert!(fixed.is_empty(), "{fixed:?}");
     assert_eq!(c.shutdown(), Some(0));
 }
