@@ -1,7 +1,7 @@
 //! `tapc lsp`: a language server over stdio (lsp-server + lsp-types, as rust-analyzer).
 //!
 //! [`run_stdio`] is the whole API. Each open document is compiled with
-//! [`crate::compile_source`]; diagnostics, hover, completion, signature help, rename, navigation, symbols, formatting,
+//! [`crate::compile_source`]; diagnostics, hover, completion, signature help, rename, semantic tokens, navigation, symbols, formatting,
 //! quick fixes and inlay hints are answered from that result and from a token scan of the text
 //! ([`names`]), so navigation also works in files that do not compile.
 
@@ -14,6 +14,7 @@ mod line_index;
 mod names;
 mod nav;
 mod rename;
+mod semantic;
 mod server;
 mod sighelp;
 

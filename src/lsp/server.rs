@@ -3,7 +3,7 @@
 //! is waiting or before a request, so a burst of keystrokes costs one compilation.
 
 use super::analysis::Document;
-use super::{complete, edits, hover, nav, rename, sighelp};
+use super::{complete, edits, hover, nav, rename, semantic, sighelp};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _,
@@ -11,7 +11,8 @@ use lsp_types::notification::{
 };
 use lsp_types::request::{
     CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
-    InlayHintRequest, PrepareRenameRequest, References, Rename, Request as _, SignatureHelpRequest,
+    InlayHintRequest, PrepareRenameRequest, References, Rename, Request as _,
+    SemanticTokensFullRequest, SignatureHelpRequest,
 };
 use lsp_types::*;
 use serde::de::DeserializeOwned;
@@ -45,6 +46,16 @@ pub fn capabilities() -> ServerCapabilities {
             trigger_characters: Some(vec!["(".into(), "<".into(), ",".into()]),
             ..Default::default()
         }),
+        semantic_tokens_provider: Some(SemanticTokensServerCapabilities::SemanticTokensOptions(
+            SemanticTokensOptions {
+                legend: SemanticTokensLegend {
+                    token_types: semantic::LEGEND.to_vec(),
+                    token_modifiers: Vec::new(),
+                },
+                full: Some(SemanticTokensFullOptions::Bool(true)),
+                ..Default::default()
+            },
+        )),
         rename_provider: Some(OneOf::Right(RenameOptions {
             prepare_provider: Some(true),
             work_done_progress_options: Default::default(),
@@ -210,6 +221,13 @@ impl State {
                 Ok(Some(PrepareRenameResponse::Range(doc.range(range))))
             }),
             Rename::METHOD => respond_result(req, |p| rename_edits(docs, p)),
+            SemanticTokensFullRequest::METHOD => respond(req, |p: SemanticTokensParams| {
+                let doc = docs.get(&p.text_document.uri)?;
+                Some(SemanticTokensResult::Tokens(SemanticTokens {
+                    result_id: None,
+                    data: semantic::tokens(doc),
+                }))
+            }),
             _ => Response::new_err(
                 req.id,
                 ErrorCode::MethodNotFound as i32,

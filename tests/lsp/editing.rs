@@ -360,7 +360,7 @@ fn rename_values_ops_ports_and_parameters() {
 }
 
 #[test]
-fn completion_signature_help_and_rename_answer_everywhere_in_the_examples() {
+fn every_editing_request_answers_everywhere_in_the_examples() {
     let mut c = started();
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     let mut asked = 0;
@@ -369,6 +369,12 @@ fn completion_signature_help_and_rename_answer_everywhere_in_the_examples() {
         let uri = format!("file:///tmp/tapc-lsp-test/example{k}.teg");
         let doc = json!({"uri": uri, "languageId": "teg", "version": 1, "text": text});
         c.notify("textDocument/didOpen", json!({ "textDocument": doc }));
+        let tokens = c.request(
+            "textDocument/semanticTokens/full",
+            json!({"textDocument": {"uri": uri}}),
+        );
+        let n = tokens["data"].as_array().unwrap().len();
+        assert!(n > 0 && n.is_multiple_of(5), "{tokens}");
         for (line, l) in text.lines().enumerate() {
             for character in (0..=l.len()).step_by(3) {
                 let p = json!({"textDocument": {"uri": uri},
@@ -453,5 +459,74 @@ fn a_use_above_its_definition_is_moved_below_it() {
     let (d, fixed) = fix_first(&mut c, &blocked, 2);
     assert_eq!(d["code"], "E0011");
     assert!(fixed.is_empty(), "{fixed:?}");
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+#[test]
+fn semantic_tokens_classify_each_word() {
+    let mut c = Client::start(&[]);
+    let init = c.initialize();
+    let opts = &init["capabilities"]["semanticTokensProvider"];
+    assert_eq!(opts["full"], true, "{init}");
+    let legend: Vec<String> = opts["legend"]["tokenTypes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    let text = "\
+op @f(x: f32[N]) -> (y: f32[N]) {  // c
+  y[i] = exp(x[i]) * 2.0
+}
+graph @g {
+  %a = zeros : f32[3]
+  %b = apply @f(%a)
+  sink @out %b
+}
+";
+    c.open(URI, text);
+    let r = c.request(
+        "textDocument/semanticTokens/full",
+        json!({"textDocument": {"uri": URI}}),
+    );
+    let data: Vec<u64> = r["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let (mut line, mut col) = (0, 0);
+    let mut got = Vec::new();
+    for t in data.chunks(5) {
+        if t[0] > 0 {
+            (line, col) = (line + t[0], t[1]);
+        } else {
+            col += t[1];
+        }
+        got.push((line, col, t[2], legend[t[3] as usize].as_str()));
+    }
+    let expected = [
+        (0, 0, 2, "keyword"),
+        (0, 3, 2, "function"),
+        (0, 9, 3, "type"),
+        (0, 24, 3, "type"),
+        (0, 35, 4, "comment"),
+        (1, 9, 3, "function"),
+        (1, 21, 3, "number"),
+        (3, 0, 5, "keyword"),
+        (3, 6, 2, "namespace"),
+        (4, 2, 2, "variable"),
+        (4, 7, 5, "keyword"),
+        (4, 15, 3, "type"),
+        (4, 19, 1, "number"),
+        (5, 2, 2, "variable"),
+        (5, 7, 5, "keyword"),
+        (5, 13, 2, "function"),
+        (5, 16, 2, "variable"),
+        (6, 2, 4, "keyword"),
+        (6, 7, 4, "event"),
+        (6, 12, 2, "variable"),
+    ];
+    assert_eq!(got, expected);
     assert_eq!(c.shutdown(), Some(0));
 }
