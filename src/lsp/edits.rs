@@ -44,6 +44,11 @@ pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
             let Some(suggestion) = suggestion(note) else {
                 continue;
             };
+            // A label wider than the misspelt word (an unknown parameter is labelled on its
+            // statement): replace only the word the message names, or offer nothing.
+            let Some(span) = misspelt_word(doc, span.clone(), &d.message) else {
+                continue;
+            };
             let old = doc.text.get(span.clone()).unwrap_or("");
             let mut new_text = suggestion.to_string();
             if let Some(sigil) = old.chars().next().filter(|c| matches!(c, '@' | '%')) {
@@ -128,6 +133,20 @@ fn move_below_definition(doc: &Document, diagnostic: usize) -> Option<Fix> {
 fn balanced(line: &str) -> bool {
     let open = line.matches(['(', '[']).count();
     open == line.matches([')', ']']).count()
+}
+
+/// The range of the misspelt word in `span`: `span` itself when it is one token, else the
+/// last token inside it that the message names in backquotes.
+fn misspelt_word(doc: &Document, span: Range<usize>, message: &str) -> Option<Range<usize>> {
+    let toks = super::context::tokens(&doc.text, span.clone());
+    if toks.len() == 1 && toks[0].1 == span {
+        return Some(span);
+    }
+    let named: Vec<&str> = message.split('`').skip(1).step_by(2).collect();
+    toks.into_iter()
+        .filter(|(_, r)| named.contains(&&doc.text[r.clone()]))
+        .map(|(_, r)| r)
+        .next_back()
 }
 
 /// `X` from a note "... did you mean `X`?".

@@ -530,3 +530,14 @@ graph @g {
     assert_eq!(got, expected);
     assert_eq!(c.shutdown(), Some(0));
 }
+
+#[test]
+fn the_fix_for_an_unknown_parameter_replaces_only_the_parameter() {
+    let mut c = started();
+    let misspelt = SRC.replace("@scale<m = 2>", "@scale<n = 2>");
+    c.open(URI, &misspelt);
+    let (d, fixed) = fix_first(&mut c, &misspelt, 1);
+    assert_eq!(d["code"], "E0040");
+    assert_eq!(fixed, [SRC]);
+    assert_eq!(c.shutdown(), Some(0));
+}
