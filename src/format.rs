@@ -18,7 +18,7 @@ use crate::ir::Module;
 use crate::print::{graph_lines, op_lines, Line};
 use crate::syntax::lexer::Tok;
 use logos::Logos;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// What a gap holds, in order: blank lines and comments (text as written, trailing space cut).
 #[derive(Clone, Debug, PartialEq)]
@@ -45,9 +45,9 @@ pub fn format_source(module: &Module, src: &str) -> String {
         .collect();
     items.sort_by_key(|(at, _)| *at);
     let mut lines = Vec::new();
-    let mut item_starts = Vec::new();
+    let mut item_starts = HashSet::new();
     for (_, item) in items {
-        item_starts.push(lines.len());
+        item_starts.insert(lines.len());
         lines.extend(item);
     }
     let (attached, tail) = attach(src, &lines);
@@ -164,7 +164,12 @@ impl Out {
     }
 }
 
-fn render(lines: &[Line], item_starts: &[usize], attached: &[Attached], tail: &[Piece]) -> String {
+fn render(
+    lines: &[Line],
+    item_starts: &HashSet<usize>,
+    attached: &[Attached],
+    tail: &[Piece],
+) -> String {
     let mut out = Out {
         text: String::new(),
         no_blank: true,

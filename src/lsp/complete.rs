@@ -220,7 +220,14 @@ fn graph_items(doc: &Document, cx: &Context, graph: usize) -> Vec<Item> {
 
 /// The values of graph `graph` defined before the current statement, with their types.
 fn values(doc: &Document, cx: &Context, graph: usize) -> Vec<Item> {
-    let compiled = doc.graph(graph).map(|(g, _)| g);
+    // Name to type, once: a graph may have many values.
+    let types: std::collections::HashMap<&str, String> =
+        doc.graph(graph).map_or_else(Default::default, |(g, _)| {
+            g.values
+                .iter()
+                .filter_map(|v| Some((v.name.as_str(), v.ty.as_ref()?.to_string())))
+                .collect()
+        });
     doc.names
         .occurrences
         .iter()
@@ -230,10 +237,9 @@ fn values(doc: &Document, cx: &Context, graph: usize) -> Vec<Item> {
             _ => None,
         })
         .map(|name| {
-            let ty = compiled
-                .and_then(|g| g.values.iter().find(|v| v.name == *name))
-                .and_then(|v| v.ty.as_ref())
-                .map_or_else(|| "(type unknown)".to_string(), |t| t.to_string());
+            let ty = types
+                .get(name.as_str())
+                .map_or("(type unknown)", String::as_str);
             item(format!("%{name}"), Kind::Value, ty)
         })
         .collect()
