@@ -26,7 +26,8 @@ pub struct Fix {
 /// The fixes of the diagnostics whose primary span overlaps `range`: for each "did you mean
 /// `X`?" note the primary label's text becomes `X` (keeping a sigil the suggestion leaves out);
 /// for an unclosed `{` a `}` is inserted where the note says (before the next item, or at the
-/// end of the file); a use above its definition is moved below it where that is the fix.
+/// end of the file); a use above its definition is moved below it where that is the fix; an
+/// expression of the wrong dtype is wrapped in the cast its label names.
 pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
     let mut out = Vec::new();
     for (i, d) in doc.diags.iter().enumerate() {
@@ -40,6 +41,7 @@ pub fn quick_fixes(doc: &Document, range: std::ops::Range<usize>) -> Vec<Fix> {
             out.extend(close_brace(doc, i));
         }
         out.extend(move_below_definition(doc, i));
+        out.extend(cast(doc, i));
         for note in &d.notes {
             let Some(suggestion) = suggestion(note) else {
                 continue;
@@ -126,6 +128,23 @@ fn move_below_definition(doc: &Document, diagnostic: usize) -> Option<Fix> {
             (from.clone(), String::new()),
             (below.end..below.end, doc.text[from].to_string()),
         ],
+    })
+}
+
+/// For a kernel expression of the wrong dtype (labelled "cast with `T(...)`"): wrap it in
+/// the cast.
+fn cast(doc: &Document, diagnostic: usize) -> Option<Fix> {
+    let label = doc.diags[diagnostic].labels.iter().find(|l| l.primary)?;
+    let want = label
+        .message
+        .strip_prefix("cast with `")?
+        .strip_suffix("(...)`")?;
+    let span = label.span.range();
+    let text = doc.text.get(span.clone())?;
+    Some(Fix {
+        diagnostic,
+        title: format!("cast to {want}: `{want}({text})`"),
+        edits: vec![(span, format!("{want}({text})"))],
     })
 }
 

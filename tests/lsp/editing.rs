@@ -541,3 +541,28 @@ fn the_fix_for_an_unknown_parameter_replaces_only_the_parameter() {
     assert_eq!(fixed, [SRC]);
     assert_eq!(c.shutdown(), Some(0));
 }
+
+#[test]
+fn a_dtype_mismatch_is_fixed_with_the_cast() {
+    let mut c = started();
+    let text = "\
+op @trunc(x: f32[N]) -> (y: i32[N]) {
+  y[i] = x[i]
+}
+graph @g {
+  %a = ones : f32[3]
+  %b = apply @trunc(%a)
+  sink @out %b
+}
+";
+    c.open(URI, text);
+    let (d, fixed) = fix_first(&mut c, text, 1);
+    assert_eq!(d["code"], "E0020");
+    let want = text.replace("y[i] = x[i]", "y[i] = i32(x[i])");
+    assert_eq!(fixed, [want.clone()]);
+    let change = json!({"textDocument": {"uri": URI, "version": 2},
+                        "contentChanges": [{"text": want}]});
+    c.notify("textDocument/didChange", change);
+    assert!(c.diagnostics(URI, 2).is_empty());
+    assert_eq!(c.shutdown(), Some(0));
+}
