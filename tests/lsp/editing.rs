@@ -559,7 +559,7 @@ graph @g {
     let (d, fixed) = fix_first(&mut c, text, 1);
     assert_eq!(d["code"], "E0020");
     let want = text.replace("y[i] = x[i]", "y[i] = i32(x[i])");
-    assert_eq!(fixed, [want.clone()]);
+    assert_eq!(fixed, [want.as_str()]);
     let change = json!({"textDocument": {"uri": URI, "version": 2},
                         "contentChanges": [{"text": want}]});
     c.notify("textDocument/didChange", change);
