@@ -167,7 +167,7 @@ fn completion_while_typing_a_broken_graph() {
     assert_eq!(c.shutdown(), Some(0));
 }
 
-const COMMENTED: &str = "\
+pub(crate) const COMMENTED: &str = "\
 // A layer.
 op @double(x: f32[N]) -> (y: f32[N]) {
   y[i] = x[i]+x[i]   // twice
@@ -182,7 +182,7 @@ graph @g {
 }
 ";
 
-const COMMENTED_FORMATTED: &str = "\
+pub(crate) const COMMENTED_FORMATTED: &str = "\
 // A layer.
 op @double(x: f32[N]) -> (y: f32[N]) {
   y[i] = x[i] + x[i]  // twice
