@@ -1,5 +1,7 @@
-//! Diagnostics latency of `tapc lsp`: the time from a change to its `publishDiagnostics`, for a
-//! generated 5,000-line file, over the real binary's stdio. Target: under 100 ms (median).
+//! Latency of `tapc lsp` on a generated 5,000-line file, over the real binary's stdio: the time
+//! from a change to its `publishDiagnostics` (target: under 100 ms, median), and of a
+//! completion request in three contexts (`%` values in an apply, `@` ops, a kernel body; target:
+//! under 50 ms, median).
 //!
 //! `cargo bench --bench lsp [-- --edits N --lines N]` (release), or `cargo test --bench lsp`
 //! (the dev profile, opt-level 2).
@@ -97,6 +99,7 @@ fn main() {
         assert_eq!(d.len(), usize::from(k % 2 == 0), "{d:?}");
     }
     let server_cpu = (process_cpu_ms(c.pid()) - server_cpu) / edits as f64;
+    let completion = completion_times(&mut c, &text);
     assert_eq!(c.shutdown(), Some(0));
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
@@ -129,6 +132,56 @@ fn main() {
         "  bar: median < 100 ms: {}",
         if median < 100.0 { "met" } else { "NOT MET" }
     );
+    for (what, items, mut t) in completion {
+        t.sort_by(f64::total_cmp);
+        let m = t[t.len() / 2];
+        println!(
+            "  completion, {what} ({items} items), {} requests: median {m:.2} ms (max {:.2}); \
+             bar 50 ms: {}",
+            t.len(),
+            t[t.len() - 1],
+            if m < 50.0 { "met" } else { "NOT MET" }
+        );
+    }
+}
+
+/// Round-trip times (ms) of completion requests on the analysed file, 20 per context, with
+/// the number of items each answered.
+fn completion_times(
+    c: &mut lsp_client::Client,
+    text: &str,
+) -> Vec<(&'static str, usize, Vec<f64>)> {
+    let last_graph = text.rfind("graph @").unwrap();
+    let at = |needle: &str, from: usize, skip: usize| {
+        let k = from + text[from..].find(needle).unwrap() + skip;
+        let line = text[..k].matches('\n').count();
+        let col = k - text[..k].rfind('\n').map_or(0, |i| i + 1);
+        json!({"textDocument": {"uri": URI}, "position": {"line": line, "character": col}})
+    };
+    let cases = [
+        (
+            "`%` in the last graph's last apply",
+            at("(%v95", last_graph, 2),
+        ),
+        ("`@` after apply", at("@relu(%v93", last_graph, 1)),
+        ("kernel body", at("sum[k]", 0, 0)),
+    ];
+    cases
+        .into_iter()
+        .map(|(what, params)| {
+            let mut items = 0;
+            let times = (0..20)
+                .map(|_| {
+                    let t = Instant::now();
+                    let r = c.request("textDocument/completion", params.clone());
+                    items = r.as_array().map_or(0, Vec::len);
+                    t.elapsed().as_secs_f64() * 1e3
+                })
+                .collect();
+            assert!(items > 0, "no completions for {what}");
+            (what, items, times)
+        })
+        .collect()
 }
 
 /// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`; 0 when absent).

@@ -3,13 +3,15 @@
 //! Pipeline: [`syntax`] (text → syntax tree), [`lower`] (syntax tree → IR), [`verify`] (types,
 //! shapes, bounds; produces per-apply [`ir::instance::Instance`]s), [`passes`] (graph rewrites,
 //! run by the pass manager), [`interp`] (the reference interpreter: the oracle of what a graph
-//! means), [`codegen`] (the native backend), [`print`] (IR → text), [`driver`] (the `tapc`
+//! means), [`codegen`] (the native backend), [`print`] (IR → text), [`format`] (`tapc fmt`: canonical text that keeps
+//! comments), [`driver`] (the `tapc`
 //! command line) and [`lsp`] (the language server). See docs/architecture.md for the layers,
 //! the invariants and the API boundaries between these parts.
 
 pub mod codegen;
 pub mod diag;
 pub mod driver;
+pub mod format;
 pub mod interp;
 pub mod ir;
 pub mod lower;
@@ -26,6 +28,22 @@ use diag::Diagnostics;
 /// Parses, lowers and verifies `src`: the module plus every diagnostic, sorted by position.
 /// The module holds only the items that lowered cleanly; check `diags.has_errors()`.
 pub fn compile_source(src: &str) -> (ir::Module, Vec<verify::GraphFacts>, Diagnostics) {
+    let a = analyse_source(src);
+    (a.module, a.facts, a.diags)
+}
+
+/// [`compile_source`]'s result plus every graph with errors, verified as far as its errors
+/// allow (what they do not touch is typed, and each apply that checked has its instance), for
+/// the language server: hover and inlay hints keep working on a file with errors.
+pub struct Analysis {
+    pub module: ir::Module,
+    pub facts: Vec<verify::GraphFacts>,
+    pub diags: Diagnostics,
+    pub broken: Vec<(ir::graph::Graph, verify::GraphFacts)>,
+}
+
+/// See [`Analysis`].
+pub fn analyse_source(src: &str) -> Analysis {
     let mut diags = Diagnostics::default();
     let file = syntax::parse(src, &mut diags);
     let mut lowered = lower::lower_all(&file, &mut diags);
@@ -36,11 +54,30 @@ pub fn compile_source(src: &str) -> (ir::Module, Vec<verify::GraphFacts>, Diagno
     ));
     // Graphs with lowering errors are verified too (their bad statements are poisoned), so
     // one mistake never hides another; they are left out of the module afterwards.
-    let (vd, mut facts) =
+    let (vd, all_facts) =
         verify::verify_with(&mut lowered.module, &lowered.arg_spans, &lowered.stubs);
     diags.extend(vd);
-    let mut broken = lowered.broken.iter();
-    facts.retain(|_| !broken.next().copied().unwrap_or(false));
-    let module = lowered.into_clean();
-    (module, facts, diags.deduplicated().sorted())
+    let mut module = lowered.module;
+    let graphs = std::mem::take(&mut module.graphs);
+    let mut facts = Vec::new();
+    let mut broken = Vec::new();
+    let flags = lowered
+        .broken
+        .iter()
+        .copied()
+        .chain(std::iter::repeat(false));
+    for ((g, f), is_broken) in graphs.into_iter().zip(all_facts).zip(flags) {
+        if is_broken {
+            broken.push((g, f));
+        } else {
+            module.graphs.push(g);
+            facts.push(f);
+        }
+    }
+    Analysis {
+        module,
+        facts,
+        diags: diags.deduplicated().sorted(),
+        broken,
+    }
 }

@@ -6,6 +6,7 @@
 
 pub mod codes;
 mod render;
+pub mod suggest;
 
 pub use codes::Code;
 pub use render::{render_human, render_json, ErrorFormat};

@@ -492,7 +492,7 @@ impl Cx {
         let Some(l) = self.load(path) else {
             return false;
         };
-        let text = print_module(&l.module);
+        let text = crate::format::format_source(&l.module, &l.src);
         if !in_place {
             self.out.stdout = text;
             return true;

@@ -183,6 +183,8 @@ pub struct ExternSig {
     pub costs: Vec<(String, Vec<(String, IExpr)>)>,
     pub kernel: Vec<Stmt>,
     pub index_span: Span,
+    /// The first `cost { ... }` statement (empty when there is none).
+    pub cost_span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq)]

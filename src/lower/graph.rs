@@ -34,6 +34,7 @@ impl Cx<'_> {
             stubbed,
             applies_broken_op: false,
             arg_spans: Vec::new(),
+            defined_in_text: defined_in_text(g),
         };
         for st in &g.stmts {
             self.graph_stmt(&mut gb, st);
@@ -377,6 +378,22 @@ struct GraphBuilder<'o> {
     applies_broken_op: bool,
     /// Per node so far: an apply's argument spans (filled up lazily).
     arg_spans: Vec<Vec<Span>>,
+    /// Every value the graph's text defines, at its first definition: a use above it is
+    /// "used before its definition", not "not defined".
+    defined_in_text: HashMap<String, Span>,
+}
+
+/// The first definition of each value name in a graph's statements.
+fn defined_in_text(g: &ast::GraphDecl) -> HashMap<String, Span> {
+    let mut out = HashMap::new();
+    for st in &g.stmts {
+        if let GraphStmt::Def { results, .. } | GraphStmt::Broken { results, .. } = st {
+            for r in results {
+                out.entry(r.text.clone()).or_insert(r.span);
+            }
+        }
+    }
+    out
 }
 
 impl GraphBuilder<'_> {
@@ -403,19 +420,40 @@ impl GraphBuilder<'_> {
 
     fn resolve(&self, cx: &mut Cx, n: &ast::Name) -> Option<ValueId> {
         let v = self.names.get(&n.text).copied();
-        if v.is_none() {
-            let d = err(
-                codes::UNDEFINED_VALUE,
-                format!("`%{}` is not defined", n.text),
-                n.span,
-                "undefined value",
-            );
-            cx.report(if self.sinks.contains_key(&n.text) {
-                d.note(format!("`@{}` is a sink; sinks produce no value and can only be ordered by sequence points", n.text))
-            } else {
-                d.note("values must be defined above their first use")
-            });
+        if v.is_some() {
+            return v;
         }
+        if let Some(def) = self
+            .defined_in_text
+            .get(&n.text)
+            .filter(|d| d.start > n.span.start)
+        {
+            cx.report(
+                err(
+                    codes::UNDEFINED_VALUE,
+                    format!("`%{}` is used before its definition", n.text),
+                    n.span,
+                    "used here",
+                )
+                .secondary(*def, "defined here, below its use")
+                .note(format!(
+                    "help: move this statement below the definition of `%{}` (values are defined before their first use)",
+                    n.text
+                )),
+            );
+            return None;
+        }
+        let d = err(
+            codes::UNDEFINED_VALUE,
+            format!("`%{}` is not defined", n.text),
+            n.span,
+            "undefined value",
+        );
+        cx.report(if self.sinks.contains_key(&n.text) {
+            d.note(format!("`@{}` is a sink; sinks produce no value and can only be ordered by sequence points", n.text))
+        } else {
+            d.note("values must be defined above their first use")
+        });
         v
     }
 

@@ -76,11 +76,21 @@ pub(super) fn lower_instr(
         return l.generator_node(name, args, ty);
     }
     if !is(SELECTORS) {
-        l.diags.push(
-            Diagnostic::error(codes::UNKNOWN_INSTR, format!("unknown instruction `{name}`"))
-                .primary(instr.span, "not a selector or generator")
-                .note(format!("selectors: {SELECTORS}; generators: {GENERATORS}; ops are called with `apply @op(...)`")),
-        );
+        let known = SELECTORS
+            .split(' ')
+            .chain(GENERATORS.split(' '))
+            .chain(["apply", "source"]);
+        let mut d = Diagnostic::error(
+            codes::UNKNOWN_INSTR,
+            format!("unknown instruction `{name}`"),
+        )
+        .primary(instr.span, "not a selector or generator");
+        if let Some(best) = crate::diag::suggest::closest(name, known) {
+            d = d.note(format!("help: did you mean `{best}`?"));
+        }
+        l.diags.push(d.note(format!(
+            "selectors: {SELECTORS}; generators: {GENERATORS}; ops are called with `apply @op(...)`"
+        )));
         return None;
     }
     l.view(name, args).map(NodeKind::View)

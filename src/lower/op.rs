@@ -144,6 +144,7 @@ impl Cx<'_> {
             costs: vec![],
             kernel: vec![],
             index_span: op.name.span,
+            cost_span: Span::default(),
         };
         let mut have_index = false;
         for st in &op.body {
@@ -162,7 +163,12 @@ impl Cx<'_> {
                     let p = self.projection(port, start, shape, *span);
                     sig.projections.push(p);
                 }
-                OpStmt::Cost { dims, .. } => self.costs(&mut sig, dims),
+                OpStmt::Cost { dims, span } => {
+                    if sig.cost_span.end == 0 {
+                        sig.cost_span = *span;
+                    }
+                    self.costs(&mut sig, dims);
+                }
                 OpStmt::Error(_) => {}
             }
         }

@@ -3,6 +3,7 @@
 use super::line_index::LineIndex;
 use super::names::Names;
 use crate::diag::{Diagnostic, Severity};
+use crate::ir::graph::Graph;
 use crate::ir::Module;
 use crate::verify::GraphFacts;
 use lsp_types::{
@@ -19,18 +20,21 @@ pub struct Document {
     pub facts: Vec<GraphFacts>,
     pub diags: Vec<Diagnostic>,
     pub names: Names,
+    /// The graphs with errors, verified as far as their errors allow ([`crate::Analysis`]).
+    pub broken: Vec<(Graph, GraphFacts)>,
 }
 
 impl Document {
     pub fn new(text: String, version: i32) -> Document {
-        let (module, facts, diags) = crate::compile_source(&text);
+        let a = crate::analyse_source(&text);
         Document {
             version,
             lines: LineIndex::new(&text),
             names: Names::scan(&text),
-            module,
-            facts,
-            diags: diags.0,
+            module: a.module,
+            facts: a.facts,
+            diags: a.diags.0,
+            broken: a.broken,
             text,
         }
     }
@@ -43,11 +47,39 @@ impl Document {
         self.lines.offset(&self.text, pos)
     }
 
-    /// The IR graph named like graph number `graph` of the text, with its facts, when it lowered.
-    pub fn graph(&self, graph: usize) -> Option<(&crate::ir::graph::Graph, &GraphFacts)> {
+    /// The IR graph named like graph number `graph` of the text, with its facts: from the
+    /// module when it compiled, else as far as it was verified (values its errors touch have
+    /// no type, and poisoned ones no node).
+    pub fn graph(&self, graph: usize) -> Option<(&Graph, &GraphFacts)> {
         let name = self.names.graph_name(graph)?;
-        let i = self.module.graphs.iter().position(|g| g.name == name)?;
-        Some((&self.module.graphs[i], self.facts.get(i)?))
+        if let Some(i) = self.module.graphs.iter().position(|g| g.name == name) {
+            return Some((&self.module.graphs[i], self.facts.get(i)?));
+        }
+        self.broken
+            .iter()
+            .find(|(g, _)| g.name == name)
+            .map(|(g, f)| (g, f))
+    }
+
+    /// The header of op `name` (`op @f<p>(x: f32[N]) -> (y: f32[N])`) and whether the op
+    /// lowered: printed from the IR when it did, else as written (spaces collapsed).
+    pub fn op_header(&self, name: &str) -> Option<(String, bool)> {
+        if let Some(op) = self.module.ops.iter().find(|o| o.name == name) {
+            let text = crate::print::print_op(op);
+            let header = text.split_once(" {").map_or(text.as_str(), |(h, _)| h);
+            return Some((header.to_string(), true));
+        }
+        let it = self
+            .names
+            .items
+            .iter()
+            .find(|x| !x.is_graph && x.name == name)?;
+        let text = &self.text[it.span.clone()];
+        let header = text.split_once('{').map_or(text, |(h, _)| h);
+        Some((
+            header.split_whitespace().collect::<Vec<_>>().join(" "),
+            false,
+        ))
     }
 
     /// The diagnostics as `tapc check` reports them, in LSP form: the primary label is the

@@ -4,7 +4,7 @@
 use super::analysis::Document;
 use super::names::Sym;
 use crate::ir::graph::{Graph, NodeKind};
-use crate::print::{apply_signature, node_text, print_op};
+use crate::print::{apply_signature, node_text};
 use crate::verify::GraphFacts;
 use std::fmt::Write;
 
@@ -54,18 +54,22 @@ fn code(text: &str) -> String {
 }
 
 fn value(doc: &Document, graph: usize, name: &str) -> Option<String> {
-    if let Some((g, _)) = doc.graph(graph) {
+    // From the IR when the value has a node (also in a graph with errors elsewhere).
+    let lowered = doc.graph(graph).and_then(|(g, _)| {
         let v = g.values.iter().find(|v| v.name == name)?;
+        Some((g, v, g.nodes.get(v.node)?))
+    });
+    if let Some((g, v, node)) = lowered {
         let ty =
             v.ty.as_ref()
                 .map_or("(type unknown)".into(), |t| t.to_string());
         return Some(format!(
             "{}defined by\n{}",
             code(&format!("%{name} : {ty}")),
-            code(&node_text(g, &g.nodes[v.node]))
+            code(&node_text(g, node))
         ));
     }
-    // The graph did not compile: show the defining statement as written.
+    // Its statement did not lower: show the defining statement as written.
     let def = doc.names.definition(&Sym::Value {
         graph,
         name: name.into(),
@@ -76,26 +80,16 @@ fn value(doc: &Document, graph: usize, name: &str) -> Option<String> {
         .iter()
         .find(|s| s.span.contains(&def.span.start))?;
     Some(format!(
-        "{}(type unknown: the graph has errors)\n",
+        "{}(type unknown: its statement has errors)\n",
         code(&doc.text[stmt.span.clone()])
     ))
 }
 
 /// The op's header: its parameters and ports.
 fn op(doc: &Document, name: &str) -> Option<String> {
-    if let Some(op) = doc.module.ops.iter().find(|o| o.name == name) {
-        let text = print_op(op);
-        let header = text.split_once('{').map_or(text.as_str(), |(h, _)| h);
-        return Some(code(header));
-    }
-    let item = doc
-        .names
-        .items
-        .iter()
-        .find(|it| !it.is_graph && it.name == name)?;
-    let text = &doc.text[item.span.clone()];
-    let header = text.split_once('{').map_or(text, |(h, _)| h);
-    Some(format!("{}(the op has errors)\n", code(header)))
+    let (header, lowered) = doc.op_header(name)?;
+    let note = if lowered { "" } else { "(the op has errors)\n" };
+    Some(format!("{}{note}", code(&header)))
 }
 
 /// The graph, facts and node index of the apply whose statement holds `offset`, when its

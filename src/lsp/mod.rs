@@ -1,17 +1,22 @@
 //! `tapc lsp`: a language server over stdio (lsp-server + lsp-types, as rust-analyzer).
 //!
 //! [`run_stdio`] is the whole API. Each open document is compiled with
-//! [`crate::compile_source`]; diagnostics, hover, navigation, symbols, formatting, quick fixes
-//! and inlay hints are answered from that result and from a token scan of the text
+//! [`crate::compile_source`]; diagnostics, hover, completion, signature help, rename, semantic tokens, navigation, symbols, formatting,
+//! quick fixes and inlay hints are answered from that result and from a token scan of the text
 //! ([`names`]), so navigation also works in files that do not compile.
 
 mod analysis;
+mod complete;
+mod context;
 pub mod edits;
 mod hover;
 pub mod line_index;
 pub mod names;
 mod nav;
+mod rename;
+mod semantic;
 mod server;
+mod sighelp;
 
 /// Serves the Language Server Protocol on stdin/stdout until the client shuts it down; the
 /// process exit code (0 after shutdown and exit, 1 after an exit without shutdown or an I/O

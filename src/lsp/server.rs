@@ -3,15 +3,16 @@
 //! is waiting or before a request, so a burst of keystrokes costs one compilation.
 
 use super::analysis::Document;
-use super::{edits, hover, nav};
+use super::{complete, edits, hover, nav, rename, semantic, sighelp};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _,
     PublishDiagnostics,
 };
 use lsp_types::request::{
-    CodeActionRequest, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
-    InlayHintRequest, References, Request as _,
+    CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
+    InlayHintRequest, PrepareRenameRequest, References, Rename, Request as _,
+    SemanticTokensFullRequest, SignatureHelpRequest,
 };
 use lsp_types::*;
 use serde::de::DeserializeOwned;
@@ -37,6 +38,28 @@ pub fn capabilities() -> ServerCapabilities {
         document_formatting_provider: Some(OneOf::Left(true)),
         code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
         inlay_hint_provider: Some(OneOf::Left(true)),
+        completion_provider: Some(CompletionOptions {
+            trigger_characters: Some(vec!["@".into(), "%".into(), "<".into(), "(".into()]),
+            ..Default::default()
+        }),
+        signature_help_provider: Some(SignatureHelpOptions {
+            trigger_characters: Some(vec!["(".into(), "<".into(), ",".into()]),
+            ..Default::default()
+        }),
+        semantic_tokens_provider: Some(SemanticTokensServerCapabilities::SemanticTokensOptions(
+            SemanticTokensOptions {
+                legend: SemanticTokensLegend {
+                    token_types: semantic::LEGEND.to_vec(),
+                    token_modifiers: Vec::new(),
+                },
+                full: Some(SemanticTokensFullOptions::Bool(true)),
+                ..Default::default()
+            },
+        )),
+        rename_provider: Some(OneOf::Right(RenameOptions {
+            prepare_provider: Some(true),
+            work_done_progress_options: Default::default(),
+        })),
         ..Default::default()
     }
 }
@@ -188,6 +211,23 @@ impl State {
             Formatting::METHOD => formatting(docs, req),
             CodeActionRequest::METHOD => respond(req, |p| code_actions(docs, p)),
             InlayHintRequest::METHOD => respond(req, |p| inlay_hints(docs, p)),
+            Completion::METHOD => respond(req, |p| completion(docs, p)),
+            SignatureHelpRequest::METHOD => respond(req, |p| signature_help(docs, p)),
+            PrepareRenameRequest::METHOD => respond_result(req, |p: TextDocumentPositionParams| {
+                let Some((doc, offset)) = at(docs, &p) else {
+                    return Ok(None);
+                };
+                let range = rename::prepare(doc, offset)?;
+                Ok(Some(PrepareRenameResponse::Range(doc.range(range))))
+            }),
+            Rename::METHOD => respond_result(req, |p| rename_edits(docs, p)),
+            SemanticTokensFullRequest::METHOD => respond(req, |p: SemanticTokensParams| {
+                let doc = docs.get(&p.text_document.uri)?;
+                Some(SemanticTokensResult::Tokens(SemanticTokens {
+                    result_id: None,
+                    data: semantic::tokens(doc),
+                }))
+            }),
             _ => Response::new_err(
                 req.id,
                 ErrorCode::MethodNotFound as i32,
@@ -254,7 +294,7 @@ fn formatting(docs: &Docs, req: Request) -> Response {
     Response::new_ok(id, edits)
 }
 
-/// Quick fixes from "did you mean" notes in the range.
+/// Quick fixes of the diagnostics in the range ([`edits::quick_fixes`]).
 fn code_actions(docs: &Docs, p: CodeActionParams) -> Option<Vec<CodeActionOrCommand>> {
     let uri = &p.text_document.uri;
     let doc = docs.get(uri)?;
@@ -262,16 +302,17 @@ fn code_actions(docs: &Docs, p: CodeActionParams) -> Option<Vec<CodeActionOrComm
     let actions = edits::quick_fixes(doc, range)
         .into_iter()
         .map(|fix| {
-            let edit = TextEdit::new(doc.range(fix.span), fix.new_text);
+            let edits: Vec<TextEdit> = fix
+                .edits
+                .into_iter()
+                .map(|(span, text)| TextEdit::new(doc.range(span), text))
+                .collect();
             let diag = doc.lsp_diagnostic(uri, &doc.diags[fix.diagnostic]);
             CodeActionOrCommand::CodeAction(CodeAction {
                 title: fix.title,
                 kind: Some(CodeActionKind::QUICKFIX),
                 diagnostics: Some(vec![diag]),
-                edit: Some(WorkspaceEdit::new(HashMap::from([(
-                    uri.clone(),
-                    vec![edit],
-                )]))),
+                edit: Some(WorkspaceEdit::new(HashMap::from([(uri.clone(), edits)]))),
                 is_preferred: Some(true),
                 ..Default::default()
             })
@@ -300,6 +341,80 @@ fn inlay_hints(docs: &Docs, p: InlayHintParams) -> Option<Vec<InlayHint>> {
     Some(hints)
 }
 
+/// Completions at the cursor, each replacing the word being typed (sigil included).
+fn completion(docs: &Docs, p: CompletionParams) -> Option<CompletionResponse> {
+    let (doc, offset) = at(docs, &p.text_document_position)?;
+    let (word, items) = complete::complete(doc, offset);
+    let range = doc.range(word);
+    let items = items
+        .into_iter()
+        .map(|i| CompletionItem {
+            kind: Some(match i.kind {
+                complete::Kind::Op => CompletionItemKind::FUNCTION,
+                complete::Kind::Graph => CompletionItemKind::MODULE,
+                complete::Kind::Value => CompletionItemKind::VARIABLE,
+                complete::Kind::Param => CompletionItemKind::TYPE_PARAMETER,
+                complete::Kind::Port => CompletionItemKind::FIELD,
+                complete::Kind::Function => CompletionItemKind::FUNCTION,
+                complete::Kind::IndexVar => CompletionItemKind::VARIABLE,
+                complete::Kind::Size => CompletionItemKind::CONSTANT,
+                complete::Kind::Type => CompletionItemKind::TYPE_PARAMETER,
+                complete::Kind::Keyword => CompletionItemKind::KEYWORD,
+            }),
+            detail: Some(i.detail),
+            documentation: i.documentation.map(Documentation::String),
+            text_edit: Some(CompletionTextEdit::Edit(TextEdit::new(
+                range,
+                i.label.clone(),
+            ))),
+            label: i.label,
+            ..Default::default()
+        })
+        .collect();
+    Some(CompletionResponse::Array(items))
+}
+
+/// The signature of the apply around the cursor.
+fn signature_help(docs: &Docs, p: SignatureHelpParams) -> Option<SignatureHelp> {
+    let (doc, offset) = at(docs, &p.text_document_position_params)?;
+    let h = sighelp::signature_help(doc, offset)?;
+    let parameters = h
+        .params
+        .iter()
+        .map(|r| ParameterInformation {
+            label: ParameterLabel::LabelOffsets([
+                h.label[..r.start].encode_utf16().count() as u32,
+                h.label[..r.end].encode_utf16().count() as u32,
+            ]),
+            documentation: None,
+        })
+        .collect();
+    Some(SignatureHelp {
+        signatures: vec![SignatureInformation {
+            label: h.label,
+            documentation: None,
+            parameters: Some(parameters),
+            active_parameter: Some(h.active as u32),
+        }],
+        active_signature: Some(0),
+        active_parameter: Some(h.active as u32),
+    })
+}
+
+/// The workspace edit of a rename; an error response says why a rename is refused.
+fn rename_edits(docs: &Docs, p: RenameParams) -> Result<Option<WorkspaceEdit>, String> {
+    let pos = &p.text_document_position;
+    let Some((doc, offset)) = at(docs, pos) else {
+        return Ok(None);
+    };
+    let edits = rename::rename(doc, offset, &p.new_name)?
+        .into_iter()
+        .map(|(r, text)| TextEdit::new(doc.range(r), text))
+        .collect();
+    let uri = pos.text_document.uri.clone();
+    Ok(Some(WorkspaceEdit::new(HashMap::from([(uri, edits)]))))
+}
+
 /// The document and byte offset a position names.
 fn at<'a>(docs: &'a Docs, p: &TextDocumentPositionParams) -> Option<(&'a Document, usize)> {
     let doc = docs.get(&p.text_document.uri)?;
@@ -311,6 +426,21 @@ fn respond<P: DeserializeOwned, T: Serialize>(req: Request, f: impl FnOnce(P) ->
     match serde_json::from_value::<P>(req.params) {
         Ok(p) => Response::new_ok(req.id, f(p)),
         Err(e) => Response::new_err(req.id, ErrorCode::InvalidParams as i32, e.to_string()),
+    }
+}
+
+/// As [`respond`], for handlers that may refuse with a message (a `RequestFailed` error).
+fn respond_result<P: DeserializeOwned, T: Serialize>(
+    req: Request,
+    f: impl FnOnce(P) -> Result<T, String>,
+) -> Response {
+    let id = req.id.clone();
+    let Ok(p) = serde_json::from_value::<P>(req.params.clone()) else {
+        return respond(req, |_: P| ());
+    };
+    match f(p) {
+        Ok(v) => Response::new_ok(id, v),
+        Err(e) => Response::new_err(id, ErrorCode::RequestFailed as i32, e),
     }
 }
 

@@ -29,39 +29,64 @@ fn port(p: &PortDef) -> String {
     format!("{}: {}[{dims}]", p.name, p.dtype)
 }
 
-pub fn print_op(op: &OpDef) -> String {
+/// One printed line, indented and without its line break, and the source offset of what it
+/// prints (`None` when the IR does not know it). The lossless formatter ([`crate::format`])
+/// re-attaches comments and blank lines to lines by these offsets.
+#[derive(Clone, Debug)]
+pub struct Line {
+    pub text: String,
+    pub at: Option<usize>,
+}
+
+fn line(text: String, at: Option<usize>) -> Line {
+    Line { text, at }
+}
+
+fn join_lines(lines: Vec<Line>) -> String {
     let mut s = String::new();
-    if op.is_extern() {
-        s.push_str("extern ");
+    for l in lines {
+        s.push_str(&l.text);
+        s.push('\n');
     }
+    s
+}
+
+pub fn print_op(op: &OpDef) -> String {
+    join_lines(op_lines(op))
+}
+
+/// The lines of [`print_op`]: the header, one per statement (all `cost` entries on one line,
+/// at the first `cost`), and the closing brace.
+pub fn op_lines(op: &OpDef) -> Vec<Line> {
+    let ext = if op.is_extern() { "extern " } else { "" };
     let params = if op.params.is_empty() {
         String::new()
     } else {
         format!("<{}>", op.params.join(", "))
     };
-    let _ = writeln!(
-        s,
-        "op @{}{params}({}) -> ({}) {{",
+    let header = format!(
+        "{ext}op @{}{params}({}) -> ({}) {{",
         op.name,
         list(&op.inputs, port),
         list(&op.outputs, port)
     );
+    let mut out = vec![line(header, Some(op.span.start as usize))];
     match &op.body {
-        OpBody::Kernel(stmts) => stmts.iter().for_each(|st| stmt(&mut s, st)),
+        OpBody::Kernel(stmts) => out.extend(stmts.iter().map(stmt)),
         OpBody::Extern(sig) => {
-            let _ = writeln!(
-                s,
-                "  index [{}]",
-                list(&sig.index, |(n, e)| format!("{n}: {}", iexpr_text(e)))
-            );
+            let index = list(&sig.index, |(n, e)| format!("{n}: {}", iexpr_text(e)));
+            out.push(line(
+                format!("  index [{index}]"),
+                Some(sig.index_span.start as usize),
+            ));
             for p in &sig.projections {
-                let _ = writeln!(
-                    s,
+                let text = format!(
                     "  {}: [{}] + [{}]",
                     p.port,
                     list(&p.start, iexpr_text),
                     list(&p.shape, iexpr_text)
                 );
+                out.push(line(text, Some(p.span.start as usize)));
             }
             if !sig.costs.is_empty() {
                 let dims = list(&sig.costs, |(d, es)| {
@@ -70,13 +95,19 @@ pub fn print_op(op: &OpDef) -> String {
                         list(es, |(k, e)| format!("{k}: {}", iexpr_text(e)))
                     )
                 });
-                let _ = writeln!(s, "  cost {{ {dims} }}");
+                let at = (sig.cost_span.end > 0).then_some(sig.cost_span.start as usize);
+                out.push(line(format!("  cost {{ {dims} }}"), at));
             }
-            sig.kernel.iter().for_each(|st| stmt(&mut s, st));
+            out.extend(sig.kernel.iter().map(stmt));
         }
     }
-    s.push_str("}\n");
-    s
+    out.push(line("}".into(), closing_brace(op.span)));
+    out
+}
+
+/// The offset of the `}` that ends an item spanning `span`.
+fn closing_brace(span: crate::diag::Span) -> Option<usize> {
+    (span.end > span.start).then(|| span.end as usize - 1)
 }
 
 fn index_var(v: &IndexVar) -> String {
@@ -86,14 +117,14 @@ fn index_var(v: &IndexVar) -> String {
     }
 }
 
-fn stmt(s: &mut String, st: &Stmt) {
-    let _ = writeln!(
-        s,
+fn stmt(st: &Stmt) -> Line {
+    let text = format!(
         "  {}[{}] = {}",
         st.target,
         list(&st.indices, index_var),
         kexpr_text(&st.value)
     );
+    line(text, Some(st.span.start as usize))
 }
 
 // Precedence levels, loosest first; a child is parenthesized when it binds more loosely.
@@ -207,12 +238,23 @@ fn kexpr(e: &KExpr) -> (u8, String) {
 }
 
 pub fn print_graph(g: &Graph) -> String {
-    let mut s = format!("graph @{} {{\n", g.name);
+    join_lines(graph_lines(g))
+}
+
+/// The lines of [`print_graph`]: the header, one per node, and the closing brace.
+pub fn graph_lines(g: &Graph) -> Vec<Line> {
+    let mut out = vec![line(
+        format!("graph @{} {{", g.name),
+        Some(g.span.start as usize),
+    )];
     for n in &g.nodes {
-        let _ = writeln!(s, "  {}", node_text(g, n));
+        out.push(line(
+            format!("  {}", node_text(g, n)),
+            Some(n.span.start as usize),
+        ));
     }
-    s.push_str("}\n");
-    s
+    out.push(line("}".into(), closing_brace(g.span)));
+    out
 }
 
 fn val(g: &Graph, v: ValueId) -> String {

@@ -165,7 +165,7 @@ impl Tok {
     }
 
     /// Tokens after which a line break continues the statement.
-    pub(super) fn continues_line(&self) -> bool {
+    pub(crate) fn continues_line(&self) -> bool {
         matches!(
             self,
             Tok::LBrace

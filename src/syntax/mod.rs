@@ -1,5 +1,6 @@
 //! Front end: text to syntax tree. The lexer (`lexer`), the LR parser that lalrpop generates
-//! from `grammar/teg.lalrpop` (`grammar`), the parse with its diagnostics (`parser`), the
+//! from `grammar/teg.lalrpop` (`grammar`), the parse with its diagnostics (`parser`, with clearer messages for a misspelt keyword
+//! and an unclosed `{` from `hints`), the
 //! recovery of op headers that do not parse (`recover`) and the tree itself (`ast`).
 //!
 //! It depends on nothing in the compiler but diagnostics: lowering the tree to IR is
@@ -8,6 +9,7 @@
 
 pub mod ast;
 mod grammar;
+mod hints;
 pub mod lexer;
 mod parser;
 mod recover;

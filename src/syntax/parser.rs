@@ -3,6 +3,7 @@
 
 use super::ast::{File, Item};
 use super::grammar::teg;
+use super::hints::{misspelt_keyword, unclosed_braces};
 use super::lexer::{lex, Spanned, Tok};
 use super::recover::recover_op;
 use crate::diag::{codes, Diagnostic, Diagnostics, Span};
@@ -42,8 +43,26 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
         }
     };
     let mut header_error_until = 0;
+    let mut unclosed: Vec<Option<(usize, Diagnostic)>> = unclosed_braces(&tokens, src.len())
+        .into_iter()
+        .map(Some)
+        .collect();
     let mut parse_error = |e: ParseError<usize, Tok, ()>| {
-        let at = error_start(&e);
+        let at = match e {
+            ParseError::UnrecognizedEof { .. } => src.len(),
+            _ => error_start(&e),
+        };
+        // An item keyword inside a body, or the end of the file inside one: the `{` that is
+        // never closed is the mistake.
+        if let Some(slot) = unclosed
+            .iter_mut()
+            .find(|u| u.as_ref().is_some_and(|(p, _)| *p == at))
+        {
+            if let Some((_, d)) = slot.take() {
+                report(d);
+            }
+            return;
+        }
         // An error in an item's header (outside braces) makes the parser re-read its body
         // as items: one diagnostic for the item, not one per body line.
         if at < header_error_until {
@@ -52,7 +71,13 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
         if depth_at(&shape, at) == 0 {
             header_error_until = block_end_after(&shape, at);
         }
-        report(at_line_end(describe(e, src.len()), &shape, src));
+        let misspelt = match e {
+            ParseError::UnrecognizedToken { .. } | ParseError::ExtraToken { .. } => {
+                misspelt_keyword(&tokens, at)
+            }
+            _ => None,
+        };
+        report(misspelt.unwrap_or_else(|| at_line_end(describe(e, src.len()), &shape, src)));
     };
     for e in errors {
         parse_error(e.error);

@@ -234,29 +234,10 @@ fn assign_types(
 fn undefined_op(ops: &[&str], name: &str, span: Span) -> Diagnostic {
     let d = Diagnostic::error(codes::UNDEFINED_OP, format!("op `@{name}` is not defined"))
         .primary(span, "undefined op");
-    match ops.iter().copied().min_by_key(|o| edit_distance(o, name)) {
-        Some(best) if edit_distance(best, name) <= 2 => {
-            d.note(format!("help: did you mean `@{best}`?"))
-        }
-        _ => d,
+    match crate::diag::suggest::closest(name, ops.iter().copied()) {
+        Some(best) => d.note(format!("help: did you mean `@{best}`?")),
+        None => d,
     }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for j in 0..b.len() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != b[j]))
-                .min(row[j] + 1)
-                .min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 /// Data edges always point forward in text order; sequence points could close a cycle.

@@ -129,6 +129,6 @@ fn fmt_in_place_rewrites_to_the_canonical_form() {
     assert_eq!(tapc(&["fmt", "--in-place", f.to_str().unwrap()]).code, 0);
     assert_eq!(
         std::fs::read_to_string(&f).unwrap(),
-        "graph @g {\n  %a = zeros : f32[2]\n  sink @s %a\n}\n"
+        "graph @g {\n  %a = zeros : f32[2]  // comment\n  sink @s %a\n}\n"
     );
 }

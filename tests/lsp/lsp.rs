@@ -28,7 +28,7 @@ graph @layer {
 ";
 
 /// The LSP position (line, UTF-16 column; ASCII here) of the `nth` occurrence of `needle`.
-fn pos(text: &str, needle: &str, nth: usize) -> Value {
+pub(crate) fn pos(text: &str, needle: &str, nth: usize) -> Value {
     let at = text.match_indices(needle).nth(nth).expect(needle).0;
     let line = text[..at].matches('\n').count();
     let col = at - text[..at].rfind('\n').map_or(0, |i| i + 1);
@@ -43,7 +43,7 @@ fn line_of(v: &Value) -> u64 {
     v["range"]["start"]["line"].as_u64().unwrap()
 }
 
-fn started() -> Client {
+pub(crate) fn started() -> Client {
     let mut c = Client::start(&[]);
     let init = c.initialize();
     let caps = &init["capabilities"];
@@ -55,6 +55,7 @@ fn started() -> Client {
         "documentFormattingProvider",
         "codeActionProvider",
         "inlayHintProvider",
+        "completionProvider",
     ] {
         assert!(caps.get(cap).is_some(), "{cap} missing from {init}");
     }
@@ -295,6 +296,55 @@ fn navigation_works_in_a_file_that_does_not_compile() {
 }
 
 #[test]
+fn hover_and_inlay_hints_work_around_an_error() {
+    // One statement that does not lower (the graph is left out of the module): everything it
+    // does not touch keeps its types.
+    let src = SRC.replace(
+        "  %y = apply @relu(%h)\n",
+        "  %bad = apply @relu(%nope)\n  %y = apply @relu(%h)\n",
+    );
+    let mut c = started();
+    c.open(URI, &src);
+    let d = c.diagnostics(URI, 1);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0]["code"], "E0011");
+    let hover = |c: &mut Client, needle: &str, skip: usize| {
+        let h = c.request("textDocument/hover", at(&src, needle, skip));
+        h["contents"]["value"].as_str().unwrap_or("").to_string()
+    };
+    let h = hover(&mut c, "%h)", 0);
+    assert!(h.contains("%h : f32[8, 3]"), "{h}");
+    let y = hover(&mut c, "%y =", 0);
+    assert!(y.contains("%y : f32[8, 3]"), "{y}");
+    assert!(y.contains("%y = apply @relu(%h) : f32[8, 3]"), "{y}");
+    let apply = hover(&mut c, "apply @relu(%h)", 0);
+    assert!(apply.contains("derived signature"), "{apply}");
+    let bad = hover(&mut c, "%bad", 0);
+    assert!(
+        bad.contains("type unknown: its statement has errors"),
+        "{bad}"
+    );
+    let hints = c.request(
+        "textDocument/inlayHint",
+        json!({"textDocument": {"uri": URI},
+               "range": {"start": {"line": 0, "character": 0}, "end": {"line": 17, "character": 0}}}),
+    );
+    let lines: Vec<(u64, &str)> = hints
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["position"]["line"].as_u64().unwrap(),
+                h["label"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(lines, [(12, ": f32[8, 3]"), (14, ": f32[8, 3]")]);
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+#[test]
 fn a_panicking_handler_is_an_error_response_and_the_server_carries_on() {
     let mut c = Client::start(&[("TAPC_LSP_TEST_PANIC", "textDocument/hover")]);
     c.initialize();
@@ -309,7 +359,7 @@ fn a_panicking_handler_is_an_error_response_and_the_server_carries_on() {
     );
     let d = c.request("textDocument/definition", at(SRC, "%h)", 0));
     assert_eq!(line_of(&d), 12);
-    let r = c.request_raw("textDocument/rename", at(SRC, "%h)", 0));
+    let r = c.request_raw("textDocument/typeDefinition", at(SRC, "%h)", 0));
     assert_eq!(r["error"]["code"], -32601, "{r}");
     assert_eq!(c.shutdown(), Some(0));
 }
@@ -403,11 +453,22 @@ fn every_position_of_a_half_typed_file_answers_without_error() {
     let mut answered = 0;
     for (line, text) in src.lines().enumerate() {
         let width: usize = text.chars().map(char::len_utf16).sum();
-        for character in (0..=width).step_by(2) {
+        for character in 0..=width {
             let p = json!({"textDocument": {"uri": URI},
                            "position": {"line": line, "character": character}});
-            for method in ["textDocument/hover", "textDocument/definition"] {
+            for method in [
+                "textDocument/hover",
+                "textDocument/definition",
+                "textDocument/completion",
+                "textDocument/signatureHelp",
+            ] {
                 c.request(method, p.clone());
+            }
+            // prepareRename refuses where there is no name, with a message (not an internal
+            // error).
+            let r = c.request_raw("textDocument/prepareRename", p.clone());
+            if let Some(e) = r.get("error") {
+                assert_eq!(e["code"], -32803, "{r}");
             }
             let mut r = p.clone();
             r["context"] = json!({"includeDeclaration": true});

@@ -1,8 +1,10 @@
 //! A real editor client: headless Neovim (Debian's `neovim`, 0.7 has `vim.lsp`) opens a broken
-//! file with `tapc lsp` attached and writes the diagnostics it received as JSON. Neovim is
+//! file with `tapc lsp` attached and writes the diagnostics it received as JSON; and it completes
+//! and formats a file with comments. Neovim is
 //! installed by the test when missing (as root, as CI runs); otherwise the test fails with how
 //! to install it. It never skips.
 
+use crate::editing::{COMMENTED, COMMENTED_FORMATTED};
 use crate::syspkg;
 
 use serde_json::Value;
@@ -26,21 +28,21 @@ graph @b {
 }
 ";
 
-#[test]
-fn neovim_shows_the_servers_diagnostics() {
+/// Runs `script` (in tests/lsp/) in headless Neovim on `text` written to `file_name`, with
+/// `extra` Lua globals, and asserts that nvim exits successfully; returns the JSON the script
+/// wrote to `_G.OUT`.
+fn run_nvim(script: &str, file_name: &str, text: &str, extra: &str) -> Value {
     syspkg::ensure("nvim", &["neovim"]);
-    let dir = std::env::temp_dir().join(format!("tapc-lsp-nvim-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("tapc-lsp-nvim-{}-{file_name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("broken.teg");
-    let out = dir.join("diagnostics.json");
-    std::fs::write(&file, BROKEN).unwrap();
+    let file = dir.join(file_name);
+    let out = dir.join("out.json");
+    std::fs::write(&file, text).unwrap();
     let _ = std::fs::remove_file(&out);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/lsp/nvim_diagnostics.lua"
-    );
+    let script = format!("{}/tests/lsp/{script}", env!("CARGO_MANIFEST_DIR"));
     let globals = format!(
-        "lua _G.TAPC = {:?}; _G.FILE = {:?}; _G.OUT = {:?}",
+        "lua _G.TAPC = {:?}; _G.FILE = {:?}; _G.OUT = {:?}; {extra}",
         env!("CARGO_BIN_EXE_tapc"),
         file.display().to_string(),
         out.display().to_string()
@@ -60,12 +62,19 @@ fn neovim_shows_the_servers_diagnostics() {
         .expect("run nvim");
     let json = std::fs::read_to_string(&out).unwrap_or_else(|e| {
         panic!(
-            "nvim wrote no diagnostics ({e}); status {}, stderr: {}",
+            "nvim wrote nothing ({e}); status {}, stderr: {}",
             run.status,
             String::from_utf8_lossy(&run.stderr)
         )
     });
-    let v: Value = serde_json::from_str(&json).unwrap();
+    assert!(run.status.success(), "nvim failed: {run:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+    serde_json::from_str(&json).unwrap()
+}
+
+#[test]
+fn neovim_shows_the_servers_diagnostics() {
+    let v = run_nvim("nvim_diagnostics.lua", "broken.teg", BROKEN, "");
     assert_eq!(v["arrived"], true, "{v}");
     assert_eq!(v["stopped"], true, "the server did not shut down: {v}");
     let mut got: Vec<(u64, &str, &str)> = v["diagnostics"]
@@ -86,6 +95,31 @@ fn neovim_shows_the_servers_diagnostics() {
     assert_eq!((got[0].0, got[0].1), (7, "E0012"), "{v}");
     assert!(got[0].2.contains("did you mean `@relu`"), "{v}");
     assert_eq!((got[1].0, got[1].1), (13, "E0011"), "{v}");
-    assert!(run.status.success(), "nvim failed: {run:?}");
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn neovim_completes_and_formats_keeping_comments() {
+    // The file and its hand-formatted text are those of tests/lsp/editing.rs.
+    let line = COMMENTED
+        .lines()
+        .position(|l| l.contains("%b = apply"))
+        .unwrap();
+    let col = COMMENTED.lines().nth(line).unwrap().find('@').unwrap() + 1;
+    let extra = format!("_G.LINE = {line}; _G.COL = {col}");
+    let v = run_nvim("nvim_editing.lua", "commented.teg", COMMENTED, &extra);
+    assert_eq!(v["ready"], true, "{v}");
+    assert_eq!(v["stopped"], true, "the server did not shut down: {v}");
+    assert_eq!(
+        v["completion"],
+        serde_json::json!([{"label": "@double", "detail": "op @double(x: f32[N]) -> (y: f32[N])"}]),
+        "{v}"
+    );
+    let lines: Vec<&str> = v["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let want: Vec<&str> = COMMENTED_FORMATTED.lines().collect();
+    assert_eq!(lines, want, "{v}");
 }

@@ -1,4 +1,5 @@
-//! `tapc lsp` end to end, in one binary: a JSON-RPC client driving the server, and headless
+//! `tapc lsp` end to end, in one binary: a JSON-RPC client driving the server (`lsp`; completion,
+//! formatting and the other editing requests in `editing`), and headless
 //! Neovim attached to it (both run the `tapc` executable).
 
 #[path = "../common/lsp_client.rs"]
@@ -7,6 +8,7 @@ mod lsp_client;
 #[allow(dead_code)] // only `ensure` is used here
 mod syspkg;
 
+mod editing;
 mod lsp;
 mod lsp_nvim;
 mod unit;
