@@ -40,7 +40,7 @@ fn run_nvim(script: &str, file_name: &str, text: &str, extra: &str) -> Value {
     let out = dir.join("out.json");
     std::fs::write(&file, text).unwrap();
     let _ = std::fs::remove_file(&out);
-    let script = format!("{}/tests/lsp/{script}", env!("CARGO_MANIFEST_DIR"));
+    let here = format!("{}/tests/lsp", env!("CARGO_MANIFEST_DIR"));
     let globals = format!(
         "lua _G.TAPC = {:?}; _G.FILE = {:?}; _G.OUT = {:?}; {extra}",
         env!("CARGO_BIN_EXE_tapc"),
@@ -57,7 +57,8 @@ fn run_nvim(script: &str, file_name: &str, text: &str, extra: &str) -> Value {
             "--cmd",
             &globals,
         ])
-        .args(["-c", &format!("luafile {script}")])
+        .args(["-c", &format!("luafile {here}/nvim_attach.lua")])
+        .args(["-c", &format!("luafile {here}/{script}")])
         .output()
         .expect("run nvim");
     let json = std::fs::read_to_string(&out).unwrap_or_else(|e| {

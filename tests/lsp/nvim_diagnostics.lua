@@ -1,12 +1,7 @@
--- Run by tests/lsp_nvim.rs in headless Neovim (0.7+): attach `tapc lsp` to a file, wait for
+-- Run by tests/lsp/lsp_nvim.rs in headless Neovim (0.7+): attach `tapc lsp` to a file, wait for
 -- its diagnostics and write them as JSON. _G.TAPC, _G.FILE and _G.OUT are set by the test.
-local client = vim.lsp.start_client({
-  cmd = { _G.TAPC, 'lsp' },
-  name = 'tapc',
-  root_dir = vim.fn.fnamemodify(_G.FILE, ':h'),
-})
-vim.cmd('edit ' .. vim.fn.fnameescape(_G.FILE))
-vim.lsp.buf_attach_client(0, client)
+-- nvim_attach.lua ran first: the buffer of _G.FILE is attached to `tapc lsp` (_G.CLIENT).
+local client = _G.CLIENT
 -- The server publishes all of a file's diagnostics in one notification.
 local arrived = vim.wait(30000, function() return #vim.diagnostic.get(0) > 0 end, 50)
 local found = {}

@@ -2,13 +2,8 @@
 -- compiles, ask for completion after `apply @`, format the buffer, and write the completion
 -- labels and details and the formatted lines as JSON. _G.TAPC, _G.FILE, _G.OUT, _G.LINE and
 -- _G.COL (0-based) are set by the test.
-local client = vim.lsp.start_client({
-  cmd = { _G.TAPC, 'lsp' },
-  name = 'tapc',
-  root_dir = vim.fn.fnamemodify(_G.FILE, ':h'),
-})
-vim.cmd('edit ' .. vim.fn.fnameescape(_G.FILE))
-vim.lsp.buf_attach_client(0, client)
+-- nvim_attach.lua ran first: the buffer of _G.FILE is attached to `tapc lsp` (_G.CLIENT).
+local client = _G.CLIENT
 local ready = vim.wait(30000, function()
   local c = vim.lsp.get_client_by_id(client)
   return c ~= nil and c.initialized == true and c.server_capabilities ~= nil
