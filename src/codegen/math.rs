@@ -537,6 +537,7 @@ impl<'ctx> Gen<'_, 'ctx> {
         let r = self.exp64(self.mul(y, self.log64(self.fabs(x))));
         let fl = |v: V<'ctx>| self.unary_intrinsic("llvm.floor", v);
         let yint = self.fcmp(P::OEQ, fl(y), y);
+        let r = self.pow_of_two_base(x, y, yint, r);
         let half = self.mulk(y, 0.5);
         let yodd = self.bin(Op::And, yint, self.fcmp(P::ONE, fl(half), half));
         let xbits = self.to_bits(x);
@@ -568,6 +569,39 @@ impl<'ctx> Gen<'_, 'ctx> {
         // libm: a signaling NaN in either argument gives NaN, even for `1^y` and `x^0`.
         let snan = self.bin(Op::Or, self.is_snan(x), self.is_snan(y));
         self.select(snan, self.k(x, f64::NAN), r)
+    }
+
+    /// `|x|^y` exactly when `|x|` is a normal power of two `2^e` and `y` an integer: `2^(e·y)`,
+    /// built in two halves so that `2^1024` and beyond is `inf` and the subnormals round
+    /// correctly (`exp(y·ln x)` loses the last bits there: `pow(2, 1024)` gave `f64::MAX`).
+    /// Otherwise `r`.
+    fn pow_of_two_base(&self, x: V<'ctx>, y: V<'ctx>, yint: V<'ctx>, r: V<'ctx>) -> V<'ctx> {
+        let bits = self.to_bits(x);
+        let mant = self.bin(Op::And, bits, self.ki(bits, 0x000f_ffff_ffff_ffff));
+        let biased = self.bin(
+            Op::And,
+            self.bin(Op::LShr, bits, self.ki(bits, 52)),
+            self.ki(bits, 0x7ff),
+        );
+        let normal = self.bin(
+            Op::And,
+            self.icmp(IntPredicate::NE, biased, self.ki(bits, 0)),
+            self.icmp(IntPredicate::NE, biased, self.ki(bits, 0x7ff)),
+        );
+        let exact = self.bin(
+            Op::And,
+            self.bin(Op::And, normal, yint),
+            self.icmp(IntPredicate::EQ, mant, self.ki(bits, 0)),
+        );
+        let e = self.bin(Op::Sub, biased, self.ki(bits, 1023));
+        let e = self.cast_to(Op::SIToFP, e, self.cx.f64_type().into());
+        // e·y is exact or far outside [-1100, 1100]; the clamp keeps both halves in range.
+        let n = self.nan_to_zero(self.clamp(self.mul(e, y), -1100.0, 1100.0));
+        let ni = self.cast_to(Op::FPToSI, n, self.i64_like());
+        let n1 = self.bin(Op::AShr, ni, self.ki(ni, 1));
+        let n2 = self.bin(Op::Sub, ni, n1);
+        let p = self.mul(self.pow2i(n1), self.pow2i(n2));
+        self.select(exact, p, r)
     }
 
     fn is_snan(&self, x: V<'ctx>) -> V<'ctx> {

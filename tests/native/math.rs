@@ -406,3 +406,80 @@ graph @g {
         }
     }
 }
+
+/// `pow` of a power-of-two base and an integer exponent is an exact power of two: `inf` from
+/// `2^1024` on (issue 23 item 11: natively `pow(2, 1024)` was `f64::MAX`), the subnormals
+/// down to `2^-1074` and zero below, in f64 and f32, natively exactly as in the interpreter.
+#[test]
+fn pow_of_powers_of_two_overflows_to_inf_natively_as_in_the_interpreter() {
+    let inf = f64::INFINITY;
+    let cases: [(f64, f64, f64); 14] = [
+        (2.0, 1024.0, inf),
+        (4.0, 512.0, inf),
+        (0.5, -1024.0, inf),
+        (-2.0, 1025.0, -inf),
+        (-2.0, 1024.0, inf),
+        (2.0, 1023.0, 2f64.powi(1023)),
+        (0.25, -510.0, 2f64.powi(1020)),
+        (2.0, -1074.0, f64::from_bits(1)),
+        (0.5, 1075.0, 0.0),
+        (8.0, -341.0, 2f64.powi(-1023)),
+        (2.0, 1e300, inf),
+        (0.5, 1e300, 0.0),
+        (2f64.powi(-1022), -1.0, 2f64.powi(1022)),
+        (-0.5, 3.0, -0.125),
+    ];
+    let n = cases.len();
+    let src = format!(
+        "op @f(x: f64[N], p: f64[N]) -> (y: f64[N], z: f32[N]) {{
+  y[i] = pow(x[i], p[i])
+  z[i] = pow(f32(x[i]), f32(p[i]))
+}}
+graph @g {{
+  %x = source @x : f64[{n}]
+  %p = source @p : f64[{n}]
+  %y, %z = apply @f(%x, %p)
+  sink @y %y
+  sink @z %z
+}}
+"
+    );
+    let (m, facts) = common::compile_ok("pow2", &src);
+    let col = |k: usize| {
+        Tensor::new(
+            vec![n],
+            Data::F64(cases.iter().map(|c| [c.0, c.1][k]).collect()),
+        )
+    };
+    let inputs = HashMap::from([
+        ("x".to_string(), col(0).unwrap()),
+        ("p".to_string(), col(1).unwrap()),
+    ]);
+    let interp = tapc::interp::run(&m, &m.graphs[0], &facts[0], &inputs).unwrap();
+    let opts = Options {
+        threads: 1,
+        record: false,
+    };
+    let (native, _) =
+        tapc::codegen::run_jit(&m, 0, &facts[0], &inputs, &Default::default(), &opts).unwrap();
+    let get = |outs: &[(String, Tensor)], name: &str| {
+        common::f64s(&outs.iter().find(|(o, _)| o == name).unwrap().1)
+    };
+    for name in ["y", "z"] {
+        let (nat, int) = (get(&native, name), get(&interp, name));
+        for (i, &(x, p, want)) in cases.iter().enumerate() {
+            let want = if name == "z" {
+                (x as f32).powf(p as f32) as f64
+            } else {
+                want
+            };
+            assert_eq!(
+                (nat[i].to_bits(), int[i].to_bits()),
+                (want.to_bits(), want.to_bits()),
+                "{name}: pow({x:e}, {p:e}): native {:e}, interpreter {:e}, want {want:e}",
+                nat[i],
+                int[i]
+            );
+        }
+    }
+}
