@@ -15,8 +15,8 @@
 use super::kernel::plan::{plan as kernel_plan, KernelPlan};
 pub use super::view::{row_major, Padding, SView};
 use crate::diag::{codes, Diagnostic};
-use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, PadMode, View};
 use crate::ir::footprint::volume;
+use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, PadMode, View};
 use crate::ir::instance::{Instance, Scalar};
 use crate::ir::{DType, Graph, Module, TensorType, ValueId};
 use crate::verify::GraphFacts;

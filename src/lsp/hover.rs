@@ -54,8 +54,8 @@ fn code(text: &str) -> String {
 }
 
 fn value(doc: &Document, graph: usize, name: &str) -> Option<String> {
-    if let Some((g, _)) = doc.graph(graph) {
-        let v = g.values.iter().find(|v| v.name == name)?;
+    if doc.graph(graph).is_some() {
+        let (g, v) = doc.value(graph, name)?;
         let ty =
             v.ty.as_ref()
                 .map_or("(type unknown)".into(), |t| t.to_string());

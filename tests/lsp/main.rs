@@ -1,11 +1,16 @@
-//! `tapc lsp` end to end, in one binary: a JSON-RPC client driving the server, and headless
-//! Neovim attached to it (both run the `tapc` executable).
+//! `tapc lsp` end to end, in one binary: a JSON-RPC client driving the server, headless
+//! Neovim attached to it (both run the `tapc` executable), the hardening against bad input
+//! and a slice of the LSP fuzzer (in-process).
 
 #[path = "../common/lsp_client.rs"]
 mod lsp_client;
+#[path = "../fuzzing/lsp.rs"]
+mod lsp_fuzz;
 #[path = "../common/syspkg.rs"]
 #[allow(dead_code)] // only `ensure` is used here
 mod syspkg;
 
+mod fuzz;
+mod hardening;
 mod lsp;
 mod lsp_nvim;
