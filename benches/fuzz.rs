@@ -97,22 +97,27 @@ fn main() {
 /// At least `cases` LSP cases, in sessions of 100 (each also has initialize and shutdown).
 fn lsp_stage(cases: u64, seed: u64, findings: &mut Vec<(String, String)>) {
     let start = Instant::now();
-    let (mut ran, mut sessions) = (0, 0u64);
-    while ran < cases {
+    let (mut all, mut sessions, mut failed) = (lsp_fuzz::Outcome::default(), 0u64, 0);
+    while all.cases < cases {
         let s = seed.wrapping_add(sessions.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         match lsp_fuzz::run(s, 100) {
-            Ok(n) => ran += n,
+            Ok(o) => all += o,
             Err(e) => {
                 eprintln!("FINDING [lsp] {e}");
                 findings.push(("lsp".into(), e));
-                ran += 102;
+                all.cases += 102;
+                failed += 1;
             }
         }
         sessions += 1;
     }
     println!(
-        "lsp:       {ran} cases in {sessions} sessions, {:.1} s; {} findings",
+        "lsp:       {} cases in {sessions} sessions, {:.1} s: {} answers with a result, {} error \
+         answers, {} log lines (framing and JSON errors); {failed} findings",
+        all.cases,
         start.elapsed().as_secs_f64(),
-        findings.len()
+        all.results,
+        all.errors,
+        all.logged
     );
 }

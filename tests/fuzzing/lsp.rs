@@ -49,13 +49,19 @@ const URIS: &[&str] = &[
 
 const METHODS: &[&str] = &[
     "textDocument/hover",
+    "textDocument/hover",
+    "textDocument/definition",
     "textDocument/definition",
     "textDocument/references",
+    "textDocument/references",
+    "textDocument/inlayHint",
+    "textDocument/codeAction",
     "textDocument/documentSymbol",
     "textDocument/formatting",
     "textDocument/codeAction",
     "textDocument/inlayHint",
     "textDocument/didOpen",
+    "textDocument/didChange",
     "textDocument/didChange",
     "textDocument/didClose",
     "initialize",
@@ -101,12 +107,12 @@ fn id(rng: &mut Rng, k: u64) -> Value {
 }
 
 fn position(rng: &mut Rng) -> Value {
-    let pick = |rng: &mut Rng| match rng.below(8) {
+    let pick = |rng: &mut Rng, near: usize| match rng.below(10) {
         0 => u32::MAX as u64,
         1 => rng.below(1 << 31) as u64,
-        _ => rng.below(12) as u64,
+        _ => rng.below(near) as u64,
     };
-    json!({"line": pick(rng), "character": pick(rng)})
+    json!({"line": pick(rng, 9), "character": pick(rng, 40)})
 }
 
 fn range(rng: &mut Rng) -> Value {
@@ -226,6 +232,12 @@ pub fn session(seed: u64, cases: u64) -> Session {
         "params": {"capabilities": {}}});
     input.extend(frame(init.to_string().as_bytes()));
     expect.push(json!(0));
+    for uri in &URIS[..3] {
+        let doc = json!({"uri": uri, "languageId": "teg", "version": 0, "text": rng.pick(TEXTS)});
+        let open = json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+            "params": {"textDocument": doc}});
+        input.extend(frame(open.to_string().as_bytes()));
+    }
     for _ in 0..cases {
         k += 1;
         let method = *rng.pick(METHODS);
@@ -320,8 +332,27 @@ fn messages(mut out: &[u8]) -> Result<Vec<Value>, String> {
     Ok(msgs)
 }
 
+/// What a session did: its cases, the answers with a (non-null) result and with an error,
+/// and the lines of the log (framing and JSON errors).
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Outcome {
+    pub cases: u64,
+    pub results: u64,
+    pub errors: u64,
+    pub logged: u64,
+}
+
+impl std::ops::AddAssign for Outcome {
+    fn add_assign(&mut self, o: Outcome) {
+        self.cases += o.cases;
+        self.results += o.results;
+        self.errors += o.errors;
+        self.logged += o.logged;
+    }
+}
+
 /// Runs one session on the server; `Err` describes the findings.
-pub fn run(seed: u64, cases: u64) -> Result<u64, String> {
+pub fn run(seed: u64, cases: u64) -> Result<Outcome, String> {
     let s = session(seed, cases);
     let (out, log) = (Shared::default(), Shared::default());
     let log_sink: tapc::lsp::transport::Log = Arc::new(Mutex::new(log.clone()));
@@ -341,6 +372,11 @@ pub fn run(seed: u64, cases: u64) -> Result<u64, String> {
         Err(e) => return fail(e),
     };
     let mut answers: Vec<String> = Vec::new();
+    let mut outcome = Outcome {
+        cases: s.cases,
+        logged: log.lines().count() as u64,
+        ..Outcome::default()
+    };
     for m in &msgs {
         if m.get("method").is_some() {
             let text = m["params"]["message"].as_str().unwrap_or("");
@@ -352,6 +388,8 @@ pub fn run(seed: u64, cases: u64) -> Result<u64, String> {
         if m["error"]["code"] == json!(-32603) {
             return fail(format!("internal error answered: {m}"));
         }
+        outcome.errors += u64::from(m.get("error").is_some());
+        outcome.results += u64::from(!m["result"].is_null());
         if !m["id"].is_null() {
             answers.push(m["id"].to_string());
         }
@@ -369,5 +407,5 @@ pub fn run(seed: u64, cases: u64) -> Result<u64, String> {
             expect.len()
         ));
     }
-    Ok(s.cases)
+    Ok(outcome)
 }
