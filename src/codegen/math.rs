@@ -251,12 +251,17 @@ impl<'ctx> Gen<'_, 'ctx> {
     pub fn exp64(&self, x: V<'ctx>) -> V<'ctx> {
         let xc = self.nan_to_zero(self.clamp(x, -746.0, 710.0));
         let (n, p) = self.exp_reduce(xc);
-        let y = self.addk(p, 1.0);
+        let res = self.scale2(self.addk(p, 1.0), n);
+        self.select(self.fcmp(P::UNO, x, x), x, res)
+    }
+
+    /// `y·2^n` for integral f64 `n` in [-2044, 2046], the power applied in two halves so that
+    /// results overflow to inf and round into the subnormals as they should.
+    fn scale2(&self, y: V<'ctx>, n: V<'ctx>) -> V<'ctx> {
         let ni = self.cast_to(Op::FPToSI, n, self.i64_like());
         let n1 = self.bin(Op::AShr, ni, self.ki(ni, 1));
         let n2 = self.bin(Op::Sub, ni, n1);
-        let res = self.mul(self.mul(y, self.pow2i(n1)), self.pow2i(n2));
-        self.select(self.fcmp(P::UNO, x, x), x, res)
+        self.mul(self.mul(y, self.pow2i(n1)), self.pow2i(n2))
     }
 
     /// `tanh` of f32 in f32 (GELU's hot function): Cephes `tanhf`, an odd polynomial below
@@ -597,11 +602,7 @@ impl<'ctx> Gen<'_, 'ctx> {
         let e = self.cast_to(Op::SIToFP, e, self.cx.f64_type().into());
         // e·y is exact or far outside [-1100, 1100]; the clamp keeps both halves in range.
         let n = self.nan_to_zero(self.clamp(self.mul(e, y), -1100.0, 1100.0));
-        let ni = self.cast_to(Op::FPToSI, n, self.i64_like());
-        let n1 = self.bin(Op::AShr, ni, self.ki(ni, 1));
-        let n2 = self.bin(Op::Sub, ni, n1);
-        let p = self.mul(self.pow2i(n1), self.pow2i(n2));
-        self.select(exact, p, r)
+        self.select(exact, self.scale2(self.k(x, 1.0), n), r)
     }
 
     fn is_snan(&self, x: V<'ctx>) -> V<'ctx> {

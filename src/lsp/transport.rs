@@ -104,7 +104,7 @@ pub fn connect(
                     log(&errors, &bad.message);
                     let slot = replies.lock().unwrap_or_else(|e| e.into_inner());
                     match (bad.reply, slot.as_ref()) {
-                        (Some(resp), Some(send)) => send(resp.into()),
+                        (Some(resp), Some(send)) => send((*resp).into()),
                         (Some(_), None) => false,
                         (None, _) => true,
                     }
@@ -144,13 +144,13 @@ pub struct Frame {
 /// The next frame, `None` at the end of the input (also inside a frame).
 pub fn read_frame(r: &mut impl BufRead) -> io::Result<Option<Frame>> {
     let mut length: Option<Result<usize, String>> = None;
-    let mut errors = Vec::new();
+    let mut errors = Errors::default();
     loop {
         let Some(line) = read_line(r)? else {
             return Ok(None);
         };
         let Line::Text(line) = line else {
-            errors.push(format!("a header line longer than {MAX_HEADER_LINE} bytes"));
+            errors.add(format!("a header line longer than {MAX_HEADER_LINE} bytes"));
             continue;
         };
         if line.is_empty() {
@@ -161,14 +161,14 @@ pub fn read_frame(r: &mut impl BufRead) -> io::Result<Option<Frame>> {
         }
         let (header, skipped) = resync(&line);
         if skipped > 0 {
-            errors.push(format!("{skipped} bytes that are no header"));
+            errors.add(format!("{skipped} bytes that are no header"));
         }
         let colon = header.iter().position(|&b| b == b':');
         let token = |name: &[u8]| {
             !name.is_empty() && name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-')
         };
         let Some(colon) = colon.filter(|&c| token(&header[..c])) else {
-            errors.push(format!("the header line {:?}", lossy(header)));
+            errors.add(format!("the header line {:?}", lossy(header)));
             continue;
         };
         if header[..colon].eq_ignore_ascii_case(b"content-length") {
@@ -177,11 +177,11 @@ pub fn read_frame(r: &mut impl BufRead) -> io::Result<Option<Frame>> {
     }
     let body = match length {
         None => {
-            errors.push("a message without Content-Length".into());
+            errors.add("a message without Content-Length".into());
             None
         }
         Some(Err(e)) => {
-            errors.push(e);
+            errors.add(e);
             None
         }
         Some(Ok(n)) if n > MAX_MESSAGE_BYTES => {
@@ -189,7 +189,7 @@ pub fn read_frame(r: &mut impl BufRead) -> io::Result<Option<Frame>> {
             if skipped < n as u64 {
                 return Ok(None);
             }
-            errors.push(format!(
+            errors.add(format!(
                 "a message of {n} bytes, over the limit of {MAX_MESSAGE_BYTES} (64 MiB): skipped"
             ));
             None
@@ -202,7 +202,40 @@ pub fn read_frame(r: &mut impl BufRead) -> io::Result<Option<Frame>> {
             Some(body)
         }
     };
-    Ok(Some(Frame { body, errors }))
+    Ok(Some(Frame {
+        body,
+        errors: errors.list,
+    }))
+}
+
+/// The framing errors before one frame: the first few, then how many more (a stream of
+/// garbage lines must not grow a list without end).
+#[derive(Default)]
+struct Errors {
+    list: Vec<String>,
+    more: usize,
+}
+
+impl Errors {
+    const KEPT: usize = 8;
+
+    fn add(&mut self, e: String) {
+        if self.list.len() < Self::KEPT {
+            self.list.push(e);
+            return;
+        }
+        self.more += 1;
+        let note = format!("{} more", self.more);
+        if self.more == 1 {
+            self.list.push(note);
+        } else {
+            *self.list.last_mut().expect("pushed above") = note;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
 }
 
 fn read_body(r: &mut impl BufRead, body: &mut [u8]) -> io::Result<Option<()>> {
@@ -296,13 +329,17 @@ fn lossy(b: &[u8]) -> String {
 /// A body that is not a message: what to log and, when one is due, the error response.
 pub struct Bad {
     pub message: String,
-    pub reply: Option<Response>,
+    pub reply: Option<Box<Response>>,
 }
 
 fn invalid(id: Option<RequestId>, code: ErrorCode, message: String) -> Bad {
     let id = id.unwrap_or_else(|| RequestId::from(MARK.to_string()));
     Bad {
-        reply: Some(Response::new_err(id, code as i32, message.clone())),
+        reply: Some(Box::new(Response::new_err(
+            id,
+            code as i32,
+            message.clone(),
+        ))),
         message,
     }
 }
@@ -440,6 +477,13 @@ mod tests {
         assert_eq!(f[0].body, None);
         assert!(f[0].errors[0].contains("over the limit"), "{f:?}");
         assert_eq!(f[1].body, body(b"{}"));
+        // A thousand garbage lines: eight reported, the rest counted.
+        let mut input = b"x\n".repeat(1000);
+        input.extend_from_slice(b"Content-Length: 2\r\n\r\n{}");
+        let f = frames(&input);
+        assert_eq!(f[0].body, body(b"{}"));
+        assert_eq!(f[0].errors.len(), 9);
+        assert_eq!(f[0].errors[8], "992 more");
     }
 
     #[test]

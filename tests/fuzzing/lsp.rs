@@ -20,24 +20,10 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-/// xorshift64, so that each session is a function of its seed alone.
-struct Rng(u64);
+use crate::common::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
+fn pick<'a, T>(rng: &mut Rng, xs: &'a [T]) -> &'a T {
+    &xs[rng.below(xs.len())]
 }
 
 const URIS: &[&str] = &[
@@ -121,13 +107,13 @@ fn range(rng: &mut Rng) -> Value {
 
 /// Params of the right shape for `method`, at random positions.
 fn params(rng: &mut Rng, method: &str) -> Value {
-    let doc = json!({"uri": rng.pick(URIS)});
+    let doc = json!({"uri": pick(rng, URIS)});
     match method {
         "textDocument/didOpen" => json!({"textDocument": {
-            "uri": rng.pick(URIS), "languageId": "teg", "version": rng.below(100),
-            "text": rng.pick(TEXTS)}}),
+            "uri": pick(rng, URIS), "languageId": "teg", "version": rng.below(100),
+            "text": pick(rng, TEXTS)}}),
         "textDocument/didChange" => {
-            let text = rng.pick(TEXTS)[..]
+            let text = pick(rng, TEXTS)[..]
                 .chars()
                 .take(rng.below(40))
                 .collect::<String>();
@@ -135,7 +121,7 @@ fn params(rng: &mut Rng, method: &str) -> Value {
                 0 => json!({ "text": text }),
                 _ => json!({"range": range(rng), "text": text}),
             };
-            json!({"textDocument": {"uri": rng.pick(URIS), "version": rng.below(100)},
+            json!({"textDocument": {"uri": pick(rng, URIS), "version": rng.below(100)},
                    "contentChanges": [change]})
         }
         "textDocument/didClose" | "textDocument/documentSymbol" => json!({ "textDocument": doc }),
@@ -176,7 +162,7 @@ fn mangle(rng: &mut Rng, v: &mut Value) {
             let i = rng.below(a.len());
             mangle(rng, &mut a[i]);
         }
-        _ => *v = rng.pick(&odd).clone(),
+        _ => *v = pick(rng, &odd).clone(),
     }
 }
 
@@ -185,15 +171,18 @@ fn framing(rng: &mut Rng, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     match rng.below(7) {
         0 => {
-            let bad = rng.pick(&[
-                "x",
-                "-1",
-                "",
-                "+3",
-                "99999999999999999999999",
-                "0x10",
-                " 1 2",
-            ]);
+            let bad = pick(
+                rng,
+                &[
+                    "x",
+                    "-1",
+                    "",
+                    "+3",
+                    "99999999999999999999999",
+                    "0x10",
+                    " 1 2",
+                ],
+            );
             out.extend_from_slice(format!("Content-Length: {bad}\r\n\r\n").as_bytes());
             out.extend_from_slice(body);
         }
@@ -233,14 +222,15 @@ pub fn session(seed: u64, cases: u64) -> Session {
     input.extend(frame(init.to_string().as_bytes()));
     expect.push(json!(0));
     for uri in &URIS[..3] {
-        let doc = json!({"uri": uri, "languageId": "teg", "version": 0, "text": rng.pick(TEXTS)});
+        let doc =
+            json!({"uri": uri, "languageId": "teg", "version": 0, "text": pick(&mut rng, TEXTS)});
         let open = json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
             "params": {"textDocument": doc}});
         input.extend(frame(open.to_string().as_bytes()));
     }
     for _ in 0..cases {
         k += 1;
-        let method = *rng.pick(METHODS);
+        let method = *pick(&mut rng, METHODS);
         let mut params = params(&mut rng, method);
         let notification = method.contains("/did") || method == "initialized";
         let kind = rng.below(10);
@@ -289,7 +279,7 @@ pub fn session(seed: u64, cases: u64) -> Session {
         expect.push(id);
         input.extend(frame(br#"{"jsonrpc":"2.0","method":"exit"}"#));
     } else {
-        let huge = rng.pick(&["4611686018427387904", "4294967296", "67108865"]);
+        let huge = pick(&mut rng, &["4611686018427387904", "4294967296", "67108865"]);
         input.extend(format!("Content-Length: {huge}\r\n\r\n{{}}").as_bytes());
     }
     Session {

@@ -17,5 +17,8 @@ fn lsp_fuzz_slice_finds_nothing() {
     assert!(findings.is_empty(), "{findings:#?}");
     assert!(all.cases >= 4000, "{all:?}");
     // The cases reach the handlers and the error paths alike.
-    assert!(all.results >= 400 && all.errors >= 400 && all.logged >= 200, "{all:?}");
+    assert!(
+        all.results >= 400 && all.errors >= 400 && all.logged >= 200,
+        "{all:?}"
+    );
 }

@@ -2,13 +2,14 @@
 //! Neovim attached to it (both run the `tapc` executable), the hardening against bad input
 //! and a slice of the LSP fuzzer (in-process).
 
+#[path = "../common/mod.rs"]
+mod common;
 #[path = "../common/lsp_client.rs"]
 mod lsp_client;
 #[path = "../fuzzing/lsp.rs"]
 mod lsp_fuzz;
-#[path = "../common/syspkg.rs"]
-#[allow(dead_code)] // only `ensure` is used here
-mod syspkg;
+
+use common::syspkg;
 
 mod fuzz;
 mod hardening;

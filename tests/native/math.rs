@@ -319,6 +319,21 @@ fn f64_math_functions_are_within_their_documented_ulps_over_the_whole_domain() {
     check(false);
 }
 
+type Sinks = Vec<(String, Tensor)>;
+
+/// The sinks of graph 0 of `src` on `inputs`, in the interpreter and natively (one thread).
+fn interp_and_native(name: &str, src: &str, inputs: &HashMap<String, Tensor>) -> (Sinks, Sinks) {
+    let (m, facts) = common::compile_ok(name, src);
+    let interp = tapc::interp::run(&m, &m.graphs[0], &facts[0], inputs).unwrap();
+    let opts = Options {
+        threads: 1,
+        record: false,
+    };
+    let (native, _) =
+        tapc::codegen::run_jit(&m, 0, &facts[0], inputs, &Default::default(), &opts).unwrap();
+    (interp, native)
+}
+
 /// Values known in closed form (or from tables), in the interpreter and natively.
 #[test]
 fn new_functions_give_known_values_in_the_interpreter_and_natively() {
@@ -370,16 +385,9 @@ graph @g {
         ("acos", [FRAC_PI_2, 0.0, PI, PI / 3.0, nan]),
         ("pow", [1.0, 1.0, -1.0, 2.0, nan]),
     ];
-    let (m, facts) = common::compile_ok("known", src);
     let t = |v: [f64; 5]| Tensor::new(vec![5], Data::F64(v.to_vec())).unwrap();
     let inputs = HashMap::from([("x".to_string(), t(x)), ("p".to_string(), t(p))]);
-    let interp = tapc::interp::run(&m, &m.graphs[0], &facts[0], &inputs).unwrap();
-    let opts = Options {
-        threads: 1,
-        record: false,
-    };
-    let (native, _) =
-        tapc::codegen::run_jit(&m, 0, &facts[0], &inputs, &Default::default(), &opts).unwrap();
+    let (interp, native) = interp_and_native("known", src, &inputs);
     for (name, w) in want {
         let native = &native.iter().find(|(n, _)| n == name).unwrap().1;
         let interp = interp
@@ -444,7 +452,6 @@ graph @g {{
 }}
 "
     );
-    let (m, facts) = common::compile_ok("pow2", &src);
     let col = |k: usize| {
         Tensor::new(
             vec![n],
@@ -455,13 +462,7 @@ graph @g {{
         ("x".to_string(), col(0).unwrap()),
         ("p".to_string(), col(1).unwrap()),
     ]);
-    let interp = tapc::interp::run(&m, &m.graphs[0], &facts[0], &inputs).unwrap();
-    let opts = Options {
-        threads: 1,
-        record: false,
-    };
-    let (native, _) =
-        tapc::codegen::run_jit(&m, 0, &facts[0], &inputs, &Default::default(), &opts).unwrap();
+    let (interp, native) = interp_and_native("pow2", &src, &inputs);
     let get = |outs: &[(String, Tensor)], name: &str| {
         common::f64s(&outs.iter().find(|(o, _)| o == name).unwrap().1)
     };
