@@ -1,14 +1,18 @@
 //! The fuzzer at scale: `cargo bench --bench fuzz [-- --count N --pipelines P --native K
-//! --seed S]` runs N inputs (default 1,000,000) through every stage of `tests/fuzzing`: P
-//! random pass pipelines (default N/5000), each output re-parsed, verified and run against the
-//! interpreter; K random graphs compiled and run natively (default N/25000); the rest
-//! mutated examples and token soup through the front end. It prints the count per stage, the
-//! time and every finding, and exits 1 if there was any.
+//! --lsp L --seed S]` runs L cases (default 100,000) of the LSP fuzzer (`tests/fuzzing/lsp.rs`:
+//! framing, JSON shape, positions, sessions of 100 cases with the server in-process), then N
+//! inputs (default 1,000,000) through every stage of `tests/fuzzing`: P random pass pipelines
+//! (default N/5000), each output re-parsed, verified and run against the interpreter; K random
+//! graphs compiled and run natively (default N/25000); the rest mutated examples and token
+//! soup through the front end. It prints the count per stage, the time and every finding, and
+//! exits 1 if there was any. `--count 0` runs the LSP stage alone.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "../tests/fuzzing/mod.rs"]
 mod fuzzing;
+#[path = "../tests/fuzzing/lsp.rs"]
+mod lsp_fuzz;
 
 use std::time::{Duration, Instant};
 
@@ -43,10 +47,12 @@ fn main() {
         pipelines,
         native,
     };
+    let mut findings: Vec<(String, String)> = Vec::new();
+    let lsp = arg(&args, "--lsp", 100_000);
+    lsp_stage(lsp, seed, &mut findings);
     println!("fuzz: {plan:?}");
     let start = Instant::now();
     let mut last = Instant::now();
-    let mut findings: Vec<(String, String)> = Vec::new();
     let c = fuzzing::run(
         plan,
         &mut |stage, e| {
@@ -86,4 +92,32 @@ fn main() {
     if !findings.is_empty() {
         std::process::exit(1);
     }
+}
+
+/// At least `cases` LSP cases, in sessions of 100 (each also has initialize and shutdown).
+fn lsp_stage(cases: u64, seed: u64, findings: &mut Vec<(String, String)>) {
+    let start = Instant::now();
+    let (mut all, mut sessions, mut failed) = (lsp_fuzz::Outcome::default(), 0u64, 0);
+    while all.cases < cases {
+        let s = seed.wrapping_add(sessions.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        match lsp_fuzz::run(s, 100) {
+            Ok(o) => all += o,
+            Err(e) => {
+                eprintln!("FINDING [lsp] {e}");
+                findings.push(("lsp".into(), e));
+                all.cases += 102;
+                failed += 1;
+            }
+        }
+        sessions += 1;
+    }
+    println!(
+        "lsp:       {} cases in {sessions} sessions, {:.1} s: {} answers with a result, {} error \
+         answers, {} log lines (framing and JSON errors); {failed} findings",
+        all.cases,
+        start.elapsed().as_secs_f64(),
+        all.results,
+        all.errors,
+        all.logged
+    );
 }

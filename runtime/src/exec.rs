@@ -451,14 +451,20 @@ fn sink_views<'p>(
     bufs: &[Option<AlignedBuf>],
 ) -> Result<Vec<SinkView<'p>>, String> {
     let view = |s: &'p crate::plan::Sink| {
-        let Some(buf) = &bufs[s.view.buffer as usize] else {
-            return Err(format!("sink @{} was never computed", s.name));
+        // A sink with no elements reads nothing: its buffer may never have been allocated
+        // (a zero-size concat has no task that writes it).
+        let base = match &bufs[s.view.buffer as usize] {
+            Some(buf) => buf.ptr as *const u8,
+            None if s.shape.contains(&0) => {
+                std::ptr::NonNull::<u128>::dangling().as_ptr() as *const u8
+            }
+            None => return Err(format!("sink @{} was never computed", s.name)),
         };
         Ok(SinkView {
             name: &s.name,
             dtype: s.dtype,
             shape: &s.shape,
-            base: buf.ptr,
+            base,
             offset: s.view.offset,
             strides: &s.view.strides,
         })

@@ -251,12 +251,17 @@ impl<'ctx> Gen<'_, 'ctx> {
     pub fn exp64(&self, x: V<'ctx>) -> V<'ctx> {
         let xc = self.nan_to_zero(self.clamp(x, -746.0, 710.0));
         let (n, p) = self.exp_reduce(xc);
-        let y = self.addk(p, 1.0);
+        let res = self.scale2(self.addk(p, 1.0), n);
+        self.select(self.fcmp(P::UNO, x, x), x, res)
+    }
+
+    /// `y·2^n` for integral f64 `n` in [-2044, 2046], the power applied in two halves so that
+    /// results overflow to inf and round into the subnormals as they should.
+    fn scale2(&self, y: V<'ctx>, n: V<'ctx>) -> V<'ctx> {
         let ni = self.cast_to(Op::FPToSI, n, self.i64_like());
         let n1 = self.bin(Op::AShr, ni, self.ki(ni, 1));
         let n2 = self.bin(Op::Sub, ni, n1);
-        let res = self.mul(self.mul(y, self.pow2i(n1)), self.pow2i(n2));
-        self.select(self.fcmp(P::UNO, x, x), x, res)
+        self.mul(self.mul(y, self.pow2i(n1)), self.pow2i(n2))
     }
 
     /// `tanh` of f32 in f32 (GELU's hot function): Cephes `tanhf`, an odd polynomial below
@@ -537,6 +542,7 @@ impl<'ctx> Gen<'_, 'ctx> {
         let r = self.exp64(self.mul(y, self.log64(self.fabs(x))));
         let fl = |v: V<'ctx>| self.unary_intrinsic("llvm.floor", v);
         let yint = self.fcmp(P::OEQ, fl(y), y);
+        let r = self.pow_of_two_base(x, y, yint, r);
         let half = self.mulk(y, 0.5);
         let yodd = self.bin(Op::And, yint, self.fcmp(P::ONE, fl(half), half));
         let xbits = self.to_bits(x);
@@ -568,6 +574,35 @@ impl<'ctx> Gen<'_, 'ctx> {
         // libm: a signaling NaN in either argument gives NaN, even for `1^y` and `x^0`.
         let snan = self.bin(Op::Or, self.is_snan(x), self.is_snan(y));
         self.select(snan, self.k(x, f64::NAN), r)
+    }
+
+    /// `|x|^y` exactly when `|x|` is a normal power of two `2^e` and `y` an integer: `2^(e·y)`,
+    /// built in two halves so that `2^1024` and beyond is `inf` and the subnormals round
+    /// correctly (`exp(y·ln x)` loses the last bits there: `pow(2, 1024)` gave `f64::MAX`).
+    /// Otherwise `r`.
+    fn pow_of_two_base(&self, x: V<'ctx>, y: V<'ctx>, yint: V<'ctx>, r: V<'ctx>) -> V<'ctx> {
+        let bits = self.to_bits(x);
+        let mant = self.bin(Op::And, bits, self.ki(bits, 0x000f_ffff_ffff_ffff));
+        let biased = self.bin(
+            Op::And,
+            self.bin(Op::LShr, bits, self.ki(bits, 52)),
+            self.ki(bits, 0x7ff),
+        );
+        let normal = self.bin(
+            Op::And,
+            self.icmp(IntPredicate::NE, biased, self.ki(bits, 0)),
+            self.icmp(IntPredicate::NE, biased, self.ki(bits, 0x7ff)),
+        );
+        let exact = self.bin(
+            Op::And,
+            self.bin(Op::And, normal, yint),
+            self.icmp(IntPredicate::EQ, mant, self.ki(bits, 0)),
+        );
+        let e = self.bin(Op::Sub, biased, self.ki(bits, 1023));
+        let e = self.cast_to(Op::SIToFP, e, self.cx.f64_type().into());
+        // e·y is exact or far outside [-1100, 1100]; the clamp keeps both halves in range.
+        let n = self.nan_to_zero(self.clamp(self.mul(e, y), -1100.0, 1100.0));
+        self.select(exact, self.scale2(self.k(x, 1.0), n), r)
     }
 
     fn is_snan(&self, x: V<'ctx>) -> V<'ctx> {

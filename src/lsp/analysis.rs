@@ -3,13 +3,14 @@
 use super::line_index::LineIndex;
 use super::names::Names;
 use crate::diag::{Diagnostic, Severity};
-use crate::ir::graph::Graph;
+use crate::ir::graph::{Graph, ValueDef};
 use crate::ir::Module;
 use crate::verify::GraphFacts;
 use lsp_types::{
     DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Position, Range,
     Url,
 };
+use std::collections::HashMap;
 
 /// An open document: its text and the result of `compile_source` on it.
 pub struct Document {
@@ -22,20 +23,46 @@ pub struct Document {
     pub names: Names,
     /// The graphs with errors, verified as far as their errors allow ([`crate::Analysis`]).
     pub broken: Vec<(Graph, GraphFacts)>,
+    /// For graph number `k` of the text, its IR graph if it lowered: `n` below the module's
+    /// graph count is `module.graphs[n]`, above it `broken[n - count]`.
+    graphs: Vec<Option<usize>>,
+    /// For each IR graph in that numbering, its values by name (built once: symbols and hints
+    /// ask per value).
+    values: Vec<HashMap<String, usize>>,
 }
 
 impl Document {
     pub fn new(text: String, version: i32) -> Document {
         let a = crate::analyse_source(&text);
+        let names = Names::scan(&text);
+        let ir: Vec<&Graph> = (a.module.graphs.iter())
+            .chain(a.broken.iter().map(|(g, _)| g))
+            .collect();
+        // The first IR graph of a name wins; compiled graphs come before broken ones.
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        for (n, g) in ir.iter().enumerate() {
+            by_name.entry(g.name.as_str()).or_insert(n);
+        }
+        let graphs = (names.items.iter().filter(|it| it.is_graph))
+            .map(|it| by_name.get(it.name.as_str()).copied())
+            .collect();
+        let values = (ir.iter())
+            .map(|g| {
+                let by_name = g.values.iter().enumerate().rev();
+                by_name.map(|(i, v)| (v.name.clone(), i)).collect()
+            })
+            .collect();
         Document {
             version,
             lines: LineIndex::new(&text),
-            names: Names::scan(&text),
+            names,
             module: a.module,
             facts: a.facts,
             diags: a.diags.0,
             broken: a.broken,
             text,
+            graphs,
+            values,
         }
     }
 
@@ -47,18 +74,20 @@ impl Document {
         self.lines.offset(&self.text, pos)
     }
 
+    /// IR graph number `n` (see `graphs`) with its facts.
+    fn ir_graph(&self, n: usize) -> Option<(&Graph, &GraphFacts)> {
+        let count = self.module.graphs.len();
+        if n < count {
+            return Some((&self.module.graphs[n], self.facts.get(n)?));
+        }
+        self.broken.get(n - count).map(|(g, f)| (g, f))
+    }
+
     /// The IR graph named like graph number `graph` of the text, with its facts: from the
     /// module when it compiled, else as far as it was verified (values its errors touch have
     /// no type, and poisoned ones no node).
     pub fn graph(&self, graph: usize) -> Option<(&Graph, &GraphFacts)> {
-        let name = self.names.graph_name(graph)?;
-        if let Some(i) = self.module.graphs.iter().position(|g| g.name == name) {
-            return Some((&self.module.graphs[i], self.facts.get(i)?));
-        }
-        self.broken
-            .iter()
-            .find(|(g, _)| g.name == name)
-            .map(|(g, f)| (g, f))
+        self.ir_graph((*self.graphs.get(graph)?)?)
     }
 
     /// The header of op `name` (`op @f<p>(x: f32[N]) -> (y: f32[N])`) and whether the op
@@ -80,6 +109,19 @@ impl Document {
             header.split_whitespace().collect::<Vec<_>>().join(" "),
             false,
         ))
+    }
+
+    /// The value `%name` of graph number `graph` of the text, with its graph, when it lowered.
+    pub fn value(&self, graph: usize, name: &str) -> Option<(&Graph, &ValueDef)> {
+        let n = (*self.graphs.get(graph)?)?;
+        let (g, _) = self.ir_graph(n)?;
+        Some((g, &g.values[*self.values[n].get(name)?]))
+    }
+
+    /// The type of `%name` in graph number `graph`, when known.
+    pub fn value_type(&self, graph: usize, name: &str) -> Option<String> {
+        let (_, v) = self.value(graph, name)?;
+        v.ty.as_ref().map(|t| t.to_string())
     }
 
     /// The diagnostics as `tapc check` reports them, in LSP form: the primary label is the

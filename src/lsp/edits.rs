@@ -183,16 +183,10 @@ pub fn inlay_hints(doc: &Document, range: std::ops::Range<usize>) -> Vec<(usize,
         if !s.inferred || s.span.end < range.start || s.span.start > range.end {
             continue;
         }
-        let Some((g, _)) = doc.graph(s.graph) else {
-            continue;
-        };
         let types: Option<Vec<String>> = s
             .results
             .iter()
-            .map(|r| {
-                let v = g.values.iter().find(|v| v.name == *r)?;
-                v.ty.as_ref().map(|t| t.to_string())
-            })
+            .map(|r| doc.value_type(s.graph, r))
             .collect();
         if let Some(types) = types {
             out.push((s.span.end, format!(": {}", types.join(", "))));

@@ -55,10 +55,9 @@ fn code(text: &str) -> String {
 
 fn value(doc: &Document, graph: usize, name: &str) -> Option<String> {
     // From the IR when the value has a node (also in a graph with errors elsewhere).
-    let lowered = doc.graph(graph).and_then(|(g, _)| {
-        let v = g.values.iter().find(|v| v.name == name)?;
-        Some((g, v, g.nodes.get(v.node)?))
-    });
+    let lowered = doc
+        .value(graph, name)
+        .and_then(|(g, v)| Some((g, v, g.nodes.get(v.node)?)));
     if let Some((g, v, node)) = lowered {
         let ty =
             v.ty.as_ref()

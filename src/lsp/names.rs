@@ -57,6 +57,7 @@ impl Names {
             .filter_map(|(t, r)| t.ok().map(|t| (t, r)))
             .collect();
         let mut names = Names::default();
+        let mut graphs = 0;
         let mut i = 0;
         while i < toks.len() {
             let is_item = matches!(toks[i].0, Tok::Op | Tok::Graph);
@@ -107,9 +108,9 @@ impl Names {
             }
             let end = j.min(toks.len());
             if is_graph && body_start <= end {
-                let graph = names.items.iter().filter(|it| it.is_graph).count();
-                names.graph_body(graph, &toks[body_start..end]);
+                names.graph_body(graphs, &toks[body_start..end]);
             }
+            graphs += usize::from(is_graph);
             names.items.push(Item {
                 name: name.clone(),
                 is_graph,
@@ -230,14 +231,5 @@ impl Names {
 
     pub fn references<'a>(&'a self, sym: &'a Sym) -> impl Iterator<Item = &'a Occurrence> + 'a {
         self.occurrences.iter().filter(move |o| o.sym == *sym)
-    }
-
-    /// The name of graph number `graph` (in text order).
-    pub fn graph_name(&self, graph: usize) -> Option<&str> {
-        self.items
-            .iter()
-            .filter(|it| it.is_graph)
-            .nth(graph)
-            .map(|it| it.name.as_str())
     }
 }

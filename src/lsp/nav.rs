@@ -23,46 +23,35 @@ pub fn references(doc: &Document, offset: usize, with_def: bool) -> Vec<&Occurre
 
 /// Ops and graphs, with each graph's sources, values and sinks as children.
 pub fn symbols(doc: &Document) -> Vec<DocumentSymbol> {
-    let mut graph = 0;
+    let graphs = doc.names.items.iter().filter(|it| it.is_graph).count();
+    let mut children: Vec<Vec<DocumentSymbol>> = (0..graphs).map(|_| Vec::new()).collect();
+    for o in doc.names.occurrences.iter().filter(|o| o.def) {
+        let (graph, name, kind) = match &o.sym {
+            Sym::Value { graph, name } => (*graph, format!("%{name}"), SymbolKind::VARIABLE),
+            Sym::Source { graph, name } => (*graph, format!("source @{name}"), SymbolKind::FIELD),
+            Sym::Sink { graph, name } => (*graph, format!("sink @{name}"), SymbolKind::EVENT),
+            Sym::Op(_) | Sym::Graph(_) => continue,
+        };
+        let detail = value_type(doc, graph, &o.sym);
+        let s = symbol(
+            doc,
+            name,
+            kind,
+            detail,
+            o.span.clone(),
+            o.span.clone(),
+            None,
+        );
+        children[graph].push(s);
+    }
+    let mut children = children.into_iter();
     let mut out = Vec::new();
     for item in &doc.names.items {
-        let (kind, children) = if item.is_graph {
-            let children = doc
-                .names
-                .occurrences
-                .iter()
-                .filter(|o| o.def)
-                .filter_map(|o| {
-                    let (name, kind) = match &o.sym {
-                        Sym::Value { graph: g, name } if *g == graph => {
-                            (format!("%{name}"), SymbolKind::VARIABLE)
-                        }
-                        Sym::Source { graph: g, name } if *g == graph => {
-                            (format!("source @{name}"), SymbolKind::FIELD)
-                        }
-                        Sym::Sink { graph: g, name } if *g == graph => {
-                            (format!("sink @{name}"), SymbolKind::EVENT)
-                        }
-                        _ => return None,
-                    };
-                    let detail = value_type(doc, graph, &o.sym);
-                    Some(symbol(
-                        doc,
-                        name,
-                        kind,
-                        detail,
-                        o.span.clone(),
-                        o.span.clone(),
-                        None,
-                    ))
-                })
-                .collect();
-            graph += 1;
-            (SymbolKind::MODULE, Some(children))
+        let (prefix, kind, children) = if item.is_graph {
+            ("graph", SymbolKind::MODULE, children.next())
         } else {
-            (SymbolKind::FUNCTION, None)
+            ("op", SymbolKind::FUNCTION, None)
         };
-        let prefix = if item.is_graph { "graph" } else { "op" };
         out.push(symbol(
             doc,
             format!("{prefix} @{}", item.name),
@@ -80,9 +69,7 @@ fn value_type(doc: &Document, graph: usize, sym: &Sym) -> Option<String> {
     let Sym::Value { name, .. } = sym else {
         return None;
     };
-    let (g, _) = doc.graph(graph)?;
-    let v = g.values.iter().find(|v| v.name == *name)?;
-    v.ty.as_ref().map(|t| t.to_string())
+    doc.value_type(graph, name)
 }
 
 fn symbol(

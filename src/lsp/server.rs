@@ -3,16 +3,17 @@
 //! is waiting or before a request, so a burst of keystrokes costs one compilation.
 
 use super::analysis::Document;
+use super::transport::{self, Log};
 use super::{complete, edits, hover, nav, rename, semantic, sighelp};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types::notification::{
-    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _,
-    PublishDiagnostics,
+    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Exit, LogMessage,
+    Notification as _, PublishDiagnostics,
 };
 use lsp_types::request::{
     CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
-    InlayHintRequest, PrepareRenameRequest, References, Rename, Request as _,
-    SemanticTokensFullRequest, SignatureHelpRequest,
+    Initialize, InlayHintRequest, PrepareRenameRequest, References, Rename, Request as _,
+    SemanticTokensFullRequest, Shutdown, SignatureHelpRequest,
 };
 use lsp_types::*;
 use serde::de::DeserializeOwned;
@@ -64,60 +65,90 @@ pub fn capabilities() -> ServerCapabilities {
     }
 }
 
-/// Serves `conn` until shutdown and exit (`Ok(true)`), or an exit without shutdown (`Ok(false)`).
-pub fn serve(conn: &Connection) -> Result<bool, Error> {
-    let (id, _params) = conn.initialize_start()?;
-    let result = serde_json::json!({
-        "capabilities": capabilities(),
-        "serverInfo": { "name": "tapc", "version": env!("CARGO_PKG_VERSION") },
-    });
-    conn.initialize_finish(id, result)?;
+/// Serves `conn` until exit (`Ok(true)` when shutdown came first, as LSP wants for exit code
+/// 0) or the end of the input (`Ok(false)` unless shutdown came first). `log` gets what no
+/// client sees: a panic in a handler is also logged there.
+pub fn serve(conn: &Connection, log: &Log) -> Result<bool, Error> {
+    if !initialize(conn)? {
+        return Ok(false);
+    }
     let mut state = State {
         texts: HashMap::new(),
         docs: HashMap::new(),
         dirty: BTreeSet::new(),
         panic_on: std::env::var(TEST_PANIC_VAR).ok(),
+        log: log.clone(),
     };
+    let mut shut_down = false;
     loop {
         if conn.receiver.is_empty() {
             state.flush(conn)?;
         }
         let Ok(msg) = conn.receiver.recv() else {
-            return Ok(false);
+            return Ok(shut_down);
         };
         match msg {
+            Message::Request(req) if shut_down => {
+                let why = format!("{} after shutdown", req.method);
+                let resp = Response::new_err(req.id, ErrorCode::InvalidRequest as i32, why);
+                conn.sender.send(resp.into())?;
+            }
+            Message::Request(req) if req.method == Shutdown::METHOD => {
+                shut_down = true;
+                conn.sender.send(Response::new_ok(req.id, ()).into())?;
+            }
             Message::Request(req) => {
-                if conn.handle_shutdown(&req)? {
-                    return Ok(true);
-                }
                 state.flush(conn)?;
                 let (id, method) = (req.id.clone(), req.method.clone());
                 let resp =
                     catch_unwind(AssertUnwindSafe(|| state.request(req))).unwrap_or_else(|panic| {
+                        let why = format!("internal error in {method}: {}", message(&panic));
+                        transport::log(log, &why);
                         Response::new_err(
                             id,
                             ErrorCode::InternalError as i32,
-                            format!("tapc lsp: internal error in {method}: {}", message(&panic)),
+                            format!("tapc lsp: {why}"),
                         )
                     });
                 conn.sender.send(resp.into())?;
             }
-            Message::Notification(n) if n.method == "exit" => return Ok(false),
+            Message::Notification(n) if n.method == Exit::METHOD => return Ok(shut_down),
             Message::Notification(n) => {
                 let method = n.method.clone();
                 if let Err(panic) = catch_unwind(AssertUnwindSafe(|| state.notification(n))) {
-                    let params = LogMessageParams {
-                        typ: MessageType::ERROR,
-                        message: format!(
-                            "tapc lsp: internal error in {method}: {}",
-                            message(&panic)
-                        ),
-                    };
-                    let n = Notification::new("window/logMessage".into(), params);
-                    conn.sender.send(n.into())?;
+                    let why = format!("internal error in {method}: {}", message(&panic));
+                    state.report(conn, why)?;
                 }
             }
             Message::Response(_) => {}
+        }
+    }
+}
+
+/// Waits for `initialize` and answers it: `Ok(false)` when the input ends or `exit` comes
+/// first. Other requests are refused as LSP says; notifications and responses are dropped.
+fn initialize(conn: &Connection) -> Result<bool, Error> {
+    loop {
+        let Ok(msg) = conn.receiver.recv() else {
+            return Ok(false);
+        };
+        match msg {
+            Message::Request(req) if req.method == Initialize::METHOD => {
+                let result = serde_json::json!({
+                    "capabilities": capabilities(),
+                    "serverInfo": { "name": "tapc", "version": env!("CARGO_PKG_VERSION") },
+                });
+                conn.sender.send(Response::new_ok(req.id, result).into())?;
+                return Ok(true);
+            }
+            Message::Request(req) => {
+                let why = format!("{} before initialize", req.method);
+                let code = ErrorCode::ServerNotInitialized as i32;
+                conn.sender
+                    .send(Response::new_err(req.id, code, why).into())?;
+            }
+            Message::Notification(n) if n.method == Exit::METHOD => return Ok(false),
+            Message::Notification(_) | Message::Response(_) => {}
         }
     }
 }
@@ -138,16 +169,30 @@ struct State {
     /// Documents whose text changed since their analysis.
     dirty: BTreeSet<Url>,
     panic_on: Option<String>,
+    log: Log,
 }
 
 impl State {
-    /// Recompiles every changed document and publishes its diagnostics.
+    /// Recompiles every changed document and publishes its diagnostics. A compiler panic on
+    /// a text is reported (log and client) and the document has no analysis until it changes.
     fn flush(&mut self, conn: &Connection) -> Result<(), Error> {
         while let Some(uri) = self.dirty.pop_first() {
-            let doc = self
-                .texts
-                .get(&uri)
-                .map(|(text, version)| Document::new(text.clone(), *version));
+            let doc = match self.texts.get(&uri) {
+                None => None,
+                Some((text, version)) => {
+                    let new = || Document::new(text.clone(), *version);
+                    match catch_unwind(AssertUnwindSafe(new)) {
+                        Ok(doc) => Some(doc),
+                        Err(panic) => {
+                            self.docs.remove(&uri);
+                            let why =
+                                format!("internal error analysing {uri}: {}", message(&panic));
+                            self.report(conn, why)?;
+                            continue;
+                        }
+                    }
+                }
+            };
             let diagnostics = doc.as_ref().map_or(Vec::new(), |d| d.lsp_diagnostics(&uri));
             let version = doc.as_ref().map(|d| d.version);
             let params = PublishDiagnosticsParams::new(uri.clone(), diagnostics, version);
@@ -159,6 +204,18 @@ impl State {
                 None => self.docs.remove(&uri),
             };
         }
+        Ok(())
+    }
+
+    /// An internal error no request answers: logged, and shown to the client's log.
+    fn report(&self, conn: &Connection, why: String) -> Result<(), Error> {
+        transport::log(&self.log, &why);
+        let params = LogMessageParams {
+            typ: MessageType::ERROR,
+            message: format!("tapc lsp: {why}"),
+        };
+        let n = Notification::new(LogMessage::METHOD.into(), params);
+        conn.sender.send(n.into())?;
         Ok(())
     }
 
@@ -186,9 +243,10 @@ impl State {
             DidCloseTextDocument::METHOD => {
                 if let Ok(p) = serde_json::from_value::<DidCloseTextDocumentParams>(n.params) {
                     let uri = p.text_document.uri;
-                    self.texts.remove(&uri);
                     self.docs.remove(&uri);
-                    self.dirty.insert(uri); // publishes no diagnostics: clears them
+                    if self.texts.remove(&uri).is_some() {
+                        self.dirty.insert(uri); // publishes no diagnostics: clears them
+                    }
                 }
             }
             _ => {}

@@ -14,6 +14,8 @@ pub struct Client {
     next_id: i64,
     /// Notifications received while waiting for something else, oldest first.
     pub notifications: Vec<Value>,
+    /// What the server wrote to stderr so far.
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -26,10 +28,19 @@ impl Client {
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn tapc lsp");
         let stdout = child.stdout.take().unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (err_pipe, err_text) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(err_pipe).lines().map_while(Result::ok) {
+                let mut text = err_text.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
         let (tx, rx) = channel();
         std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
@@ -45,6 +56,7 @@ impl Client {
             incoming: rx,
             next_id: 0,
             notifications: Vec::new(),
+            stderr,
         }
     }
 
@@ -54,9 +66,52 @@ impl Client {
 
     fn send(&mut self, msg: Value) {
         let body = msg.to_string();
+        self.send_raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    }
+
+    /// Writes `bytes` to the server as they are (framing included, or not).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin open");
-        write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        stdin.write_all(bytes).unwrap();
         stdin.flush().unwrap();
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Sends a request with the id `id` (any JSON value) and waits for the response with that
+    /// id; `None` if none comes within `wait`.
+    pub fn request_with_id(
+        &mut self,
+        id: Value,
+        method: &str,
+        params: Value,
+        wait: Duration,
+    ) -> Option<Value> {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.response(&id, wait)
+    }
+
+    /// The next response with id `id` (`null` included), keeping notifications and other
+    /// responses in [`Client::notifications`]; `None` if none comes within `wait`.
+    pub fn response(&mut self, id: &Value, wait: Duration) -> Option<Value> {
+        let deadline = Instant::now() + wait;
+        if let Some(i) = self
+            .notifications
+            .iter()
+            .position(|m| m.get("method").is_none() && m.get("id") == Some(id))
+        {
+            return Some(self.notifications.remove(i));
+        }
+        loop {
+            let msg = self.recv(deadline)?;
+            if msg.get("method").is_none() && msg.get("id") == Some(id) {
+                return Some(msg);
+            }
+            self.notifications.push(msg);
+        }
     }
 
     pub fn notify(&mut self, method: &str, params: Value) {

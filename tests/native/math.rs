@@ -319,6 +319,21 @@ fn f64_math_functions_are_within_their_documented_ulps_over_the_whole_domain() {
     check(false);
 }
 
+type Sinks = Vec<(String, Tensor)>;
+
+/// The sinks of graph 0 of `src` on `inputs`, in the interpreter and natively (one thread).
+fn interp_and_native(name: &str, src: &str, inputs: &HashMap<String, Tensor>) -> (Sinks, Sinks) {
+    let (m, facts) = common::compile_ok(name, src);
+    let interp = tapc::interp::run(&m, &m.graphs[0], &facts[0], inputs).unwrap();
+    let opts = Options {
+        threads: 1,
+        record: false,
+    };
+    let (native, _) =
+        tapc::codegen::run_jit(&m, 0, &facts[0], inputs, &Default::default(), &opts).unwrap();
+    (interp, native)
+}
+
 /// Values known in closed form (or from tables), in the interpreter and natively.
 #[test]
 fn new_functions_give_known_values_in_the_interpreter_and_natively() {
@@ -370,16 +385,9 @@ graph @g {
         ("acos", [FRAC_PI_2, 0.0, PI, PI / 3.0, nan]),
         ("pow", [1.0, 1.0, -1.0, 2.0, nan]),
     ];
-    let (m, facts) = common::compile_ok("known", src);
     let t = |v: [f64; 5]| Tensor::new(vec![5], Data::F64(v.to_vec())).unwrap();
     let inputs = HashMap::from([("x".to_string(), t(x)), ("p".to_string(), t(p))]);
-    let interp = tapc::interp::run(&m, &m.graphs[0], &facts[0], &inputs).unwrap();
-    let opts = Options {
-        threads: 1,
-        record: false,
-    };
-    let (native, _) =
-        tapc::codegen::run_jit(&m, 0, &facts[0], &inputs, &Default::default(), &opts).unwrap();
+    let (interp, native) = interp_and_native("known", src, &inputs);
     for (name, w) in want {
         let native = &native.iter().find(|(n, _)| n == name).unwrap().1;
         let interp = interp
@@ -403,6 +411,76 @@ graph @g {
                     x[i], p[i], got[i], w[i]
                 );
             }
+        }
+    }
+}
+
+/// `pow` of a power-of-two base and an integer exponent is an exact power of two: `inf` from
+/// `2^1024` on (issue 23 item 11: natively `pow(2, 1024)` was `f64::MAX`), the subnormals
+/// down to `2^-1074` and zero below, in f64 and f32, natively exactly as in the interpreter.
+#[test]
+fn pow_of_powers_of_two_overflows_to_inf_natively_as_in_the_interpreter() {
+    let inf = f64::INFINITY;
+    let cases: [(f64, f64, f64); 14] = [
+        (2.0, 1024.0, inf),
+        (4.0, 512.0, inf),
+        (0.5, -1024.0, inf),
+        (-2.0, 1025.0, -inf),
+        (-2.0, 1024.0, inf),
+        (2.0, 1023.0, 2f64.powi(1023)),
+        (0.25, -510.0, 2f64.powi(1020)),
+        (2.0, -1074.0, f64::from_bits(1)),
+        (0.5, 1075.0, 0.0),
+        (8.0, -341.0, 2f64.powi(-1023)),
+        (2.0, 1e300, inf),
+        (0.5, 1e300, 0.0),
+        (2f64.powi(-1022), -1.0, 2f64.powi(1022)),
+        (-0.5, 3.0, -0.125),
+    ];
+    let n = cases.len();
+    let src = format!(
+        "op @f(x: f64[N], p: f64[N]) -> (y: f64[N], z: f32[N]) {{
+  y[i] = pow(x[i], p[i])
+  z[i] = pow(f32(x[i]), f32(p[i]))
+}}
+graph @g {{
+  %x = source @x : f64[{n}]
+  %p = source @p : f64[{n}]
+  %y, %z = apply @f(%x, %p)
+  sink @y %y
+  sink @z %z
+}}
+"
+    );
+    let col = |k: usize| {
+        Tensor::new(
+            vec![n],
+            Data::F64(cases.iter().map(|c| [c.0, c.1][k]).collect()),
+        )
+    };
+    let inputs = HashMap::from([
+        ("x".to_string(), col(0).unwrap()),
+        ("p".to_string(), col(1).unwrap()),
+    ]);
+    let (interp, native) = interp_and_native("pow2", &src, &inputs);
+    let get = |outs: &[(String, Tensor)], name: &str| {
+        common::f64s(&outs.iter().find(|(o, _)| o == name).unwrap().1)
+    };
+    for name in ["y", "z"] {
+        let (nat, int) = (get(&native, name), get(&interp, name));
+        for (i, &(x, p, want)) in cases.iter().enumerate() {
+            let want = if name == "z" {
+                (x as f32).powf(p as f32) as f64
+            } else {
+                want
+            };
+            assert_eq!(
+                (nat[i].to_bits(), int[i].to_bits()),
+                (want.to_bits(), want.to_bits()),
+                "{name}: pow({x:e}, {p:e}): native {:e}, interpreter {:e}, want {want:e}",
+                nat[i],
+                int[i]
+            );
         }
     }
 }

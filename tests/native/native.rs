@@ -1122,3 +1122,42 @@ graph @sunk {
         assert_eq!(pads > 0, copied, "{:?}", rep.task_names);
     }
 }
+
+/// Issue 23 item 12: a `concat` or `interleave` whose result has no elements (of sources, of
+/// applies placed into it, or sunk and read by an apply) runs natively as in the interpreter;
+/// it failed with "sink @r was never computed".
+#[test]
+fn zero_size_concat_and_interleave_match_the_interpreter() {
+    assert_source(
+        "zero-size concat",
+        "op @neg(x: f32[M, N]) -> (y: f32[M, N]) {
+  y[i, j] = 0.0 - x[i, j]
+}
+graph @sources {
+  %a = source @a : f32[0, 3]
+  %b = source @b : f32[0, 3]
+  %c = concat %a, %b axis 0
+  %i = interleave %a, %b axis 0
+  sink @c %c
+  sink @i %i
+}
+graph @applies {
+  %a = source @a : f32[2, 0]
+  %na = apply @neg(%a)
+  %nb = apply @neg(%a)
+  %c = concat %na, %nb axis 0
+  %i = interleave %na, %nb axis 1
+  %n = apply @neg(%c)
+  sink @c %c
+  sink @i %i
+  sink @n %n
+}
+graph @nested {
+  %a = source @a : f32[0, 2]
+  %c = concat %a, %a axis 1
+  %d = concat %c, %a axis 1
+  sink @d %d
+}
+",
+    );
+}

@@ -25,7 +25,10 @@ fn finds_definitions_and_uses_per_graph() {
     let out = n.at(SRC.find("@out ->").unwrap()).unwrap();
     assert_eq!(n.references(&out.sym).count(), 2);
     assert_eq!(n.items.len(), 3);
-    assert_eq!(n.graph_name(1), Some("h"));
+    let graphs: Vec<&str> = (n.items.iter().filter(|it| it.is_graph))
+        .map(|it| it.name.as_str())
+        .collect();
+    assert_eq!(graphs, ["g", "h"]);
     let stmts: Vec<(&str, bool)> = n
         .stmts
         .iter()

@@ -3,3 +3,4 @@
 mod lsp_edits;
 mod lsp_line_index;
 mod lsp_names;
+mod lsp_transport;
