@@ -5,8 +5,9 @@
 //! plan, parses the command line once ([`crate::cli`]), and runs the plan: in this process
 //! ([`crate::program::run_program`]), or, for a `--mpi` program, as one rank of the job
 //! (`crate::mpi::run`). Both take the parsed arguments and go through the same steps
-//! ([`crate::program`]). Every problem is a message on stderr and a non-zero exit (2 for usage
-//! errors), and a failed run leaves no output files.
+//! ([`crate::program`]). A program compiled without `--mpi` refuses to be one of several
+//! processes that an MPI launcher started (`launched_as_many`). Every problem is a message on
+//! stderr and a non-zero exit (2 for usage errors), and a failed run leaves no output files.
 
 use crate::cli::{self, Args, Outcome};
 use crate::exec::KernelFn;
@@ -27,10 +28,37 @@ fn start(prog: &str, args: &[OsString], encoded: &[u8], kernels: &[KernelFn]) ->
         Err(help_or_usage) => return help_or_usage,
     };
     if plan.dist.nodes.is_empty() {
+        if let Some(msg) = launched_as_many() {
+            return Outcome::failed(prog, &msg);
+        }
         crate::program::run_program(prog, &args, &plan, kernels)
     } else {
         run_distributed(prog, &args, &plan, kernels, encoded)
     }
+}
+
+/// The environment variables in which MPI launchers give the number of processes of the job
+/// (Open MPI's `mpirun`; MPICH's Hydra and Slurm's PMI), with their rank variable.
+const LAUNCHERS: [(&str, &str); 2] = [
+    ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+    ("PMI_SIZE", "PMI_RANK"),
+];
+
+/// Why a program compiled without `--mpi` must not run: a launcher started it as one of several processes of one job, where every copy would run
+/// the whole graph and write the same outputs, and an MPMD partner would wait for it. `None`
+/// when it runs alone (no launcher, or `mpirun -np 1`).
+fn launched_as_many() -> Option<String> {
+    let env = |k: &str| std::env::var(k).ok();
+    LAUNCHERS.iter().find_map(|&(size, rank)| {
+        let n = env(size)?;
+        if n.trim().parse::<u64>().is_ok_and(|n| n <= 1) {
+            return None;
+        }
+        let at = env(rank).map_or_else(String::new, |r| format!(", {rank}={r}"));
+        Some(format!(
+            "this program was compiled without `--mpi`, but it was started as one of the processes of an MPI job ({size}={n}{at}); every copy would compute the whole graph and write the same outputs, so it refuses to run and writes nothing. Run it alone (or under `mpirun -np 1` by itself), or compile it with `tapc --mpi` to run it on several ranks"
+        ))
+    })
 }
 
 /// A `--mpi` program: every rank runs its part of the plan (`encoded`: the plan's encoding,

@@ -95,10 +95,30 @@ pub fn mpirun_with(
     args: &[String],
     more: impl FnOnce(&mut Command),
 ) -> Output {
+    mpirun_within(None, np, btl, prog, args, more)
+}
+
+/// [`mpirun_with`] killed by `timeout` after `secs` seconds when given (then its exit code is
+/// 124, or 137 if it had to be killed): for launches that used to hang.
+pub fn mpirun_within(
+    secs: Option<u32>,
+    np: usize,
+    btl: Btl,
+    prog: &Path,
+    args: &[String],
+    more: impl FnOnce(&mut Command),
+) -> Output {
     // One job at a time: the tests share two cores.
     static ONE: Mutex<()> = Mutex::new(());
     let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let mut c = Command::new("mpirun");
+    let mut c = match secs {
+        Some(s) => {
+            let mut t = Command::new("timeout");
+            t.args(["--kill-after=10", &s.to_string(), "mpirun"]);
+            t
+        }
+        None => Command::new("mpirun"),
+    };
     c.args([
         "-np",
         &np.to_string(),

@@ -1,7 +1,9 @@
 //! Distributed execution under `mpirun` (issue 10): `tapc FILE -o OUT --mpi` programs give the
 //! single-process program's sinks (bit for bit: the same kernels run) on 1 to 4 ranks over
 //! shared memory and TCP, move exactly the bytes the cost model predicts, and a failing rank
-//! is reported, aborts the job and leaves no outputs.
+//! is reported, aborts the job and leaves no outputs. Start-up refuses, with one message and
+//! no outputs, ranks given different run options and a job mixing a program compiled without
+//! `--mpi` (issue 23, item 7).
 //!
 //! Open MPI and libclang are installed when missing (as root, as CI runs; otherwise the test
 //! fails with how to install them). The runtime is built with its `mpi` feature by a nested
@@ -9,7 +11,7 @@
 
 use crate::common;
 
-use common::mpi::{mlp, mpi_runtime, mpirun, mpirun_with, Btl, MLP_OPS};
+use common::mpi::{mlp, mpi_runtime, mpirun, mpirun_with, mpirun_within, Btl, MLP_OPS};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -646,5 +648,138 @@ fn a_source_read_through_a_pad_runs_unsharded_on_1_and_2_ranks() {
             let _ = std::fs::remove_dir_all(&got);
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs one rank of each `(program, arguments)` (an MPMD launch), killed after 60 s.
+fn mpirun_per_rank(ranks: &[(&Path, Vec<String>)]) -> Output {
+    let ((prog, args), rest) = ranks.split_first().unwrap();
+    mpirun_within(Some(60), 1, Btl::SharedMemory, prog, args, |c| {
+        for (p, a) in rest {
+            c.args([":", "-np", "1"]).arg(p).args(a);
+        }
+    })
+}
+
+/// The stderr of a launch that must fail: it failed, and did not hang until `timeout` fired.
+fn refused(o: &Output, what: &str) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let code = o.status.code();
+    assert!(
+        !matches!(code, Some(124 | 137)),
+        "{what}: the launch hung (killed after 60 s):\n{err}"
+    );
+    assert!(!o.status.success(), "{what}: the launch succeeded:\n{err}");
+    err
+}
+
+#[test]
+fn ranks_started_with_different_options_fail_with_one_message_naming_them() {
+    let file = root().join("examples/mlp.teg");
+    let dir = scratch("options");
+    let prog = dir.join("mlp");
+    compile(&file, "mlp", COST, &prog, true);
+    let data = root().join("tests/data/mlp");
+    let (out, out2, trace) = (dir.join("out"), dir.join("out2"), dir.join("t.json"));
+    let args = |out: &Path, more: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = ["--input-dir", data.to_str().unwrap(), "--out-dir"]
+            .map(String::from)
+            .to_vec();
+        a.push(out.display().to_string());
+        a.extend(more.iter().map(|s| s.to_string()));
+        a
+    };
+    let traced = ["--time", "--trace", trace.to_str().unwrap()];
+    let p = prog.as_path();
+    let cases = [
+        // Used to hang: rank 0 waited for windows that rank 1 expected to read itself.
+        (
+            vec![(p, args(&out, &[])), (p, args(&out, &["--inputs-on-root"]))],
+            "`--inputs-on-root` differs from rank 0's (not given) on rank(s) 1".to_string(),
+        ),
+        // Rank 2's `--out-dir` used to be ignored silently.
+        (
+            vec![(p, args(&out, &[])), (p, args(&out, &[])), (p, args(&out2, &[]))],
+            format!("`--out-dir` differs from rank 0's (`{}`) on rank(s) 2", out.display()),
+        ),
+        (
+            vec![(p, args(&out, &[])), (p, args(&out, &traced)), (p, args(&out, &traced))],
+            "`--trace` differs from rank 0's (not given) on rank(s) 1, 2; `--time` differs from rank 0's (not given) on rank(s) 1, 2".to_string(),
+        ),
+    ];
+    for (ranks, want) in &cases {
+        let err = refused(&mpirun_per_rank(ranks), want);
+        let errors: Vec<&str> = err.lines().filter(|l| l.contains(": error: ")).collect();
+        assert_eq!(errors.len(), 1, "one message:\n{err}");
+        assert!(
+            errors[0].starts_with(
+                "mlp: rank 0: error: the ranks were started with different run options"
+            ),
+            "{err}"
+        );
+        assert!(errors[0].contains(want.as_str()), "{want}:\n{err}");
+        for d in [&out, &out2] {
+            assert!(
+                files(d).is_empty(),
+                "{want}: nothing is written in {}",
+                d.display()
+            );
+        }
+        assert!(!trace.exists(), "{want}: no trace is written");
+    }
+    // The control: the same options on every rank run.
+    let same = args(
+        &out,
+        &[
+            "--inputs-on-root",
+            "--time",
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    let o = mpirun_per_rank(&[(p, same.clone()), (p, same.clone()), (p, same)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!files(&out).is_empty() && trace.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_program_compiled_without_mpi_refuses_to_be_one_of_several_processes() {
+    let file = root().join("examples/mlp.teg");
+    let dir = scratch("plain");
+    let data = root().join("tests/data/mlp");
+    let (prog, want) = mpi_and_want(&file, "mlp", COST, &data, &dir);
+    let single = dir.join("single");
+    let out = dir.join("out");
+    let args: Vec<String> = ["--input-dir", data.to_str().unwrap(), "--out-dir"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.display().to_string()])
+        .collect();
+    let (s, m) = (single.as_path(), prog.as_path());
+    let o = mpirun_within(Some(60), 2, Btl::SharedMemory, s, &args, |_| {});
+    let launches = [
+        ("-np 2 of the plain program", o),
+        (
+            "MPI then plain",
+            mpirun_per_rank(&[(m, args.clone()), (s, args.clone())]),
+        ),
+        (
+            "plain then MPI",
+            mpirun_per_rank(&[(s, args.clone()), (m, args.clone())]),
+        ),
+    ];
+    for (what, o) in &launches {
+        let err = refused(o, what);
+        assert!(
+            err.contains("single: error: this program was compiled without `--mpi`, but it was started as one of the processes of an MPI job (OMPI_COMM_WORLD_SIZE=2"),
+            "{what}:\n{err}"
+        );
+        assert!(files(&out).is_empty(), "{what}: no output is written");
+    }
+    // Alone under `mpirun -np 1` it runs as it does without mpirun.
+    let o = mpirun_within(Some(60), 1, Btl::SharedMemory, s, &args, |_| {});
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(files(&out), want);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,7 +3,9 @@
 //! report) in the rank's own [`Mode`], [`Rank`].
 //!
 //! Every rank decodes the same plan and, getting ready ([`Rank::prepare`]), checks with its
-//! peers that it is the same (a hash) and builds its local plan (`local.rs`: its nodes' tasks
+//! peers that it is the same (a hash) and that they were all started with the same run
+//! options ([`AGREED`]: else rank 0 names the options and ranks that differ and aborts the
+//! job, before any input is read), and builds its local plan (`local.rs`: its nodes' tasks
 //! plus send and receive tasks). It reads the windows of the sources its tasks read
 //! ([`Rank::read`]), or with `--inputs-on-root` rank 0 reads them for everyone. Running
 //! ([`Rank::execute`]) posts every receive (`comm.rs`), runs the local plan on the ordinary
@@ -19,10 +21,11 @@
 
 use super::comm::{recv_kernel, send_kernel, Comm, Stats};
 use super::local::{local_plan, Local, Place, Role};
-use crate::cli::Outcome;
+use crate::cli::{Args, Outcome};
 use crate::exec::{execute, KernelFn, Report};
 use crate::npy;
 use crate::output::{Npy, Outputs};
+use crate::paths::shown;
 use crate::plan::Plan;
 use crate::program::{self, Done, Job, Mode};
 use crate::tensor::Tensor;
@@ -31,6 +34,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::ffi::c_int;
 use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -68,7 +72,7 @@ pub(crate) fn run_rank(job: &Job, encoded: &[u8]) -> Outcome {
         world,
         threading,
         at,
-        plan_hash: plan_hash(encoded),
+        plan_hash: fnv1a(encoded),
         local: None,
         progress_every: None,
         inputs: Vec::new(),
@@ -101,6 +105,7 @@ impl Mode for Rank {
         }
         self.progress_every = progress_interval()?;
         self.check_same_plan()?;
+        self.check_same_options(job.args)?;
         let nk = job.kernels.len() as u32;
         let local = local_plan(job.plan, self.at, nk, job.args.inputs_on_root);
         let transfers = &job.plan.dist.transfers;
@@ -204,6 +209,24 @@ impl Rank {
             self.world.barrier();
         }
         Ok(())
+    }
+
+    /// Fails on every rank, with one message from rank 0, unless every rank was started with
+    /// the same [`AGREED`] options (an all-gather of a hash of each; rank 0 names the options
+    /// and ranks that differ). The other ranks wait for rank 0's abort.
+    fn check_same_options(&self, args: &Args) -> Result<(), String> {
+        let mine = agreed(args).map(|(_, _, h)| h);
+        let mut all = vec![0u64; AGREED.len() * self.at.size as usize];
+        self.world.all_gather_into(&mine[..], &mut all[..]);
+        let all: Vec<&[u64]> = all.chunks(AGREED.len()).collect();
+        let Some(msg) = options_differ(args, &all) else {
+            return Ok(());
+        };
+        if self.at.rank != 0 {
+            // Rank 0 reports and aborts the job; this rank waits for that abort.
+            self.world.barrier();
+        }
+        Err(msg)
     }
 
     /// Runs the local plan, with the send and receive kernels after the program's, and a
@@ -316,10 +339,66 @@ fn progress_interval() -> Result<Option<Duration>, String> {
     Ok((us > 0).then(|| Duration::from_micros(us)))
 }
 
-/// FNV-1a of the plan's encoding: equal on every rank that runs the same program.
-fn plan_hash(bytes: &[u8]) -> u64 {
+/// FNV-1a of `bytes` (of the plan's encoding: equal on every rank that runs the same
+/// program).
+fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The run options that must be the same on every rank, as given (see docs/mpi.md):
+/// `--inputs-on-root` decides which rank reads which input, the sinks and the trace are
+/// written by rank 0 alone, and `--time` and `--trace` decide what every rank records and
+/// sends to rank 0. `--threads`, `--max-memory` and the inputs are each rank's own.
+const AGREED: [&str; 4] = ["--inputs-on-root", "--out-dir", "--trace", "--time"];
+
+/// Each of the [`AGREED`] options of `args`: its name, its value as messages show it, and a
+/// hash of its value as given (paths as bytes).
+fn agreed(args: &Args) -> [(&'static str, String, u64); AGREED.len()] {
+    let flag = |on: bool| if on { "given" } else { "not given" }.to_string();
+    let (trace, trace_bytes) = match &args.trace {
+        Some(t) => (
+            format!("`{}`", shown(t)),
+            [&b"1"[..], t.as_os_str().as_bytes()].concat(),
+        ),
+        None => (flag(false), b"0".to_vec()),
+    };
+    let out = args.out_dir.as_os_str().as_bytes();
+    [
+        (
+            AGREED[0],
+            flag(args.inputs_on_root),
+            args.inputs_on_root as u64,
+        ),
+        (AGREED[1], format!("`{}`", shown(&args.out_dir)), fnv1a(out)),
+        (AGREED[2], trace, fnv1a(&trace_bytes)),
+        (AGREED[3], flag(args.time), args.time as u64),
+    ]
+}
+
+/// The message naming every [`AGREED`] option that some rank of `all` (every rank's hashes,
+/// in rank order) was given differently from rank 0, and those ranks; `None` when all
+/// agree. `args` are this rank's, shown as rank 0's (only rank 0 prints the message).
+fn options_differ(args: &Args, all: &[&[u64]]) -> Option<String> {
+    let mut parts = Vec::new();
+    for (k, (name, value, _)) in agreed(args).iter().enumerate() {
+        let ranks: Vec<String> = (all.iter().enumerate())
+            .filter(|(_, h)| h[k] != all[0][k])
+            .map(|(r, _)| r.to_string())
+            .collect();
+        if !ranks.is_empty() {
+            parts.push(format!(
+                "`{name}` differs from rank 0's ({value}) on rank(s) {}",
+                ranks.join(", ")
+            ));
+        }
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "the ranks were started with different run options, which must be the same on every rank: {}; no input was read and no output was written",
+            parts.join("; ")
+        )
     })
 }
 
