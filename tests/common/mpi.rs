@@ -84,23 +84,13 @@ pub enum Btl {
 
 /// `mpirun -np N --oversubscribe` over the chosen transport (pml ob1, so the btl is used).
 pub fn mpirun(np: usize, btl: Btl, prog: &Path, args: &[String]) -> Output {
-    mpirun_with(np, btl, prog, args, |_| {})
+    mpirun_with(None, np, btl, prog, args, |_| {})
 }
 
-/// [`mpirun`] with `more` adding to the command (environment, a second program).
+/// [`mpirun`] with `more` adding to the command (environment, a second program), killed by
+/// `timeout` after `secs` seconds when given (then its exit code is 124, or 137 if it had to be
+/// killed): for launches that used to hang.
 pub fn mpirun_with(
-    np: usize,
-    btl: Btl,
-    prog: &Path,
-    args: &[String],
-    more: impl FnOnce(&mut Command),
-) -> Output {
-    mpirun_within(None, np, btl, prog, args, more)
-}
-
-/// [`mpirun_with`] killed by `timeout` after `secs` seconds when given (then its exit code is
-/// 124, or 137 if it had to be killed): for launches that used to hang.
-pub fn mpirun_within(
     secs: Option<u32>,
     np: usize,
     btl: Btl,

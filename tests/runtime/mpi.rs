@@ -11,7 +11,7 @@
 
 use crate::common;
 
-use common::mpi::{mlp, mpi_runtime, mpirun, mpirun_with, mpirun_within, Btl, MLP_OPS};
+use common::mpi::{mlp, mpi_runtime, mpirun, mpirun_with, Btl, MLP_OPS};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -505,7 +505,7 @@ fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     ]
     .map(String::from)
     .to_vec();
-    let o = mpirun_with(2, Btl::SharedMemory, &prog, &args, |c| {
+    let o = mpirun_with(None, 2, Btl::SharedMemory, &prog, &args, |c| {
         c.env("TAPC_RT_TEST_FAULT", "panic:@linear.relu @[0:64, 0:256]");
     });
     let err = String::from_utf8_lossy(&o.stderr);
@@ -514,7 +514,7 @@ fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     assert!(err.contains("apply @linear.relu @[0:64, 0:256]"), "{err}");
     assert!(files(&out).is_empty(), "no sink is written");
     // A bad progress-thread setting (`TAPC_MPI_PROGRESS_US`) is an error, not a default.
-    let o = mpirun_with(2, Btl::Tcp, &prog, &args, |c| {
+    let o = mpirun_with(None, 2, Btl::Tcp, &prog, &args, |c| {
         c.env("TAPC_MPI_PROGRESS_US", "soon");
     });
     let err = String::from_utf8_lossy(&o.stderr);
@@ -527,7 +527,7 @@ fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     // A rank running a program built from another plan.
     let other = dir.join("other");
     compile(&file, "mlp", SHARD, &other, true);
-    let o = mpirun_with(1, Btl::SharedMemory, &prog, &args, |c| {
+    let o = mpirun_with(None, 1, Btl::SharedMemory, &prog, &args, |c| {
         c.args([":", "-np", "1"]).arg(&other).args(&args);
     });
     let err = String::from_utf8_lossy(&o.stderr);
@@ -654,7 +654,7 @@ fn a_source_read_through_a_pad_runs_unsharded_on_1_and_2_ranks() {
 /// Runs one rank of each `(program, arguments)` (an MPMD launch), killed after 60 s.
 fn mpirun_per_rank(ranks: &[(&Path, Vec<String>)]) -> Output {
     let ((prog, args), rest) = ranks.split_first().unwrap();
-    mpirun_within(Some(60), 1, Btl::SharedMemory, prog, args, |c| {
+    mpirun_with(Some(60), 1, Btl::SharedMemory, prog, args, |c| {
         for (p, a) in rest {
             c.args([":", "-np", "1"]).arg(p).args(a);
         }
@@ -757,7 +757,7 @@ fn a_program_compiled_without_mpi_refuses_to_be_one_of_several_processes() {
         .chain([out.display().to_string()])
         .collect();
     let (s, m) = (single.as_path(), prog.as_path());
-    let o = mpirun_within(Some(60), 2, Btl::SharedMemory, s, &args, |_| {});
+    let o = mpirun_with(Some(60), 2, Btl::SharedMemory, s, &args, |_| {});
     let launches = [
         ("-np 2 of the plain program", o),
         (
@@ -778,7 +778,7 @@ fn a_program_compiled_without_mpi_refuses_to_be_one_of_several_processes() {
         assert!(files(&out).is_empty(), "{what}: no output is written");
     }
     // Alone under `mpirun -np 1` it runs as it does without mpirun.
-    let o = mpirun_within(Some(60), 1, Btl::SharedMemory, s, &args, |_| {});
+    let o = mpirun_with(Some(60), 1, Btl::SharedMemory, s, &args, |_| {});
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(files(&out), want);
     let _ = std::fs::remove_dir_all(&dir);
