@@ -9,42 +9,50 @@ use std::sync::{Mutex, OnceLock};
 /// The MPI runtime library, built once per test or bench binary.
 pub fn mpi_runtime() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        syspkg::ensure("mpirun", &["libopenmpi-dev", "openmpi-bin"]);
-        syspkg::ensure("mpicc", &["libopenmpi-dev"]);
-        syspkg::ensure_file(
-            &[
-                "/usr/lib/llvm-14/lib/libclang.so",
-                "/usr/lib/x86_64-linux-gnu/libclang.so",
-            ],
-            &["libclang-dev"],
-        );
-        // <target>/<profile>/deps/mpi-HASH: the nested build gets <target>/mpi.
-        let exe = std::env::current_exe().unwrap();
-        let target = exe.ancestors().nth(3).unwrap().join("mpi");
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let out = Command::new(cargo)
-            .args([
-                "build",
-                "--locked",
-                "-p",
-                "tapc-runtime",
-                "--features",
-                "mpi",
-            ])
-            .arg("--target-dir")
-            .arg(&target)
-            .current_dir(root)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "building the MPI runtime failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        target.join("debug/libtapc_runtime.a")
-    })
+    LIB.get_or_init(|| nested_build(&["-p", "tapc-runtime"]).join("debug/libtapc_runtime.a"))
+}
+
+/// `tapc` itself built with `--features mpi`, once per test binary. It shares the MPI runtime's
+/// target directory, so the runtime and Open MPI's bindings are built once for both.
+#[allow(dead_code)] // Only the runtime tests use it.
+pub fn mpi_tapc() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| nested_build(&["--bin", "tapc"]).join("debug/tapc"))
+}
+
+/// `cargo build --locked --features mpi ARGS` into `<target>/mpi` (Open MPI and libclang
+/// installed first); returns that target directory. One at a time: both share it.
+fn nested_build(args: &[&str]) -> PathBuf {
+    static ONE: Mutex<()> = Mutex::new(());
+    let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    syspkg::ensure("mpirun", &["libopenmpi-dev", "openmpi-bin"]);
+    syspkg::ensure("mpicc", &["libopenmpi-dev"]);
+    syspkg::ensure_file(
+        &[
+            "/usr/lib/llvm-14/lib/libclang.so",
+            "/usr/lib/x86_64-linux-gnu/libclang.so",
+        ],
+        &["libclang-dev"],
+    );
+    // <target>/<profile>/deps/mpi-HASH: the nested build gets <target>/mpi.
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.ancestors().nth(3).unwrap().join("mpi");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--locked", "--features", "mpi"])
+        .args(args)
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo build --features mpi {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target
 }
 
 /// The `@linear` and `@relu` operators of the MLPs the MPI tests and benchmark run.

@@ -6,5 +6,6 @@
 mod common;
 
 mod mpi;
+mod mpi_build;
 mod paths;
 mod reliability;
