@@ -121,14 +121,23 @@ impl Loc {
     fn arg(&self) -> Arg {
         let size = self.dtype.size_bytes();
         // The plan's validation bounds this extent against the buffer (the checksum covers it).
-        // A folded pad's kernel reads only the unpadded tensor, at its own offset and strides.
-        let shape = self.pad.as_ref().map_or(&self.shape, |p| &p.inner);
-        let (lo, hi) = plan::extent(shape, &self.strides, size).unwrap_or((0, i64::MAX));
+        // A folded pad's kernel reads only the part of the unpadded tensor its view can reach,
+        // at the tensor's own offset and strides.
+        let (start, shape) = match &self.pad {
+            Some(p) => {
+                let bx = p.readable(&self.shape);
+                let start: i64 = bx.iter().zip(&self.strides).map(|((l, _), s)| l * s).sum();
+                (start, bx.iter().map(|&(l, h)| h - l).collect())
+            }
+            None => (0, self.shape.clone()),
+        };
+        let (lo, hi) = plan::extent(&shape, &self.strides, size).unwrap_or((0, i64::MAX));
+        let at = start * size as i64;
         Arg {
             buffer: self.buffer,
             offset: self.offset * size as i64,
-            lo,
-            hi,
+            lo: if hi > lo { lo + at } else { 0 },
+            hi: if hi > lo { hi + at } else { 0 },
         }
     }
     fn elements(&self) -> i64 {
@@ -139,7 +148,7 @@ impl Loc {
         let inner;
         let bx = match &self.pad {
             Some(p) => {
-                inner = unpadded_box(p, bx);
+                inner = p.inner_box(bx);
                 &inner[..]
             }
             None => bx,
@@ -158,16 +167,6 @@ impl Loc {
         let bx: Vec<(i64, i64)> = self.shape.iter().map(|&n| (0, n)).collect();
         self.region(value, &bx)
     }
-}
-
-/// The box of a folded pad's inner tensor that the padded box `bx` reads: a folded pad keeps
-/// the inner tensor's offset and strides, so padded index `i` is inner index `i - lo`, and the
-/// fill outside the inner tensor reads nothing.
-fn unpadded_box(p: &Padding, bx: &[(i64, i64)]) -> Vec<(i64, i64)> {
-    bx.iter()
-        .zip(p.lo.iter().zip(&p.inner))
-        .map(|(&(l, h), (&lo, &n))| ((l - lo).clamp(0, n), (h - lo).clamp(0, n)))
-        .collect()
 }
 
 /// The strides that show a view of `shape`/`strides` as `new` (same elements, row-major
@@ -242,21 +241,30 @@ struct Builder<'a> {
     /// Each distinct kernel spec (by its full `Debug` form) and its index: structurally
     /// identical kernels (a chain of the same op at the same shapes) compile once.
     kernel_ids: HashMap<String, u32>,
-    /// Per value: only ever an apply's argument (so a constant `pad` of it can be folded).
-    apply_only: Vec<bool>,
+    /// Per value: read only by kernels (so a constant `pad` of it can be folded into them).
+    kernel_only: Vec<bool>,
 }
 
-/// Per value of `g`: used, and only as an apply's argument.
-fn apply_only(g: &Graph) -> Vec<bool> {
-    let mut uses = vec![0u8; g.values.len()]; // 0 unused, 1 applies only, 2 other uses
-    for n in &g.nodes {
-        let by_apply = matches!(n.kind, NodeKind::Apply(_));
+/// Per value of `g`: used, and only as an apply's argument or through unit-step slices whose
+/// results are (recursively) used so. A sharded reader sees a pad through the slice of its
+/// shard, so folding through slices turns a materialised pad into halo reads.
+fn kernel_only(g: &Graph) -> Vec<bool> {
+    let mut ok: Vec<Option<bool>> = vec![None; g.values.len()]; // None: no use seen yet
+    for n in g.nodes.iter().rev() {
+        let by_kernel = match &n.kind {
+            NodeKind::Apply(_) => true,
+            NodeKind::View(View::Slice { dims, .. }) => {
+                dims.iter().all(|d| d.step.unwrap_or(1) == 1)
+                    && n.results.iter().all(|r| ok[r.index()] == Some(true))
+            }
+            _ => false,
+        };
         for v in n.kind.operands() {
-            let u = &mut uses[v.index()];
-            *u = if by_apply { (*u).max(1) } else { 2 };
+            let u = &mut ok[v.index()];
+            *u = Some(u.unwrap_or(true) && by_kernel);
         }
     }
-    uses.into_iter().map(|u| u == 1).collect()
+    ok.into_iter().map(|u| u == Some(true)).collect()
 }
 
 /// Builds the schedule of graph `g` of `m`; `lanes` is the kernels' vector width.
@@ -283,7 +291,7 @@ pub fn build(
         locs: vec![None; g.values.len()],
         placed: HashMap::new(),
         kernel_ids: HashMap::new(),
-        apply_only: apply_only(g),
+        kernel_only: kernel_only(g),
         access: vec![],
         sink_reads: vec![],
     };
@@ -766,8 +774,8 @@ impl Builder<'_> {
         Ok(out)
     }
 
-    /// A pad: a constant pad read only by applies is folded into their loads (bounds-guarded),
-    /// never copied; any other pad is gathered.
+    /// A pad: a constant pad read only by kernels (directly or through unit-step slices) is
+    /// folded into their loads (bounds-guarded), never copied; any other pad is gathered.
     fn pad(
         &mut self,
         a0: &Loc,
@@ -776,7 +784,7 @@ impl Builder<'_> {
         mode: &PadMode,
         name: String,
     ) -> Result<Loc, Diagnostic> {
-        if let (PadMode::Constant(c), true) = (mode, self.apply_only[r.index()]) {
+        if let (PadMode::Constant(c), true) = (mode, self.kernel_only[r.index()]) {
             let foldable = a0.pad.is_none()
                 && a0.elements() > 0
                 && (0..a0.shape.len())
@@ -867,6 +875,14 @@ fn strided(v: &View, a0: &Loc, out_ty: &TensorType) -> Loc {
                     l.offset += (a0.shape[d] - 1) * a0.strides[d];
                 }
                 l.strides[d] = -a0.strides[d];
+            }
+        }
+        View::Slice { dims, .. } if a0.pad.is_some() => {
+            // Unit steps (see `kernel_only`): the view moves over the padded tensor while the
+            // inner tensor stays where it is.
+            let p = l.pad.as_mut().expect("a folded pad");
+            for (d, s) in dims.iter().enumerate() {
+                p.lo[d] -= s.start.unwrap_or(0);
             }
         }
         View::Slice { dims, .. } => {

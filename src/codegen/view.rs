@@ -25,6 +25,24 @@ pub struct Padding {
     pub fill: Scalar,
 }
 
+impl Padding {
+    /// The box of the inner tensor that the padded box `bx` reads: padded index `i` is inner
+    /// index `i - lo`, and the fill outside the inner tensor reads nothing.
+    pub fn inner_box(&self, bx: &[(i64, i64)]) -> Vec<(i64, i64)> {
+        bx.iter()
+            .zip(self.lo.iter().zip(&self.inner))
+            .map(|(&(l, h), (&lo, &n))| ((l - lo).clamp(0, n), (h - lo).clamp(0, n)))
+            .collect()
+    }
+
+    /// The box of the inner tensor that a padded view of `shape` can read at all (a slice of
+    /// a pad reads only part of it: its shard's rows and halos).
+    pub fn readable(&self, shape: &[i64]) -> Vec<(i64, i64)> {
+        let whole: Vec<(i64, i64)> = shape.iter().map(|&n| (0, n)).collect();
+        self.inner_box(&whole)
+    }
+}
+
 /// Row-major strides of `shape`.
 pub fn row_major(shape: &[i64]) -> Vec<i64> {
     let mut s = vec![1; shape.len()];

@@ -78,19 +78,11 @@ pub fn before_after(
     pipeline: &str,
     inputs: &HashMap<String, Tensor>,
 ) -> (Sinks, Sinks, String) {
-    use tapc::passes::manager::{run_pipeline, RunConfig};
-    let (mut m, facts) = compile_ok("input", src);
+    let (m, facts) = compile_ok("input", src);
     let before = (0..m.graphs.len())
         .map(|i| run(&m, &facts, i, inputs))
         .collect();
-    run_pipeline(
-        &mut m,
-        facts,
-        pipeline,
-        &RunConfig::default(),
-        &mut String::new(),
-    )
-    .unwrap_or_else(|d| panic!("{pipeline}: {}", d.message));
+    let (m, _) = after_pipeline("input", src, pipeline);
     let printed = tapc::print::print_module(&m);
     let (m2, facts2) = compile_ok("output", &printed);
     assert_eq!(m, m2, "output re-parses to the same module");
@@ -98,6 +90,22 @@ pub fn before_after(
         .map(|i| run(&m2, &facts2, i, inputs))
         .collect();
     (before, after, printed)
+}
+
+/// `src` compiled and run through `pipeline`, which must succeed: the module and its facts.
+#[allow(dead_code)] // Not every test binary runs pipelines.
+pub fn after_pipeline(what: &str, src: &str, pipeline: &str) -> (Module, Vec<GraphFacts>) {
+    use tapc::passes::manager::{run_pipeline, RunConfig};
+    let (mut m, facts) = compile_ok(what, src);
+    let cx = run_pipeline(
+        &mut m,
+        facts,
+        pipeline,
+        &RunConfig::default(),
+        &mut String::new(),
+    )
+    .unwrap_or_else(|d| panic!("{what}: {pipeline} failed: {}", d.message));
+    (m, cx.facts)
 }
 
 /// A fresh, empty directory `tapc-NAME-PID` under the system's temporary directory.

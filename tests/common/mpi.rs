@@ -20,6 +20,23 @@ pub fn mpi_tapc() -> &'static Path {
     EXE.get_or_init(|| nested_build(&["--bin", "tapc"]).join("debug/tapc"))
 }
 
+/// `exe FILE -o OUT --passes PASSES [--mpi]` (with no `TAPC_MPI_RUNTIME_LIB`: `exe` is built
+/// with the `mpi` feature when `mpi`), which must succeed.
+#[allow(dead_code)] // Only the runtime tests use it.
+pub fn compile_with(exe: &Path, file: &Path, passes: &str, out: &Path, mpi: bool) {
+    let mut c = Command::new(exe);
+    c.arg(file).arg("-o").arg(out).args(["--passes", passes]);
+    if mpi {
+        c.arg("--mpi");
+    }
+    let o = c.env_remove("TAPC_MPI_RUNTIME_LIB").output().unwrap();
+    assert!(
+        o.status.success(),
+        "{c:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// `cargo build --locked --features mpi ARGS` into `<target>/mpi` (Open MPI and libclang
 /// installed first); returns that target directory. One at a time: both share it.
 fn nested_build(args: &[&str]) -> PathBuf {

@@ -829,17 +829,8 @@ fn native_after(
     pipeline: &str,
     ins: &HashMap<String, Tensor>,
 ) -> [Vec<(String, Tensor)>; 2] {
-    use tapc::passes::manager::{run_pipeline, RunConfig};
-    let (mut m, facts) = common::compile_ok(what, src);
-    let cx = run_pipeline(
-        &mut m,
-        facts,
-        pipeline,
-        &RunConfig::default(),
-        &mut String::new(),
-    )
-    .unwrap_or_else(|d| panic!("{what}: {pipeline} failed: {}", d.message));
-    let got = tapc::codegen::with_jit(&m, gi, &cx.facts[gi], &Default::default(), |p| {
+    let (m, facts) = common::after_pipeline(what, src, pipeline);
+    let got = tapc::codegen::with_jit(&m, gi, &facts[gi], &Default::default(), |p| {
         [1, 2].map(|threads| {
             p.run(
                 ins,
@@ -857,7 +848,7 @@ fn native_after(
 
 /// Every graph of `src` after each pipeline, natively on 1 and 2 threads, against the
 /// interpreter on the graph as written.
-fn assert_pipelines(what: &str, src: &str, pipelines: &[&str]) {
+pub(crate) fn assert_pipelines(what: &str, src: &str, pipelines: &[&str]) {
     let (m0, facts0) = common::compile_ok(what, src);
     for (gi, (g, f0)) in m0.graphs.iter().zip(&facts0).enumerate() {
         let ins = inputs(&m0, gi);
@@ -981,7 +972,6 @@ graph @epilogue {{
 /// register-blocked statement (and is not split per row like a fused softmax).
 #[test]
 fn a_fused_residual_linear_is_one_blocked_statement() {
-    use tapc::passes::manager::{run_pipeline, RunConfig};
     let src = format!(
         "{MATMUL_OPS}
 graph @g {{
@@ -994,16 +984,8 @@ graph @g {{
   sink @y %y
 }}"
     );
-    let (mut m, facts) = common::compile_ok("residual", &src);
-    let cx = run_pipeline(
-        &mut m,
-        facts,
-        "canonicalize,fuse,canonicalize",
-        &RunConfig::default(),
-        &mut String::new(),
-    )
-    .unwrap();
-    let insts: Vec<_> = cx.facts[0].instances.values().collect();
+    let (_, facts) = common::after_pipeline("residual", &src, "canonicalize,fuse,canonicalize");
+    let insts: Vec<_> = facts[0].instances.values().collect();
     assert_eq!(insts.len(), 1, "fuse made one apply");
     let inst = insts[0];
     assert_eq!(
@@ -1104,23 +1086,25 @@ graph @sunk {
 }";
     let (m, facts) = common::compile_ok("pad", src);
     for (gi, copied) in [(0, false), (1, true)] {
-        let ins = inputs(&m, gi);
-        let opts = Options {
-            threads: 1,
-            record: true,
-        };
-        let (_, rep) = tapc::codegen::with_jit(&m, gi, &facts[gi], &Default::default(), |p| {
-            p.run(&ins, &opts)
-        })
-        .unwrap()
-        .unwrap();
-        let pads = rep
-            .task_names
-            .iter()
-            .filter(|n| n.starts_with("pad"))
-            .count();
-        assert_eq!(pads > 0, copied, "{:?}", rep.task_names);
+        let names = task_names(&m, &facts, gi);
+        let pads = names.iter().filter(|n| n.starts_with("pad")).count();
+        assert_eq!(pads > 0, copied, "{names:?}");
     }
+}
+
+/// The names of the tasks graph `gi` runs natively, on one thread.
+pub(crate) fn task_names(m: &Module, facts: &[GraphFacts], gi: usize) -> Vec<String> {
+    let ins = inputs(m, gi);
+    let opts = Options {
+        threads: 1,
+        record: true,
+    };
+    let (_, rep) = tapc::codegen::with_jit(m, gi, &facts[gi], &Default::default(), |p| {
+        p.run(&ins, &opts)
+    })
+    .unwrap()
+    .unwrap();
+    rep.task_names
 }
 
 /// Issue 23 item 12: a `concat` or `interleave` whose result has no elements (of sources, of

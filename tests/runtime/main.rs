@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod halo;
 mod mpi;
 mod mpi_build;
 mod paths;

@@ -5,24 +5,9 @@
 
 use crate::common;
 
-use common::mpi::{mpi_tapc, mpirun, Btl};
+use common::mpi::{compile_with as compile, mpi_tapc, mpirun, Btl};
 use std::path::Path;
 use std::process::{Command, Output};
-
-/// `exe FILE -o OUT --passes PASSES [--mpi]`, which must succeed.
-fn compile(exe: &Path, file: &Path, passes: &str, out: &Path, mpi: bool) {
-    let mut c = Command::new(exe);
-    c.arg(file).arg("-o").arg(out).args(["--passes", passes]);
-    if mpi {
-        c.arg("--mpi");
-    }
-    let o = c.env_remove("TAPC_MPI_RUNTIME_LIB").output().unwrap();
-    assert!(
-        o.status.success(),
-        "{c:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 fn ok(what: &str, o: &Output) {
     assert!(

@@ -61,6 +61,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let ety = g.mty(d);
         let base = self.bufs[k];
         let fill = g.konst(self.pads[k].as_ref().expect("padded").fill, d);
+        let Some(safe) = self.pad_safe[k] else {
+            // The view lies wholly in the padding: nothing to load.
+            let lanes = cx
+                .lane
+                .is_some_and(|l| index.iter().any(|a| a.coeff(l) != 0));
+            let v = if lanes { g.splat(fill) } else { fill };
+            return cx.groups.iter().map(|_| v).collect();
+        };
         let c = cx.lane.map_or(0, |l| a.coeff(l));
         cx.groups
             .iter()
@@ -80,7 +88,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                     }
                 } else {
                     let safe = g
-                        .select(inside, off.into(), g.i64c(0).into())
+                        .select(inside, off.into(), g.i64c(safe).into())
                         .into_int_value();
                     let v = ptr::load(g.b, ety, ptr::element(g.b, base, ety, safe));
                     if c == 0 {

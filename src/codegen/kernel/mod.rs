@@ -111,6 +111,10 @@ struct K<'k, 'a, 'ctx> {
     in_strides: Vec<Vec<i64>>,
     /// Per input: a constant pad folded into its loads.
     pads: Vec<Option<Padding>>,
+    /// Per padded input: the element offset of one element its view can read, which a masked
+    /// scalar load reads instead (so no address outside the view's reach is touched), or
+    /// `None` when the view reads nothing but fill.
+    pad_safe: Vec<Option<i64>>,
     out_strides: Vec<Vec<i64>>,
     lo: Vec<IntValue<'ctx>>,
     hi: Vec<IntValue<'ctx>>,
@@ -126,6 +130,15 @@ struct K<'k, 'a, 'ctx> {
     memo: Vec<(CExpr, usize, Vec<V<'ctx>>)>,
     /// How many reductions enclose the expression being evaluated.
     depth: usize,
+}
+
+/// See [`K::pad_safe`]: the first corner of the inner box a padded view can read.
+fn pad_safe(v: &SView) -> Option<i64> {
+    let bx = v.pad.as_ref()?.readable(&v.shape);
+    if bx.iter().any(|&(l, h)| h <= l) {
+        return None;
+    }
+    Some(bx.iter().zip(&v.strides).map(|((l, _), s)| l * s).sum())
 }
 
 /// Largest temporary kept on the stack; bigger ones are heap allocated.
@@ -169,6 +182,7 @@ pub fn emit<'ctx>(
             .collect(),
         in_strides: inputs.iter().map(|v| v.strides.clone()).collect(),
         pads: inputs.iter().map(|v| v.pad.clone()).collect(),
+        pad_safe: inputs.iter().map(pad_safe).collect(),
         out_strides: outputs.iter().map(|v| v.strides.clone()).collect(),
         lo: (0..np)
             .map(|d| params[nargs + 2 * d].into_int_value())
