@@ -1,7 +1,8 @@
 //! `shard`: split applies into shards along index dimensions, from their signatures alone.
 //!
 //! Options: `shard{parts=N, dim=NAME|auto, nodes=M}`; `dim` names an index variable (or a
-//! parallel dimension by number) and applies whose op has no such variable stay whole. Each shard is an `apply` over an index
+//! parallel dimension by number) and applies whose op has no such variable stay whole. A grid,
+//! `shard{parts=RxC, dim=I*J}`, shards two parallel variables into R×C blocks (2-D). Each shard is an `apply` over an index
 //! sub-range (`@[lo:hi, ...]`) whose inputs are slices of the original inputs covering the
 //! image of the sub-range under each input's projection; the full output is the concat of the
 //! shard outputs. Sizes split evenly with the remainder going to the first shards (10 in 4
@@ -32,6 +33,9 @@ use crate::verify::{instantiate, GraphFacts, Site};
 pub struct Config {
     pub parts: i64,
     pub dim: Option<String>,
+    /// A grid's second index variable and its parts (`dim=i*j, parts=RxC`): each shard is
+    /// one block of rows × columns (2-D, SUMMA-style).
+    pub grid: Option<(String, i64)>,
     pub nodes: u32,
     /// Explicit placement of shard `p` (cycled); empty means round-robin over `nodes`.
     pub placements: Vec<u32>,
@@ -83,20 +87,12 @@ pub fn apply_plan(
 }
 
 pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {
-    let mut c = Config {
-        parts: 2,
-        ..Config::default()
-    };
+    let mut c = Config::default();
+    let (mut parts, mut dim) = ("2".to_string(), "auto".to_string());
     for (k, v) in opts {
         match k.as_str() {
-            "parts" => {
-                c.parts = v
-                    .parse()
-                    .ok()
-                    .filter(|&p| p >= 1)
-                    .ok_or_else(|| format!("parts must be a positive integer, not `{v}`"))?
-            }
-            "dim" | "dims" => c.dim = (v != "auto").then(|| v.clone()),
+            "parts" => parts = v.clone(),
+            "dim" | "dims" => dim = v.clone(),
             "nodes" => {
                 c.nodes = v
                     .parse()
@@ -111,10 +107,48 @@ pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {
             }
         }
     }
+    set_dims(&mut c, &dim, &parts)?;
     if c.nodes == 0 {
-        c.nodes = c.parts as u32;
+        c.nodes = (c.parts * c.grid.as_ref().map_or(1, |g| g.1)) as u32;
     }
     Ok(Box::new(Shard(c)))
+}
+
+/// `dim` and `parts`: `auto` or one variable with `N` parts, or a grid `i*j` with `RxC`.
+fn set_dims(c: &mut Config, dim: &str, parts: &str) -> Result<(), String> {
+    let count = |p: &str| {
+        p.parse::<i64>()
+            .ok()
+            .filter(|&p| p >= 1)
+            .ok_or_else(|| format!("parts must be a positive integer, not `{p}`"))
+    };
+    match (dim.split_once('*'), parts.split_once('x')) {
+        (None, None) => {
+            c.parts = count(parts)?;
+            c.dim = (dim != "auto").then(|| dim.to_string());
+        }
+        (Some((i, j)), Some((r, k))) if !i.is_empty() && !j.is_empty() && i != j => {
+            c.parts = count(r)?;
+            c.dim = Some(i.to_string());
+            c.grid = Some((j.to_string(), count(k)?));
+        }
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "`dim={dim}` must name two different variables, e.g. `dim=i*j`"
+            ))
+        }
+        (Some(_), None) => {
+            return Err(format!(
+                "`dim={dim}` is a grid: give parts per variable, e.g. `parts=2x2`"
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(format!(
+                "`parts={parts}` is a grid: name its variables, e.g. `dim=i*j`"
+            ))
+        }
+    }
+    Ok(())
 }
 
 struct Shard(Config);
@@ -220,6 +254,7 @@ fn shard_graph(
                 planned = Config {
                     parts: p.parts,
                     dim: Some(p.dim.clone()),
+                    grid: None,
                     nodes: cfg.nodes,
                     placements: p.nodes.clone(),
                 };
@@ -228,14 +263,13 @@ fn shard_graph(
         };
         let choice = choose_dim(&b, &assembled, a, inst, cfg, node.span)?;
         let done = match choice {
-            Some(Choice::Parallel(d, bounds)) => shard_parallel(
+            Some(Choice::Parallel(splits)) => shard_parallel(
                 m,
                 &mut b,
                 node,
                 a,
                 inst,
-                d,
-                &bounds,
+                &splits,
                 &mut next_node,
                 cfg,
                 &mut report,
@@ -270,9 +304,12 @@ fn shard_graph(
     Ok((b.new, changed, report))
 }
 
+/// Parallel dims and the bounds each is split at: one, or two for a grid (the first outer).
+type Splits = Vec<(usize, Vec<(i64, i64)>)>;
+
 enum Choice {
-    /// Shard parallel dim `d` at these bounds.
-    Parallel(usize, Vec<(i64, i64)>),
+    /// Shard these parallel dims at these bounds.
+    Parallel(Splits),
     /// Shard reduction variable number `v`.
     Reduction(usize),
 }
@@ -286,12 +323,24 @@ fn choose_dim(
     span: Span,
 ) -> Result<Option<Choice>, Diagnostic> {
     let np = inst.parallel;
-    if let Some(name) = &cfg.dim {
+    let parallel = |name: &str| {
         let by_index = name.parse::<usize>().ok().filter(|&d| d < np);
-        let found = by_index.or_else(|| inst.vars[..np].iter().position(|v| v.name == *name));
-        if let Some(d) = found {
+        by_index.or_else(|| inst.vars[..np].iter().position(|v| v.name == *name))
+    };
+    if let (Some(name), Some((name2, parts2))) = (&cfg.dim, &cfg.grid) {
+        return grid(
+            inst,
+            cfg,
+            (parallel(name), name),
+            (parallel(name2), name2),
+            *parts2,
+            span,
+        );
+    }
+    if let Some(name) = &cfg.dim {
+        if let Some(d) = parallel(name) {
             let n = inst.vars[d].range.1;
-            return Ok((n >= 2).then(|| Choice::Parallel(d, split(n, cfg.parts))));
+            return Ok((n >= 2).then(|| Choice::Parallel(vec![(d, split(n, cfg.parts))])));
         }
         if let Some(v) = inst.vars.iter().skip(np).position(|v| v.name == *name) {
             return Ok(Some(Choice::Reduction(np + v)));
@@ -313,7 +362,7 @@ fn choose_dim(
                 && p.shape[asm.axis] == 1
                 && asm.bounds.last().map(|x| x.1) == Some(inst.vars[d].range.1)
             {
-                return Ok(Some(Choice::Parallel(d, asm.bounds.clone())));
+                return Ok(Some(Choice::Parallel(vec![(d, asm.bounds.clone())])));
             }
         }
     }
@@ -325,7 +374,36 @@ fn choose_dim(
         .or_else(|| (0..np).max_by_key(|&d| (ext(d), std::cmp::Reverse(d))));
     Ok(best
         .filter(|&d| ext(d) >= 2)
-        .map(|d| Choice::Parallel(d, split(ext(d), cfg.parts))))
+        .map(|d| Choice::Parallel(vec![(d, split(ext(d), cfg.parts))])))
+}
+
+/// A grid over two parallel variables (each found, or `None`): an op without either stays
+/// whole; a reduction variable cannot be one of them.
+fn grid(
+    inst: &Instance,
+    cfg: &Config,
+    (d1, name1): (Option<usize>, &str),
+    (d2, name2): (Option<usize>, &str),
+    parts2: i64,
+    span: Span,
+) -> Result<Option<Choice>, Diagnostic> {
+    let reduction = |n: &str| inst.vars[inst.parallel..].iter().any(|v| v.name == n);
+    if let Some(r) = [name1, name2].into_iter().find(|n| reduction(n)) {
+        return Err(err(
+            format!("a grid shards two parallel variables, and `{r}` is a reduction variable"),
+            span,
+        ));
+    }
+    let (Some(d1), Some(d2)) = (d1, d2) else {
+        return Ok(None);
+    };
+    let ext = |d: usize| inst.vars[d].range.1;
+    let splits: Splits = [(d1, cfg.parts), (d2, parts2)]
+        .into_iter()
+        .filter(|&(d, _)| ext(d) >= 2)
+        .map(|(d, p)| (d, split(ext(d), p)))
+        .collect();
+    Ok((!splits.is_empty() && d1 != d2).then_some(Choice::Parallel(splits)))
 }
 
 /// Slices `v` (an old value, already mapped) to the half-open box `image`, unless it is whole.
@@ -388,6 +466,21 @@ fn same_meaning(orig: &Instance, shard: &Instance) -> bool {
     orig.stmts == shard.stmts && proj(orig) == proj(shard) && reds(orig) == reds(shard)
 }
 
+/// Every block of `full` that `splits` cut it into, the first split's blocks outermost.
+fn blocks(full: &[(i64, i64)], splits: &Splits) -> Vec<Vec<(i64, i64)>> {
+    splits.iter().fold(vec![full.to_vec()], |acc, (d, bounds)| {
+        acc.iter()
+            .flat_map(|r| {
+                bounds.iter().map(move |&x| {
+                    let mut r = r.clone();
+                    r[*d] = x;
+                    r
+                })
+            })
+            .collect()
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn shard_parallel(
     m: &Module,
@@ -395,19 +488,15 @@ fn shard_parallel(
     node: &Node,
     a: &Apply,
     inst: &Instance,
-    d: usize,
-    bounds: &[(i64, i64)],
+    splits: &Splits,
     next_node: &mut u32,
     cfg: &Config,
     report: &mut String,
 ) -> Result<Option<Vec<Option<Assembled>>>, Diagnostic> {
     let op = m.op(&a.op).expect("verified applies name defined ops");
-    let full = inst.range();
     let mut shard_outputs: Vec<Vec<ValueId>> = vec![Vec::new(); node.results.len()];
     let base = b.old.value(node.results[0]).name.clone();
-    for (p, &(lo, hi)) in bounds.iter().enumerate() {
-        let mut range = full.clone();
-        range[d] = (lo, hi);
+    for (p, range) in blocks(&inst.range(), splits).into_iter().enumerate() {
         let mut args = Vec::new();
         let mut arg_types = Vec::new();
         for (k, &arg) in a.args.iter().enumerate() {
@@ -427,10 +516,14 @@ fn shard_parallel(
         let shard = match shard {
             Ok(s) if same_meaning(inst, &s) => s,
             _ => {
+                let names: Vec<&str> = splits
+                    .iter()
+                    .map(|(d, _)| &inst.vars[*d].name[..])
+                    .collect();
                 return match &cfg.dim {
-                    Some(_) => Err(err(format!("`@{}` cannot be sharded along `{}`: its kernel uses a symbol that a shard would rebind", a.op, inst.vars[d].name), node.span)),
+                    Some(_) => Err(err(format!("`@{}` cannot be sharded along `{}`: its kernel uses a symbol that a shard would rebind", a.op, names.join("` and `")), node.span)),
                     None => Ok(None),
-                }
+                };
             }
         };
         let placement = cfg.place(p, next_node);
@@ -460,33 +553,68 @@ fn shard_parallel(
     }
     let mut out = Vec::new();
     for (o, &r) in node.results.iter().enumerate() {
-        let proj = &inst.signature.outputs[o].projection;
-        let axis = proj
-            .matrix
+        let axes = splits
             .iter()
-            .position(|row| row[d] == 1)
-            .ok_or_else(|| {
-                err(
-                    "an output does not depend on the sharded dimension".into(),
-                    node.span,
-                )
-            })?;
+            .map(|&(d, _)| output_axis(inst, o, d, node.span))
+            .collect::<Result<Vec<_>, _>>()?;
         let t = b.old_ty(r)?;
-        cover::check_cover(&t.shape, axis, bounds, node.span)?;
-        let v = b.emit(
-            NodeKind::View(View::Concat {
-                args: shard_outputs[o].clone(),
-                axis,
-            }),
-            &b.old.value(r).name.clone(),
-            t,
-            node.span,
-        );
+        for ((_, bounds), &axis) in splits.iter().zip(&axes) {
+            cover::check_cover(&t.shape, axis, bounds, node.span)?;
+        }
+        let v = assemble(b, &shard_outputs[o], splits, &axes, r, node.span)?;
         b.map[r.index()] = Some(v);
         out.push(Some(Assembled {
-            axis,
-            bounds: bounds.to_vec(),
+            axis: axes[0],
+            bounds: splits[0].1.clone(),
         }));
     }
     Ok(Some(out))
+}
+
+/// The axis of output `o` that parallel dim `d` indexes.
+fn output_axis(inst: &Instance, o: usize, d: usize, span: Span) -> Result<usize, Diagnostic> {
+    let proj = &inst.signature.outputs[o].projection;
+    proj.matrix
+        .iter()
+        .position(|row| row[d] == 1)
+        .ok_or_else(|| {
+            err(
+                "an output does not depend on the sharded dimension".into(),
+                span,
+            )
+        })
+}
+
+/// Old value `r` as the concat of its shards (`parts`, blocks in the order of [`blocks`]): a
+/// grid concats each row of blocks along the second axis, then the rows along the first.
+fn assemble(
+    b: &mut Builder,
+    parts: &[ValueId],
+    splits: &Splits,
+    axes: &[usize],
+    r: ValueId,
+    span: Span,
+) -> Result<ValueId, Diagnostic> {
+    let t = b.old_ty(r)?;
+    let name = b.old.value(r).name.clone();
+    let concat = |b: &mut Builder, args: Vec<ValueId>, axis, name: &str, ty| {
+        b.emit(NodeKind::View(View::Concat { args, axis }), name, ty, span)
+    };
+    let Some((_, inner)) = splits.get(1) else {
+        return Ok(concat(b, parts.to_vec(), axes[0], &name, t));
+    };
+    let mut rows = Vec::new();
+    for (i, (blk, &(lo, hi))) in parts.chunks(inner.len()).zip(&splits[0].1).enumerate() {
+        let mut shape = t.shape.clone();
+        shape[axes[0]] = hi - lo;
+        let row = concat(
+            b,
+            blk.to_vec(),
+            axes[1],
+            &format!("{name}.r{i}"),
+            t.with_shape(shape),
+        );
+        rows.push(row);
+    }
+    Ok(concat(b, rows, axes[0], &name, t))
 }

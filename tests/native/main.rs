@@ -6,6 +6,7 @@
 mod common;
 
 mod compile_scaling;
+mod grid;
 mod halo;
 mod link;
 mod math;

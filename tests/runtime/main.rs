@@ -5,8 +5,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod halo;
 mod mpi;
 mod mpi_build;
+mod mpi_forms;
 mod paths;
 mod reliability;
