@@ -180,24 +180,33 @@ fn too_wide(
                 Some(a) => format!("`%{a}`"),
                 None => format!("input `{}`", op.inputs[k].name),
             };
-            let what = match d {
-                0 => "rows".to_string(),
-                1 => "columns".to_string(),
-                _ => format!("entries of dimension {d}"),
-            };
             let at = w.spans.and_then(|s| s.range.get(v)).copied();
+            let (need, have_what) = (hi - lo, along(d, have));
             let d = Diagnostic::error(
                 codes::OUT_OF_BOUNDS,
-                format!("the range `{rlo}:{rhi}` exceeds the {have} {what} of {arg}"),
+                format!("the range `{rlo}:{rhi}` exceeds the {have} {have_what} of {arg}"),
             )
-            .primary(at.unwrap_or(site.span), format!("needs {} {what}", hi - lo))
+            .primary(
+                at.unwrap_or(site.span),
+                format!("needs {need} {}", along(d, need)),
+            )
             .note(format!(
-                "help: narrow the range to at most {have} {what}, or pass a larger {arg}"
+                "help: narrow the range to at most {have} {have_what}, or pass a larger {arg}"
             ));
             out.push(d);
         }
     }
     out
+}
+
+/// What `n` elements along dimension `d` are: rows, columns or entries of dimension `d`.
+fn along(d: usize, n: i64) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    match d {
+        0 => format!("row{s}"),
+        1 => format!("column{s}"),
+        _ => format!("entr{} of dimension {d}", if n == 1 { "y" } else { "ies" }),
+    }
 }
 
 /// The one index variable a projection row depends on, if it depends on exactly one.
