@@ -120,7 +120,7 @@ pub fn instantiate_with(
         range,
         site,
     };
-    // Costs that cannot be evaluated are reported with the bounds, not instead of them.
+    // Costs (and projections) that fail are reported with the bounds, not instead of them.
     let (mut inst, deferred) = match &op.body {
         OpBody::Kernel(stmts) => (from_kernel(&call, stmts)?, Vec::new()),
         OpBody::Extern(sig) => from_extern(&call, sig)?,
@@ -254,7 +254,8 @@ fn from_kernel(c: &Call, stmts: &[Stmt]) -> R<Instance> {
 }
 
 /// An extern op's instance: its declared index space, projections and costs, and its
-/// reference kernel if it has one; with the errors of its costs, which change nothing else.
+/// reference kernel if it has one; with the errors of its costs and (in a whole apply) of its
+/// projections, which the reference kernel's bounds do not depend on.
 fn from_extern(c: &Call, sig: &ExternSig) -> R<(Instance, Vec<Diagnostic>)> {
     let (index, names) = extern_index(c, sig)?;
     let ranges: Vec<(i64, i64)> = match c.range {
@@ -262,12 +263,22 @@ fn from_extern(c: &Call, sig: &ExternSig) -> R<(Instance, Vec<Diagnostic>)> {
         None => index.iter().map(|(_, e)| (0, *e)).collect(),
     };
     let mut ports = Vec::new();
+    let mut deferred = Vec::new();
     let declared = c.op.inputs.iter().zip(c.args);
     for (p, ty) in declared.chain(c.op.outputs.iter().zip(c.full)) {
+        // A whole apply's bounds do not depend on the projections: their errors wait for them.
+        let projection = match extern_projection(c, sig, p, &names) {
+            Ok(pr) => pr,
+            Err(e) if c.range.is_none() => {
+                deferred.extend(e);
+                Projection::default()
+            }
+            Err(e) => return Err(e),
+        };
         ports.push(PortSig {
             name: p.name.clone(),
             ty: ty.clone(),
-            projection: extern_projection(c, sig, p, &names)?,
+            projection,
         });
     }
     let mut outputs: Vec<PortSig> = ports.split_off(c.op.inputs.len());
@@ -282,10 +293,10 @@ fn from_extern(c: &Call, sig: &ExternSig) -> R<(Instance, Vec<Diagnostic>)> {
                 .collect();
         }
     }
-    let (marginal, cost_errors) = match extern_costs(c, sig) {
-        Ok(m) => (m, Vec::new()),
-        Err(e) => (Vec::new(), e),
-    };
+    let marginal = extern_costs(c, sig).unwrap_or_else(|e| {
+        deferred.extend(e);
+        Vec::new()
+    });
     let vars: Vec<Var> = index
         .iter()
         .zip(&ranges)
@@ -312,7 +323,7 @@ fn from_extern(c: &Call, sig: &ExternSig) -> R<(Instance, Vec<Diagnostic>)> {
         },
         sharded: false,
     };
-    Ok((with_reference_kernel(c, sig, inst)?, cost_errors))
+    Ok((with_reference_kernel(c, sig, inst)?, deferred))
 }
 
 /// The declared index space: each dimension's extent, and each name's position.
