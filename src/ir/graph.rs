@@ -76,6 +76,15 @@ pub struct Apply {
     pub op_span: Span,
 }
 
+/// Where the parts of an apply are written (kept by lowering beside the graph, for
+/// diagnostics): each argument, each parameter's name and each `lo:hi` of its range.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ApplySpans {
+    pub args: Vec<Span>,
+    pub params: Vec<Span>,
+    pub range: Vec<Span>,
+}
+
 /// A selector: a zero-copy view of its operands.
 #[derive(Clone, Debug, PartialEq)]
 pub enum View {

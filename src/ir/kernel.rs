@@ -187,6 +187,20 @@ pub struct ExternSig {
     pub cost_span: Span,
 }
 
+/// The message when the projection of `port` (with `dims` dims) has not one start and one
+/// shape entry per dim. Lowering checks it in every extern op (it needs no sizes); an apply
+/// checks it again with the same message, so that the two are one diagnostic.
+pub fn projection_entries_error(
+    port: &str,
+    dims: usize,
+    start: usize,
+    shape: usize,
+) -> Option<String> {
+    (start != dims || shape != dims).then(|| {
+        format!("the projection of `{port}` must have {dims} entries (it has {start} start and {shape} shape entries)")
+    })
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExternProjection {
     pub port: String,

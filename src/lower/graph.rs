@@ -18,7 +18,7 @@ impl Cx<'_> {
         g: &ast::GraphDecl,
         broken_ops: &HashSet<String>,
         stubbed: &HashSet<String>,
-    ) -> (Graph, bool, Vec<Vec<Span>>) {
+    ) -> (Graph, bool, Vec<ApplySpans>) {
         let before = self.diags.0.len();
         let mut gb = GraphBuilder {
             graph: Graph {
@@ -45,7 +45,8 @@ impl Cx<'_> {
             .iter()
             .any(|st| matches!(st, GraphStmt::Error(_) | GraphStmt::Broken { .. }));
         let ok = self.diags.0.len() == before && parsed && !gb.applies_broken_op;
-        gb.arg_spans.resize(gb.graph.nodes.len(), Vec::new());
+        gb.arg_spans
+            .resize(gb.graph.nodes.len(), ApplySpans::default());
         (gb.graph, ok, gb.arg_spans)
     }
 
@@ -189,7 +190,13 @@ impl Cx<'_> {
         a: &ast::ApplyRhs,
         span: Span,
     ) -> Option<()> {
-        let args: Vec<_> = a.args.iter().map(|v| gb.resolve(self, v)).collect();
+        // An undefined argument (reported) is a poisoned stand-in, so that what it cannot
+        // change (parameters, arity, the number of results) is still checked.
+        let args: Vec<_> = a
+            .args
+            .iter()
+            .map(|v| gb.resolve(self, v).unwrap_or_else(|| gb.stand_in(v)))
+            .collect();
         let params: Vec<_> = a
             .params
             .iter()
@@ -198,7 +205,6 @@ impl Cx<'_> {
         let range = a.range.as_ref().map(|r| self.range(r));
         let placement = a.placement.as_ref().map(|p| self.placement(p));
         let tys: Vec<_> = a.types.iter().map(|t| self.concrete_type(t)).collect();
-        let args = args.into_iter().collect::<Option<_>>()?;
         let params = params.into_iter().collect::<Option<_>>()?;
         // A range or placement written but not lowered (reported) fails the statement.
         let range = match range {
@@ -226,8 +232,18 @@ impl Cx<'_> {
             placement,
             op_span: a.op.span,
         });
-        gb.arg_spans.resize(gb.graph.nodes.len(), Vec::new());
-        gb.arg_spans.push(a.args.iter().map(|v| v.span).collect());
+        gb.arg_spans
+            .resize(gb.graph.nodes.len(), ApplySpans::default());
+        gb.arg_spans.push(ApplySpans {
+            args: a.args.iter().map(|v| v.span).collect(),
+            params: a.params.iter().map(|(n, _)| n.span).collect(),
+            range: a
+                .range
+                .iter()
+                .flatten()
+                .map(|(l, h)| l.span.to(h.span))
+                .collect(),
+        });
         gb.push(self, kind, results, tys, span);
         Some(())
     }
@@ -376,8 +392,8 @@ struct GraphBuilder<'o> {
     /// Broken ops with sound ports (`Lowered::stubs`): their applies are kept.
     stubbed: &'o HashSet<String>,
     applies_broken_op: bool,
-    /// Per node so far: an apply's argument spans (filled up lazily).
-    arg_spans: Vec<Vec<Span>>,
+    /// Per node so far: where an apply's parts are written (filled up lazily).
+    arg_spans: Vec<ApplySpans>,
     /// Every value the graph's text defines, at its first definition: a use above it is
     /// "used before its definition", not "not defined".
     defined_in_text: HashMap<String, Span>,
@@ -416,6 +432,19 @@ impl GraphBuilder<'_> {
                 self.names.insert(r.text.clone(), id);
             }
         }
+    }
+
+    /// A poisoned value (no node, no type) standing for the undefined `n` at one use. It has
+    /// no name: `n` stays undefined, and lookups by name find its real definition, if any.
+    fn stand_in(&mut self, n: &ast::Name) -> ValueId {
+        let id = ValueId(self.graph.values.len() as u32);
+        self.graph.values.push(ValueDef {
+            name: String::new(),
+            node: usize::MAX,
+            ty: None,
+            span: n.span,
+        });
+        id
     }
 
     fn resolve(&self, cx: &mut Cx, n: &ast::Name) -> Option<ValueId> {

@@ -16,6 +16,7 @@ mod literal;
 mod op;
 
 use crate::diag::{Diagnostics, Span};
+use crate::ir::graph::ApplySpans;
 use crate::ir::kernel::Stub;
 use crate::ir::Module;
 use crate::syntax::ast;
@@ -34,8 +35,9 @@ pub struct Lowered {
     pub module: Module,
     /// Per graph: true when it had errors (it is verified for diagnostics, then left out).
     pub broken: Vec<bool>,
-    /// Per graph, per node: the spans of an apply's arguments (empty for other nodes).
-    pub arg_spans: Vec<Vec<Vec<Span>>>,
+    /// Per graph, per node: where an apply's arguments, parameters and range are written
+    /// (empty for other nodes).
+    pub arg_spans: Vec<Vec<ApplySpans>>,
     /// The known header of every op with errors: its applies are kept (in broken graphs),
     /// checked against the known ports and typed from them, so their users are still checked.
     pub stubs: Vec<Stub>,

@@ -275,6 +275,7 @@ impl Cx<'_> {
                 );
             }
         }
+        self.check_projection_entries(op);
         for q in op.inputs.iter().chain(&op.outputs) {
             if !seen.contains_key(q.name.text.as_str()) && !sig.index.is_empty() {
                 self.report(err(
@@ -285,14 +286,47 @@ impl Cx<'_> {
                 ));
             }
         }
-        for (d, _) in &sig.costs {
-            if !sig.index.iter().any(|(n, _)| n == d) {
-                self.report(err(
-                    codes::BAD_SIGNATURE,
-                    format!("cost for `{d}`, which is not an index dimension"),
-                    op.name.span,
-                    "unknown cost dimension",
-                ));
+        let cost_dims = op.body.iter().flat_map(|st| match st {
+            OpStmt::Cost { dims, .. } => dims.as_slice(),
+            _ => &[],
+        });
+        for (d, _) in cost_dims {
+            if !sig.index.iter().any(|(n, _)| *n == d.text) {
+                let names: Vec<&str> = sig.index.iter().map(|(n, _)| n.as_str()).collect();
+                self.report(
+                    err(
+                        codes::BAD_SIGNATURE,
+                        format!("cost for `{}`, which is not an index dimension", d.text),
+                        d.span,
+                        "unknown cost dimension",
+                    )
+                    .note(format!("the index dimensions are {}", names.join(", "))),
+                );
+            }
+        }
+    }
+
+    /// Each projection of a port has one start and one shape entry per dim of the port (as
+    /// written: an entry that failed to lower still counts).
+    fn check_projection_entries(&mut self, op: &ast::OpDecl) {
+        for st in &op.body {
+            let OpStmt::Projection {
+                port,
+                start,
+                shape,
+                span,
+            } = st
+            else {
+                continue;
+            };
+            let ports = op.inputs.iter().chain(&op.outputs);
+            let Some(p) = ports.into_iter().find(|p| p.name.text == port.text) else {
+                continue;
+            };
+            let dims = p.ty.dims.len();
+            if let Some(msg) = projection_entries_error(&port.text, dims, start.len(), shape.len())
+            {
+                self.report(err(codes::BAD_SIGNATURE, msg, *span, "in this signature"));
             }
         }
     }
@@ -462,8 +496,42 @@ fn kept_every_statement(op: &ast::OpDecl, body: &OpBody) -> bool {
                 .filter(|st| matches!(st, OpStmt::Assign { .. }));
             stmts.len() == written.count()
         }
-        OpBody::Extern(_) => false,
+        OpBody::Extern(sig) => extern_sound(op, sig),
     }
+}
+
+/// Whether an extern op's signature lowered whole apart from its costs (an index declared once
+/// with every extent, each port with one projection of lowered entries) and its reference
+/// kernel kept every statement: then its applies are still instantiated (see `Stub::kernel`).
+fn extern_sound(op: &ast::OpDecl, sig: &ExternSig) -> bool {
+    let mut index = op.body.iter().filter_map(|st| match st {
+        OpStmt::IndexSpace { dims, .. } => Some(dims.len()),
+        _ => None,
+    });
+    let index_whole = index.next() == Some(sig.index.len()) && index.next().is_none();
+    let written = op.body.iter().filter_map(|st| match st {
+        OpStmt::Projection { start, shape, .. } => Some((start.len(), shape.len())),
+        _ => None,
+    });
+    let lowered = sig
+        .projections
+        .iter()
+        .map(|p| (p.start.len(), p.shape.len()));
+    let projections_whole = written.eq(lowered);
+    let mut ports: Vec<&str> = op
+        .inputs
+        .iter()
+        .chain(&op.outputs)
+        .map(|p| p.name.text.as_str())
+        .collect();
+    let mut named: Vec<&str> = sig.projections.iter().map(|p| p.port.as_str()).collect();
+    ports.sort_unstable();
+    named.sort_unstable();
+    let assigns = op
+        .body
+        .iter()
+        .filter(|st| matches!(st, OpStmt::Assign { .. }));
+    index_whole && projections_whole && ports == named && assigns.count() == sig.kernel.len()
 }
 
 /// Lowered ports by position: `mask` (of a recovered header) says which positions parsed.

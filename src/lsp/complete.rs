@@ -1,6 +1,6 @@
 //! Completion (`textDocument/completion`) by context: `@` ops and graphs, `%` values in scope,
-//! an op's parameters inside `apply @op<...>` and its ports (as the expected argument) inside
-//! `apply @op(...)`, kernel functions, ports and index variables inside an op body, dtypes after
+//! an op's parameters inside `apply @op<...>` and, inside `apply @op(...)`, the values in scope
+//! with the expected input port (its name as a value, with its type) as an item of its own, kernel functions, ports and index variables inside an op body, dtypes after
 //! `:`, instructions after `=`, and statement keywords. Each item has its signature or type as
 //! detail. Everything comes from the tokens around the cursor plus, where the file compiled,
 //! the IR (types), so completion works while the text is broken.
@@ -188,11 +188,18 @@ fn graph_items(doc: &Document, cx: &Context, graph: usize) -> Vec<Item> {
             return op_params(doc, call);
         }
         let port = op_port(doc, &call.op, call.index);
+        let what = |p: &String| format!("argument {} of @{}: {p}", call.index + 1, call.op);
         let mut vals = values(doc, cx, graph);
         for v in &mut vals {
-            v.documentation = port
-                .clone()
-                .map(|p| format!("argument {} of @{}: {p}", call.index + 1, call.op));
+            v.documentation = port.as_ref().map(what);
+        }
+        // The expected port itself, as the value name it suggests (after the values: a value
+        // of that name, with its type, wins).
+        if let Some(p) = &port {
+            let name = p.split(':').next().unwrap_or(p).trim();
+            let mut it = item(format!("%{name}"), Kind::Port, format!("input {p}"));
+            it.documentation = Some(what(p));
+            vals.push(it);
         }
         return vals;
     }

@@ -55,9 +55,14 @@ fn code(text: &str) -> String {
 
 fn value(doc: &Document, graph: usize, name: &str) -> Option<String> {
     // From the IR when the value has a node (also in a graph with errors elsewhere).
+    // Not when an operand stands for an undefined value (nameless): its text is the user's.
     let lowered = doc
         .value(graph, name)
-        .and_then(|(g, v)| Some((g, v, g.nodes.get(v.node)?)));
+        .and_then(|(g, v)| Some((g, v, g.nodes.get(v.node)?)))
+        .filter(|(g, _, node)| {
+            let operands = node.kind.operands();
+            !operands.iter().any(|o| g.value(*o).name.is_empty())
+        });
     if let Some((g, v, node)) = lowered {
         let ty =
             v.ty.as_ref()

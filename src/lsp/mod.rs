@@ -19,6 +19,8 @@ mod server;
 mod sighelp;
 pub mod transport;
 
+pub use server::{Stats, DEBOUNCE, STATS_METHOD};
+
 /// Serves the Language Server Protocol on stdin/stdout until the client shuts it down; the
 /// process exit code (0 after shutdown and exit, 1 after an exit without shutdown or an I/O
 /// error). Framing and JSON errors are logged to stderr (see [`transport`]).

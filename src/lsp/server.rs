@@ -1,6 +1,9 @@
 //! The server loop: initialize, then requests and notifications until shutdown. Edits only
-//! update the text; documents are recompiled (and their diagnostics published) when no message
-//! is waiting or before a request, so a burst of keystrokes costs one compilation.
+//! update the text; documents are recompiled (and their diagnostics published) once no message
+//! has come for [`DEBOUNCE`] (or edits have kept coming for [`MAX_DELAY`]), and before a
+//! request, so a burst of keystrokes costs one compilation. A compilation that a newer edit,
+//! queued meanwhile, makes stale is not published. The custom request `tapc/stats` reports
+//! how many compilations ran, were published and were superseded ([`Stats`]).
 
 use super::analysis::Document;
 use super::transport::{self, Log};
@@ -18,14 +21,37 @@ use lsp_types::request::{
 use lsp_types::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Test hook: a request whose method is named by this variable panics in its handler, so
 /// tests can check that a panic becomes an error response and the server carries on.
 const TEST_PANIC_VAR: &str = "TAPC_LSP_TEST_PANIC";
+
+/// How long the server waits after a message for more before it compiles changed documents:
+/// far longer than the gap between the messages of one burst, short beside the 100 ms that
+/// diagnostics may take after an edit (docs/benchmarks.md).
+pub const DEBOUNCE: Duration = Duration::from_millis(20);
+
+/// The longest a changed document waits for its compilation while edits keep coming.
+const MAX_DELAY: Duration = Duration::from_millis(500);
+
+/// The custom request that answers with the server's [`Stats`].
+pub const STATS_METHOD: &str = "tapc/stats";
+
+/// What the server counted since it started (the answer to `tapc/stats`).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Stats {
+    /// Documents compiled (every text analysed, stale or not).
+    pub compiles: u64,
+    /// Diagnostics published.
+    pub published: u64,
+    /// Compilations not published because a newer edit of the document came meanwhile.
+    pub superseded: u64,
+}
 
 pub fn capabilities() -> ServerCapabilities {
     ServerCapabilities {
@@ -76,15 +102,15 @@ pub fn serve(conn: &Connection, log: &Log) -> Result<bool, Error> {
         texts: HashMap::new(),
         docs: HashMap::new(),
         dirty: BTreeSet::new(),
+        dirty_since: None,
+        pending: VecDeque::new(),
+        stats: Stats::default(),
         panic_on: std::env::var(TEST_PANIC_VAR).ok(),
         log: log.clone(),
     };
     let mut shut_down = false;
     loop {
-        if conn.receiver.is_empty() {
-            state.flush(conn)?;
-        }
-        let Ok(msg) = conn.receiver.recv() else {
+        let Some(msg) = state.next(conn)? else {
             return Ok(shut_down);
         };
         match msg {
@@ -98,7 +124,7 @@ pub fn serve(conn: &Connection, log: &Log) -> Result<bool, Error> {
                 conn.sender.send(Response::new_ok(req.id, ()).into())?;
             }
             Message::Request(req) => {
-                state.flush(conn)?;
+                state.flush(conn, false)?;
                 let (id, method) = (req.id.clone(), req.method.clone());
                 let resp =
                     catch_unwind(AssertUnwindSafe(|| state.request(req))).unwrap_or_else(|panic| {
@@ -168,18 +194,70 @@ struct State {
     docs: HashMap<Url, Document>,
     /// Documents whose text changed since their analysis.
     dirty: BTreeSet<Url>,
+    /// When the oldest change still waiting for its compilation came.
+    dirty_since: Option<Instant>,
+    /// Messages read while looking for edits queued behind a compilation, oldest first.
+    pending: VecDeque<Message>,
+    stats: Stats,
     panic_on: Option<String>,
     log: Log,
 }
 
 impl State {
+    /// The next message to handle (`None` at the end of the input). While documents are
+    /// changed, it waits [`DEBOUNCE`] for each message, and compiles when none comes.
+    fn next(&mut self, conn: &Connection) -> Result<Option<Message>, Error> {
+        loop {
+            if let Some(m) = self.pending.pop_front() {
+                return Ok(Some(m));
+            }
+            let Some(since) = self.dirty_since else {
+                return Ok(conn.receiver.recv().ok());
+            };
+            if since.elapsed() >= MAX_DELAY {
+                self.flush(conn, true)?;
+                continue;
+            }
+            match conn.receiver.recv_timeout(DEBOUNCE) {
+                Ok(m) => return Ok(Some(m)),
+                Err(e) if e.is_timeout() => self.flush(conn, true)?,
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+
+    /// Applies the edits already queued, up to the first other message (kept in `pending`,
+    /// so that every message is still handled in order).
+    fn take_queued_edits(&mut self, conn: &Connection) {
+        while self.pending.is_empty() {
+            let Ok(m) = conn.receiver.try_recv() else {
+                return;
+            };
+            match m {
+                Message::Notification(n) if is_edit(&n.method) => {
+                    // A panic here is the one `notification` would report: handle it there.
+                    let again = n.clone();
+                    if catch_unwind(AssertUnwindSafe(|| self.notification(n))).is_err() {
+                        self.pending.push_back(Message::Notification(again));
+                    }
+                }
+                other => self.pending.push_back(other),
+            }
+        }
+    }
+
     /// Recompiles every changed document and publishes its diagnostics. A compiler panic on
     /// a text is reported (log and client) and the document has no analysis until it changes.
-    fn flush(&mut self, conn: &Connection) -> Result<(), Error> {
-        while let Some(uri) = self.dirty.pop_first() {
+    /// With `take_edits`, edits queued meanwhile are applied after each compilation, and a
+    /// compilation they make stale is kept for requests but not published (the document is
+    /// compiled again after the next pause).
+    fn flush(&mut self, conn: &Connection, take_edits: bool) -> Result<(), Error> {
+        self.dirty_since = None;
+        for uri in std::mem::take(&mut self.dirty) {
             let doc = match self.texts.get(&uri) {
                 None => None,
                 Some((text, version)) => {
+                    self.stats.compiles += 1;
                     let new = || Document::new(text.clone(), *version);
                     match catch_unwind(AssertUnwindSafe(new)) {
                         Ok(doc) => Some(doc),
@@ -193,6 +271,17 @@ impl State {
                     }
                 }
             };
+            if take_edits {
+                self.take_queued_edits(conn);
+            }
+            if self.dirty.contains(&uri) {
+                self.stats.superseded += 1;
+                if let Some(doc) = doc {
+                    self.docs.insert(uri, doc);
+                }
+                continue;
+            }
+            self.stats.published += 1;
             let diagnostics = doc.as_ref().map_or(Vec::new(), |d| d.lsp_diagnostics(&uri));
             let version = doc.as_ref().map(|d| d.version);
             let params = PublishDiagnosticsParams::new(uri.clone(), diagnostics, version);
@@ -219,13 +308,19 @@ impl State {
         Ok(())
     }
 
+    /// Marks `uri` changed.
+    fn touch(&mut self, uri: Url) {
+        self.dirty.insert(uri);
+        self.dirty_since.get_or_insert_with(Instant::now);
+    }
+
     fn notification(&mut self, n: Notification) {
         match n.method.as_str() {
             DidOpenTextDocument::METHOD => {
                 if let Ok(p) = serde_json::from_value::<DidOpenTextDocumentParams>(n.params) {
                     let d = p.text_document;
                     self.texts.insert(d.uri.clone(), (d.text, d.version));
-                    self.dirty.insert(d.uri);
+                    self.touch(d.uri);
                 }
             }
             DidChangeTextDocument::METHOD => {
@@ -236,7 +331,7 @@ impl State {
                             apply_change(text, change);
                         }
                         *version = p.text_document.version;
-                        self.dirty.insert(uri);
+                        self.touch(uri);
                     }
                 }
             }
@@ -245,7 +340,7 @@ impl State {
                     let uri = p.text_document.uri;
                     self.docs.remove(&uri);
                     if self.texts.remove(&uri).is_some() {
-                        self.dirty.insert(uri); // publishes no diagnostics: clears them
+                        self.touch(uri); // publishes no diagnostics: clears them
                     }
                 }
             }
@@ -259,6 +354,7 @@ impl State {
         }
         let docs = &self.docs;
         match req.method.as_str() {
+            STATS_METHOD => Response::new_ok(req.id, self.stats),
             HoverRequest::METHOD => respond(req, |p| hover_at(docs, p)),
             GotoDefinition::METHOD => respond(req, |p| definition(docs, p)),
             References::METHOD => respond(req, |p| references(docs, p)),
@@ -500,6 +596,16 @@ fn respond_result<P: DeserializeOwned, T: Serialize>(
         Ok(v) => Response::new_ok(id, v),
         Err(e) => Response::new_err(id, ErrorCode::RequestFailed as i32, e),
     }
+}
+
+/// Notifications that change a document's text.
+fn is_edit(method: &str) -> bool {
+    [
+        DidOpenTextDocument::METHOD,
+        DidChangeTextDocument::METHOD,
+        DidCloseTextDocument::METHOD,
+    ]
+    .contains(&method)
 }
 
 /// Applies one content change: a range edit (incremental sync) or the whole text.

@@ -28,6 +28,13 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
     let (tokens, too_deep) = limit_nesting(tokens, diags);
     bad_lines.extend(too_deep);
     bad_lines.sort_unstable();
+    let mut unclosed: Vec<Option<(usize, Diagnostic)>> = unclosed_braces(&tokens, src.len())
+        .into_iter()
+        .map(Some)
+        .collect();
+    // A block still open at the end of the file is reported at its `{` and then closed there,
+    // so the errors inside it (the whole last graph, say) are still found.
+    let tokens = close_at_eof(tokens, &mut unclosed, src.len(), diags);
     let mut errors: Vec<ErrorRecovery<usize, Tok, ()>> = Vec::new();
     let shape = brace_shape(&tokens);
     let result = teg::FileParser::new().parse(&mut errors, tokens.iter().cloned().map(Ok));
@@ -43,10 +50,6 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
         }
     };
     let mut header_error_until = 0;
-    let mut unclosed: Vec<Option<(usize, Diagnostic)>> = unclosed_braces(&tokens, src.len())
-        .into_iter()
-        .map(Some)
-        .collect();
     let mut parse_error = |e: ParseError<usize, Tok, ()>| {
         let at = match e {
             ParseError::UnrecognizedEof { .. } => src.len(),
@@ -123,6 +126,45 @@ pub fn parse(src: &str, diags: &mut Diagnostics) -> File {
         Item::Error(s) => s.start,
     });
     file
+}
+
+/// `tokens` with one `}` at the end of the file per block still open there,
+/// whose "unclosed `{`" diagnostic (taken from `unclosed`) is reported now: the parser then
+/// reads the block as if it were closed.
+fn close_at_eof(
+    mut tokens: Vec<Spanned>,
+    unclosed: &mut [Option<(usize, Diagnostic)>],
+    len: usize,
+    diags: &mut Diagnostics,
+) -> Vec<Spanned> {
+    let Some(slot) = unclosed
+        .iter_mut()
+        .find(|u| u.as_ref().is_some_and(|(p, _)| *p == len))
+    else {
+        return tokens;
+    };
+    let Some((_, d)) = slot.take() else {
+        return tokens;
+    };
+    diags.push(d);
+    // The lexer keeps no line break before a `}` nor at the end of the file.
+    for _ in 0..open_at_eof(&tokens) {
+        tokens.push((len, Tok::RBrace, len));
+    }
+    tokens
+}
+
+/// How many `{` are open after the last token.
+fn open_at_eof(tokens: &[Spanned]) -> usize {
+    let mut open = 0usize;
+    for (_, t, _) in tokens {
+        match t {
+            Tok::LBrace => open += 1,
+            Tok::RBrace => open = open.saturating_sub(1),
+            _ => {}
+        }
+    }
+    open
 }
 
 /// The deepest expression nesting a statement may have (see docs/teg.md, E0005). Deeper

@@ -51,18 +51,20 @@ pub fn bind(
     args: &[TensorType],
     site: Site,
 ) -> Result<Bindings, Vec<Diagnostic>> {
-    bind_ports(op, params, args, Ports::All, site)
+    bind_ports(op, params, &[], args, Ports::All, site)
 }
 
 /// [`bind`], for all ports or only the known ones.
+/// `param_spans`: where each parameter's name is written (may be empty).
 pub(super) fn bind_ports(
     op: &OpDef,
     params: &[(String, i64)],
+    param_spans: &[Span],
     args: &[TensorType],
     ports: Ports,
     site: Site,
 ) -> Result<Bindings, Vec<Diagnostic>> {
-    let (mut b, mut errs) = check_call(op, params, args.len(), site);
+    let (mut b, mut errs) = check_call(op, params, param_spans, args.len(), site);
     if !errs.is_empty() {
         return Err(errs);
     }
@@ -115,10 +117,12 @@ pub(super) fn with_port_dtypes(op: &OpDef, args: &[TensorType]) -> Vec<TensorTyp
 }
 
 /// The checks of an apply that need no argument types: its parameters (bound into the
-/// returned bindings) and its number of arguments.
+/// returned bindings) and its number of arguments. A parameter that is unknown or given twice
+/// is labelled at its name when `param_spans` has it.
 pub(super) fn check_call(
     op: &OpDef,
     params: &[(String, i64)],
+    param_spans: &[Span],
     given: usize,
     site: Site,
 ) -> (Bindings, Vec<Diagnostic>) {
@@ -131,12 +135,13 @@ pub(super) fn check_call(
         .collect();
     // An unknown parameter is usually a misspelt missing one: one mistake, one diagnostic.
     let mut unpaired = missing.iter();
-    for (n, v) in params {
+    for (k, (n, v)) in params.iter().enumerate() {
+        let at = param_spans.get(k).copied().unwrap_or(site.span);
         if !op.params.contains(n) {
             let d = site.err(
                 codes::BAD_PARAM,
                 format!("`@{}` has no parameter `{n}`", op.name),
-                site.span,
+                at,
                 "unknown parameter",
             );
             errs.push(match unpaired.next() {
@@ -147,7 +152,7 @@ pub(super) fn check_call(
             errs.push(site.err(
                 codes::BAD_PARAM,
                 format!("parameter `{n}` is given twice"),
-                site.span,
+                at,
                 "duplicate parameter",
             ));
         }

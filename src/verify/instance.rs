@@ -2,14 +2,17 @@
 //! signature), derive projections (`signature`), place shard windows and check every access's
 //! static bounds.
 
-use super::bind::{bind, output_shape, with_port_dtypes, Bindings, Site};
+use super::bind::{bind, bind_ports, output_shape, with_port_dtypes, Bindings, Ports, Site};
 use super::kernel;
 use super::signature::derive_signature;
 use crate::diag::{codes, Diagnostic};
+use crate::ir::graph::ApplySpans;
 use crate::ir::instance::*;
-use crate::ir::kernel::{ExternProjection, ExternSig, IExpr, OpBody, OpDef, PortDef, Stmt};
+use crate::ir::kernel::{
+    projection_entries_error, ExternProjection, ExternSig, IExpr, OpBody, OpDef, PortDef, Stmt,
+};
 use crate::ir::TensorType;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 type R<T> = Result<T, Vec<Diagnostic>>;
 
@@ -53,6 +56,14 @@ impl Call<'_> {
     }
 }
 
+/// How an apply is written: where its parts are and its arguments' value names, so that
+/// diagnostics point at the parameter or range entry at fault and name the argument.
+#[derive(Clone, Copy, Default)]
+pub struct Written<'a> {
+    pub spans: Option<&'a ApplySpans>,
+    pub args: &'a [String],
+}
+
 /// Instantiates `op` for an apply with these parameters, argument types and optional range.
 pub fn instantiate(
     op: &OpDef,
@@ -61,12 +72,31 @@ pub fn instantiate(
     range: Option<&[(i64, i64)]>,
     site: Site,
 ) -> Result<Instance, Vec<Diagnostic>> {
-    let b = bind(op, params, args, site)?;
+    instantiate_with(op, params, args, range, site, Written::default())
+}
+
+/// [`instantiate`], with how the apply is written (see [`Written`]).
+pub fn instantiate_with(
+    op: &OpDef,
+    params: &[(String, i64)],
+    args: &[TensorType],
+    range: Option<&[(i64, i64)]>,
+    site: Site,
+    written: Written,
+) -> Result<Instance, Vec<Diagnostic>> {
+    let param_spans = written.spans.map_or(&[][..], |s| s.params.as_slice());
+    let b = bind_ports(op, params, param_spans, args, Ports::All, site)?;
     if let Some(r) = range {
         if let Some(&(lo, hi)) = r.iter().find(|(lo, hi)| *lo < 0 || hi < lo) {
             let d = Diagnostic::error(codes::BAD_RANGE, format!("invalid index range {lo}:{hi}"))
                 .primary(site.span, "ranges must satisfy 0 <= lo <= hi");
             return Err(vec![d]);
+        }
+        // An extern op's range is counted against its declared index, whose extents may fail.
+        if let OpBody::Extern(sig) = &op.body {
+            if r.len() != sig.index.len() {
+                return Err(range_rank(site, sig.index.len(), r.len()));
+            }
         }
     }
     let full: Vec<TensorType> = match range {
@@ -90,8 +120,9 @@ pub fn instantiate(
         range,
         site,
     };
-    let mut inst = match &op.body {
-        OpBody::Kernel(stmts) => from_kernel(&call, stmts)?,
+    // Costs (and projections) that fail are reported with the bounds, not instead of them.
+    let (mut inst, deferred) = match &op.body {
+        OpBody::Kernel(stmts) => (from_kernel(&call, stmts)?, Vec::new()),
         OpBody::Extern(sig) => from_extern(&call, sig)?,
     };
     inst.sharded = range.is_some();
@@ -109,8 +140,80 @@ pub fn instantiate(
             None => vec![0; p.ty.rank()],
         })
         .collect();
-    check_bounds(op, &inst, site)?;
-    Ok(inst)
+    let mut errs = deferred;
+    let wide = range.map_or_else(Vec::new, |r| too_wide(op, &inst, r, site, written));
+    if wide.is_empty() {
+        errs.extend(check_bounds(op, &inst, site).err().into_iter().flatten());
+    }
+    errs.extend(wide);
+    if errs.is_empty() {
+        Ok(inst)
+    } else {
+        Err(errs)
+    }
+}
+
+/// A shard whose range needs more of an input than its argument has (the input's footprint
+/// over the range is wider than the window): one error per range entry, at that entry, rather
+/// than one per access in the kernel.
+fn too_wide(
+    op: &OpDef,
+    inst: &Instance,
+    range: &[(i64, i64)],
+    site: Site,
+    w: Written,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for (k, port) in inst.signature.inputs.iter().enumerate() {
+        let image = port.projection.image(range);
+        for (d, (lo, hi)) in image.into_iter().enumerate() {
+            let have = inst.inputs[k].shape[d];
+            let Some(v) = single_var(&port.projection.matrix[d]) else {
+                continue;
+            };
+            if hi - lo <= have || !seen.insert(v) {
+                continue;
+            }
+            let (rlo, rhi) = range[v];
+            let arg = match w.args.get(k) {
+                Some(a) => format!("`%{a}`"),
+                None => format!("input `{}`", op.inputs[k].name),
+            };
+            let at = w.spans.and_then(|s| s.range.get(v)).copied();
+            let (need, have_what) = (hi - lo, along(d, have));
+            let d = Diagnostic::error(
+                codes::OUT_OF_BOUNDS,
+                format!("the range `{rlo}:{rhi}` exceeds the {have} {have_what} of {arg}"),
+            )
+            .primary(
+                at.unwrap_or(site.span),
+                format!("needs {need} {}", along(d, need)),
+            )
+            .note(format!(
+                "help: narrow the range to at most {have} {have_what}, or pass a larger {arg}"
+            ));
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// What `n` elements along dimension `d` are: rows, columns or entries of dimension `d`.
+fn along(d: usize, n: i64) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    match d {
+        0 => format!("row{s}"),
+        1 => format!("column{s}"),
+        _ => format!("entr{} of dimension {d}", if n == 1 { "y" } else { "ies" }),
+    }
+}
+
+/// The one index variable a projection row depends on, if it depends on exactly one.
+fn single_var(row: &[i64]) -> Option<usize> {
+    let mut vars = row.iter().enumerate().filter(|(_, &a)| a != 0);
+    let (v, _) = vars.next()?;
+    vars.next().is_none().then_some(v)
 }
 
 /// The output types of a whole (unsharded) apply from its port shapes alone, when binding
@@ -151,21 +254,31 @@ fn from_kernel(c: &Call, stmts: &[Stmt]) -> R<Instance> {
 }
 
 /// An extern op's instance: its declared index space, projections and costs, and its
-/// reference kernel if it has one.
-fn from_extern(c: &Call, sig: &ExternSig) -> R<Instance> {
+/// reference kernel if it has one; with the errors of its costs and (in a whole apply) of its
+/// projections, which the reference kernel's bounds do not depend on.
+fn from_extern(c: &Call, sig: &ExternSig) -> R<(Instance, Vec<Diagnostic>)> {
     let (index, names) = extern_index(c, sig)?;
     let ranges: Vec<(i64, i64)> = match c.range {
-        Some(r) if r.len() != index.len() => return Err(range_rank(c, index.len(), r.len())),
         Some(r) => r.to_vec(),
         None => index.iter().map(|(_, e)| (0, *e)).collect(),
     };
     let mut ports = Vec::new();
+    let mut deferred = Vec::new();
     let declared = c.op.inputs.iter().zip(c.args);
     for (p, ty) in declared.chain(c.op.outputs.iter().zip(c.full)) {
+        // A whole apply's bounds do not depend on the projections: their errors wait for them.
+        let projection = match extern_projection(c, sig, p, &names) {
+            Ok(pr) => pr,
+            Err(e) if c.range.is_none() => {
+                deferred.extend(e);
+                Projection::default()
+            }
+            Err(e) => return Err(e),
+        };
         ports.push(PortSig {
             name: p.name.clone(),
             ty: ty.clone(),
-            projection: extern_projection(c, sig, p, &names)?,
+            projection,
         });
     }
     let mut outputs: Vec<PortSig> = ports.split_off(c.op.inputs.len());
@@ -180,7 +293,10 @@ fn from_extern(c: &Call, sig: &ExternSig) -> R<Instance> {
                 .collect();
         }
     }
-    let marginal = extern_costs(c, sig)?;
+    let marginal = extern_costs(c, sig).unwrap_or_else(|e| {
+        deferred.extend(e);
+        Vec::new()
+    });
     let vars: Vec<Var> = index
         .iter()
         .zip(&ranges)
@@ -207,7 +323,7 @@ fn from_extern(c: &Call, sig: &ExternSig) -> R<Instance> {
         },
         sharded: false,
     };
-    with_reference_kernel(c, sig, inst)
+    Ok((with_reference_kernel(c, sig, inst)?, deferred))
 }
 
 /// The declared index space: each dimension's extent, and each name's position.
@@ -226,12 +342,12 @@ fn extern_index(c: &Call, sig: &ExternSig) -> R<(IndexSpace, HashMap<String, usi
 }
 
 /// A shard's range must have one entry per index dimension.
-fn range_rank(c: &Call, dims: usize, got: usize) -> Vec<Diagnostic> {
+fn range_rank(site: Site, dims: usize, got: usize) -> Vec<Diagnostic> {
     let d = Diagnostic::error(
         codes::BAD_RANGE,
         format!("the op's index space has {dims} dimension(s) but the range has {got}"),
     )
-    .primary(c.site.span, "wrong number of ranges");
+    .primary(site.span, "wrong number of ranges");
     vec![d]
 }
 
@@ -276,15 +392,11 @@ fn extern_projection(
 
 /// A projection has one start and one shape entry per dimension of its port.
 fn check_entries(c: &Call, pr: &ExternProjection, p: &PortDef) -> R<()> {
-    if pr.start.len() != p.dims.len() || pr.shape.len() != p.dims.len() {
-        let msg = format!(
-            "the projection of `{}` must have {} entries",
-            p.name,
-            p.dims.len()
-        );
-        return Err(c.bad(msg, pr.span));
+    let (start, shape) = (pr.start.len(), pr.shape.len());
+    match projection_entries_error(&p.name, p.dims.len(), start, shape) {
+        Some(msg) => Err(c.bad(msg, pr.span)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The declared marginal costs, evaluated.

@@ -14,12 +14,13 @@ mod views;
 
 pub use crate::ir::instance::visit_loads;
 pub use bind::Site;
-pub use instance::instantiate;
+pub use instance::{instantiate, instantiate_with, Written};
 pub use probe::verify_one;
 pub use symbolic::check_ops;
 pub use views::canonical_slice;
 
 use crate::diag::{codes, Diagnostic, Diagnostics, Span};
+use crate::ir::graph::ApplySpans;
 use crate::ir::instance::Instance;
 use crate::ir::kernel::{OpDef, Stub};
 use crate::ir::{Graph, Module, NodeKind, SeqRef};
@@ -38,13 +39,13 @@ pub fn verify(m: &mut Module) -> (Diagnostics, Vec<GraphFacts>) {
     verify_with(m, &[], &[])
 }
 
-/// [`verify`], with the spans of every apply's arguments (per graph, per node; see
-/// `lower::Lowered`) so that argument errors are labelled at the argument. Values
+/// [`verify`], with where every apply's parts are written (per graph, per node; see
+/// `lower::Lowered`) so that argument, parameter and range errors are labelled there. Values
 /// without a node (poisoned by lowering) are allowed: their users are skipped. Applies of
 /// `stubs` (ops that failed to lower) are checked against their known ports (see [`Stub`]).
 pub fn verify_with(
     m: &mut Module,
-    arg_spans: &[Vec<Vec<Span>>],
+    spans: &[Vec<ApplySpans>],
     stubs: &[Stub],
 ) -> (Diagnostics, Vec<GraphFacts>) {
     let mut diags = Diagnostics::default();
@@ -57,7 +58,7 @@ pub fn verify_with(
             ops: &ops,
             stubs: &stubs,
             names: &names,
-            arg_spans: arg_spans.get(k).map_or(&[], Vec::as_slice),
+            spans: spans.get(k).map_or(&[], Vec::as_slice),
         };
         facts.push(verify_graph(&cx, g, &mut diags));
     }
@@ -69,7 +70,20 @@ struct GraphCx<'a> {
     ops: &'a HashMap<&'a str, &'a OpDef>,
     stubs: &'a HashMap<&'a str, &'a Stub>,
     names: &'a [&'a str],
-    arg_spans: &'a [Vec<Span>],
+    spans: &'a [ApplySpans],
+}
+
+/// The spans of an apply that lowering did not record (a graph built by a pass).
+static UNWRITTEN: ApplySpans = ApplySpans {
+    args: Vec::new(),
+    params: Vec::new(),
+    range: Vec::new(),
+};
+
+impl GraphCx<'_> {
+    fn spans(&self, n: usize) -> &ApplySpans {
+        self.spans.get(n).unwrap_or(&UNWRITTEN)
+    }
 }
 
 fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFacts {
@@ -79,19 +93,7 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
         // An unknown op is reported whatever its arguments are.
         if let NodeKind::Apply(a) = &g.nodes[n].kind {
             if let Some(stub) = cx.stubs.get(a.op.as_str()) {
-                if a.range.is_some() {
-                    poison(g, n);
-                    continue;
-                }
-                let args: Vec<_> = operands.iter().map(|v| g.ty(*v).cloned()).collect();
-                let at = cx.arg_spans.get(n).map_or(&[][..], Vec::as_slice);
-                let site = Site {
-                    span: g.nodes[n].span,
-                };
-                let results = g.nodes[n].results.len();
-                let (ds, tys) = stub::check_apply(stub, &a.params, &args, at, results, site);
-                ds.into_iter().for_each(|d| diags.push(d));
-                assign_types(g, n, tys, diags);
+                stub_apply(cx, g, n, stub, diags);
                 continue;
             }
             if !cx.ops.contains_key(a.op.as_str()) {
@@ -107,13 +109,7 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
             .map(|v| g.ty(*v).cloned())
             .collect::<Option<Vec<_>>>()
         else {
-            // What an apply's arguments cannot change is still checked: parameters, arity.
-            if let (NodeKind::Apply(a), span) = (&g.nodes[n].kind, g.nodes[n].span) {
-                if let Some(op) = cx.ops.get(a.op.as_str()) {
-                    let (_, ds) = bind::check_call(op, &a.params, operands.len(), Site { span });
-                    ds.into_iter().for_each(|d| diags.push(d));
-                }
-            }
+            poisoned_apply(cx, g, n, operands.len(), diags);
             poison(g, n);
             continue;
         };
@@ -126,21 +122,7 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
             NodeKind::View(v) => views::view_type(v, &args.iter().collect::<Vec<_>>(), span)
                 .map(|t| vec![t])
                 .map_err(|d| vec![d]),
-            NodeKind::Apply(a) => match cx.ops.get(a.op.as_str()) {
-                None => Ok(vec![]), // reported above
-                Some(op) => instantiate(op, &a.params, &args, a.range.as_deref(), Site { span })
-                    .map(|inst| {
-                        let t = inst.outputs.clone();
-                        facts.instances.insert(n, inst);
-                        t
-                    })
-                    .map_err(|ds| {
-                        let at = cx.arg_spans.get(n).map_or(&[][..], Vec::as_slice);
-                        ds.into_iter()
-                            .map(|d| at_argument(d, op, at, span))
-                            .collect()
-                    }),
-            },
+            NodeKind::Apply(_) => apply_types(cx, g, n, &args, &mut facts),
             NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => Ok(vec![]),
         };
         match tys {
@@ -149,7 +131,14 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
                 // An apply whose op's kernel has errors still has the types its ports declare.
                 match declared(cx, g, n, &args) {
                     Some(tys) => assign_types(g, n, tys.into_iter().map(Some).collect(), diags),
-                    None => poison(g, n),
+                    None => {
+                        // Whatever failed, the op's outputs still pair up with the names.
+                        let outputs = apply_op(cx, g, n).map(|op| op.outputs.len());
+                        if let Some(d) = outputs.and_then(|k| result_count(g, n, k)) {
+                            diags.push(d);
+                        }
+                        poison(g, n);
+                    }
                 }
             }
             Ok(tys) => assign_types(g, n, tys.into_iter().map(Some).collect(), diags),
@@ -158,6 +147,124 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
     size::check_graph(g, &facts.instances, diags);
     check_acyclic(g, diags);
     facts
+}
+
+/// The output types of apply `n` of a sound op, with typed `args` (its instance goes to
+/// `facts`), or its diagnostics, at the arguments, parameters and range entries at fault.
+fn apply_types(
+    cx: &GraphCx,
+    g: &Graph,
+    n: usize,
+    args: &[crate::ir::TensorType],
+    facts: &mut GraphFacts,
+) -> Result<Vec<crate::ir::TensorType>, Vec<Diagnostic>> {
+    let NodeKind::Apply(a) = &g.nodes[n].kind else {
+        return Ok(vec![]);
+    };
+    let Some(op) = cx.ops.get(a.op.as_str()) else {
+        return Ok(vec![]); // reported by the caller
+    };
+    let span = g.nodes[n].span;
+    let names: Vec<String> = a.args.iter().map(|v| g.value(*v).name.clone()).collect();
+    let spans = cx.spans(n);
+    let written = Written {
+        spans: Some(spans),
+        args: &names,
+    };
+    match instantiate_with(
+        op,
+        &a.params,
+        args,
+        a.range.as_deref(),
+        Site { span },
+        written,
+    ) {
+        Ok(inst) => {
+            let t = inst.outputs.clone();
+            facts.instances.insert(n, inst);
+            Ok(t)
+        }
+        Err(ds) => Err(ds
+            .into_iter()
+            .map(|d| at_argument(d, op, &spans.args, span))
+            .collect()),
+    }
+}
+
+/// An apply of a sound op with a poisoned argument: what its arguments cannot change is still
+/// checked (parameters, arity, the number of results).
+fn poisoned_apply(cx: &GraphCx, g: &Graph, n: usize, given: usize, diags: &mut Diagnostics) {
+    let (NodeKind::Apply(a), span) = (&g.nodes[n].kind, g.nodes[n].span) else {
+        return;
+    };
+    let Some(op) = cx.ops.get(a.op.as_str()) else {
+        return;
+    };
+    let at = &cx.spans(n).params;
+    let (_, ds) = bind::check_call(op, &a.params, at, given, Site { span });
+    ds.into_iter().for_each(|d| diags.push(d));
+    if let Some(d) = result_count(g, n, op.outputs.len()) {
+        diags.push(d);
+    }
+}
+
+/// An apply of an op with errors (see [`Stub`]). With its sound part (the kernel with failed
+/// statements poisoned, or the signature without its bad cost entries) and typed arguments it
+/// is instantiated like any apply, so its range, bounds and result count are checked; else it
+/// is checked against the known ports, and typed from them where they decide the type.
+fn stub_apply(cx: &GraphCx, g: &mut Graph, n: usize, stub: &Stub, diags: &mut Diagnostics) {
+    let NodeKind::Apply(a) = &g.nodes[n].kind else {
+        return;
+    };
+    let operands = g.nodes[n].kind.operands();
+    let args: Vec<_> = operands.iter().map(|v| g.ty(*v).cloned()).collect();
+    let site = Site {
+        span: g.nodes[n].span,
+    };
+    let spans = cx.spans(n);
+    let results = g.nodes[n].results.len();
+    let (ds, tys) = stub::check_apply(stub, &a.params, &args, spans, results, site);
+    let typed: Option<Vec<_>> = args.iter().cloned().collect();
+    if let (Some(def), Some(typed)) = (&stub.kernel, typed) {
+        let names: Vec<String> = a.args.iter().map(|v| g.value(*v).name.clone()).collect();
+        let written = Written {
+            spans: Some(spans),
+            args: &names,
+        };
+        match instantiate_with(def, &a.params, &typed, a.range.as_deref(), site, written) {
+            Ok(inst) => {
+                assign_types(g, n, inst.outputs.into_iter().map(Some).collect(), diags);
+                return;
+            }
+            Err(es) => {
+                let es = es
+                    .into_iter()
+                    .map(|d| at_argument(d, def, &spans.args, site.span));
+                es.for_each(|d| diags.push(d));
+            }
+        }
+    } else {
+        ds.into_iter().for_each(|d| diags.push(d));
+    }
+    if a.range.is_some() {
+        // A shard's result types come from its range, which only the op's body knows.
+        if let Some(outs) = &stub.outputs {
+            if let Some(d) = result_count(g, n, outs.len()) {
+                diags.push(d);
+            }
+        }
+        poison(g, n);
+        return;
+    }
+    assign_types(g, n, tys, diags);
+}
+
+/// The op that node `n` applies, if it is an apply of a sound op.
+fn apply_op<'a>(cx: &GraphCx<'a>, g: &Graph, n: usize) -> Option<&'a OpDef> {
+    match &g.nodes[n].kind {
+        NodeKind::Apply(a) => cx.ops.get(a.op.as_str()).copied(),
+        _ => None,
+    }
 }
 
 /// The declared output types of apply `n` when only its op's kernel failed.
@@ -193,18 +300,8 @@ fn assign_types(
     diags: &mut Diagnostics,
 ) {
     let results = g.nodes[n].results.clone();
-    if results.len() != tys.len() {
-        diags.push(
-            Diagnostic::error(
-                codes::ARITY,
-                format!(
-                    "this produces {} value(s) but {} name(s) are bound",
-                    tys.len(),
-                    results.len()
-                ),
-            )
-            .primary(g.nodes[n].span, "results and names must pair up"),
-        );
+    if let Some(d) = result_count(g, n, tys.len()) {
+        diags.push(d);
         poison(g, n);
         return;
     }
@@ -229,6 +326,18 @@ fn assign_types(
             _ => def.ty = Some(t),
         }
     }
+}
+
+/// E0015 when node `n`, which produces `produced` values, binds another number of names.
+fn result_count(g: &Graph, n: usize, produced: usize) -> Option<Diagnostic> {
+    let bound = g.nodes[n].results.len();
+    (bound != produced).then(|| {
+        Diagnostic::error(
+            codes::ARITY,
+            format!("this produces {produced} value(s) but {bound} name(s) are bound"),
+        )
+        .primary(g.nodes[n].span, "results and names must pair up")
+    })
 }
 
 fn undefined_op(ops: &[&str], name: &str, span: Span) -> Diagnostic {

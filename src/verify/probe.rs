@@ -19,7 +19,7 @@ pub fn verify_one(m: &mut Module, gi: usize) -> (Diagnostics, GraphFacts) {
         ops: &ops,
         stubs: &HashMap::new(),
         names: &names,
-        arg_spans: &[],
+        spans: &[],
     };
     let facts = match m.graphs.get_mut(gi) {
         Some(g) => verify_graph(&cx, g, &mut diags),

@@ -6,7 +6,8 @@
 use super::bind::{
     arity_error, at_argument, bind_ports, output_shape, with_port_dtypes, Ports, Site,
 };
-use crate::diag::{Diagnostic, Span};
+use crate::diag::Diagnostic;
+use crate::ir::graph::ApplySpans;
 use crate::ir::kernel::{OpBody, OpDef, Stub};
 use crate::ir::TensorType;
 
@@ -16,7 +17,7 @@ pub(super) fn check_apply(
     stub: &Stub,
     params: &[(String, i64)],
     args: &[Option<TensorType>],
-    arg_spans: &[Span],
+    spans: &ApplySpans,
     results: usize,
     site: Site,
 ) -> (Vec<Diagnostic>, Vec<Option<TensorType>>) {
@@ -31,7 +32,7 @@ pub(super) fn check_apply(
         if let (Some(p), Some(a)) = (port, &args[k]) {
             known.0.push(p.clone());
             known.1.push(a.clone());
-            known.2.extend(arg_spans.get(k));
+            known.2.extend(spans.args.get(k));
         }
     }
     let ports = if stub
@@ -56,14 +57,15 @@ pub(super) fn check_apply(
         span: stub.name_span,
         name_span: stub.name_span,
     };
-    let (ds, b) = match bind_ports(&op, params, &known.1, ports, site) {
+    let (ds, b) = match bind_ports(&op, params, &spans.params, &known.1, ports, site) {
         Ok(b) => (Vec::new(), b),
         Err(ds) => {
             let ds = ds
                 .into_iter()
                 .map(|d| at_argument(d, &op, &known.2, site.span))
                 .collect();
-            match bind_ports(&op, params, &with_port_dtypes(&op, &known.1), ports, site) {
+            let typed = with_port_dtypes(&op, &known.1);
+            match bind_ports(&op, params, &spans.params, &typed, ports, site) {
                 Ok(b) => (ds, b),
                 Err(_) => return (ds, unknown),
             }

@@ -50,17 +50,20 @@ pub fn check_ops<'a>(ops: impl IntoIterator<Item = &'a OpDef>) -> Diagnostics {
 /// Parameter values and argument types to instantiate an op at.
 type StandIn = (Vec<(String, i64)>, Vec<TensorType>);
 
-/// Parameters and argument types for `op`: distinct sizes for its shape symbols (large, so
-/// that shape arithmetic such as `(H - K) / s + 1` stays positive), 1 for its parameters,
+/// Parameters and argument types for `op`: distinct sizes for its shape symbols (large and
+/// decreasing in order of appearance, so that shape arithmetic such as `(H - K) / s + 1` stays
+/// positive), 1 for its parameters,
 /// rank 2 for `..S` lists. `None` when a port shape cannot be evaluated that way.
 fn stand_in(op: &OpDef) -> Option<StandIn> {
     let params: Vec<(String, i64)> = op.params.iter().map(|p| (p.clone(), 1)).collect();
     let mut syms: HashMap<String, i64> = params.iter().cloned().collect();
     let mut lists: HashMap<&str, Vec<i64>> = HashMap::new();
     let mut fresh = 0;
+    // Decreasing, so that a later symbol subtracted from an earlier one (`L - R + 1`, data
+    // before filter) stays positive.
     let mut next = || {
         fresh += 1;
-        30 + 7 * fresh
+        (2000 - 13 * fresh).max(30 + fresh)
     };
     let mut args = Vec::new();
     for port in &op.inputs {

@@ -145,10 +145,18 @@ fn completion_while_typing_a_broken_graph() {
         json!({"textDocument": {"uri": URI}, "position": {"line": last, "character": col}}),
     );
     let items = r.as_array().unwrap();
-    assert_eq!(items.len(), 1, "{r}");
+    assert_eq!(items.len(), 2, "{r}");
     assert_eq!(items[0]["label"], "%q");
     assert_eq!(
         items[0]["documentation"],
+        "argument 2 of @linear: w: f32[K, N]"
+    );
+    // The expected port, as an item of its own (a field), with its type.
+    assert_eq!(items[1]["label"], "%w");
+    assert_eq!(items[1]["kind"], 5);
+    assert_eq!(items[1]["detail"], "input w: f32[K, N]");
+    assert_eq!(
+        items[1]["documentation"],
         "argument 2 of @linear: w: f32[K, N]"
     );
     // Between items: the item keywords.

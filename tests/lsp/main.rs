@@ -1,5 +1,5 @@
 //! `tapc lsp` end to end, in one binary: a JSON-RPC client driving the server (`lsp`; completion,
-//! formatting and the other editing requests in `editing`), headless Neovim attached to it
+//! formatting and the other editing requests in `editing`; a burst of edits in `burst`), headless Neovim attached to it
 //! (both run the `tapc` executable), the hardening against bad input and a slice of the LSP
 //! fuzzer (in-process).
 
@@ -12,6 +12,7 @@ mod lsp_fuzz;
 
 use common::syspkg;
 
+mod burst;
 mod editing;
 mod fuzz;
 mod hardening;
