@@ -720,7 +720,7 @@ fn copy_in(data: &Data, dst: *mut u8) {
                 }
             }
             other => crate::with_data!(other, v => {
-                std::ptr::copy_nonoverlapping(v.as_ptr() as *const u8, dst, std::mem::size_of_val(&v[..]))
+                std::ptr::copy_nonoverlapping(v.as_ptr().cast::<u8>(), dst, std::mem::size_of_val(&v[..]))
             }),
         }
     }

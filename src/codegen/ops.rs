@@ -329,9 +329,10 @@ impl<'ctx> Gen<'_, 'ctx> {
 
     pub fn binary(&self, op: BinOp, a: V<'ctx>, b: V<'ctx>, d: DType) -> R<V<'ctx>> {
         use BinOp::*;
-        if d.is_unsigned() {
-            return self.unsigned_binary(op, a, b, d);
-        }
+        let order = |unsigned: bool| {
+            self.int_compare(op, a, b, unsigned)
+                .ok_or_else(|| format!("operator {op:?} on {d}"))
+        };
         Ok(match (d, op) {
             (d, Add | Sub | Mul | Div) if d.is_half() => {
                 let r = self.binary(op, a, b, DType::F32)?;
@@ -355,28 +356,38 @@ impl<'ctx> Gen<'_, 'ctx> {
                 Add => self.bin(Op::Add, a, b),
                 Sub => self.bin(Op::Sub, a, b),
                 Mul => self.bin(Op::Mul, a, b),
+                Div if d.is_unsigned() => self.unsigned_div(a, b, d, Op::UDiv),
+                Rem if d.is_unsigned() => self.unsigned_div(a, b, d, Op::URem),
                 Div => self.floor_div(a, b, d, false),
                 Rem => self.floor_div(a, b, d, true),
-                Lt => self.icmp(IntPredicate::SLT, a, b),
-                Le => self.icmp(IntPredicate::SLE, a, b),
-                Gt => self.icmp(IntPredicate::SGT, a, b),
-                Ge => self.icmp(IntPredicate::SGE, a, b),
-                Eq => self.icmp(IntPredicate::EQ, a, b),
-                Ne => self.icmp(IntPredicate::NE, a, b),
-                _ => return unsupported(format!("operator {op:?} on {d}")),
+                _ => order(d.is_unsigned())?,
             },
             (_, _) => match op {
                 And => self.bin(Op::And, a, b),
                 Or => self.bin(Op::Or, a, b),
-                Lt => self.icmp(IntPredicate::ULT, a, b),
-                Le => self.icmp(IntPredicate::ULE, a, b),
-                Gt => self.icmp(IntPredicate::UGT, a, b),
-                Ge => self.icmp(IntPredicate::UGE, a, b),
-                Eq => self.icmp(IntPredicate::EQ, a, b),
-                Ne => self.icmp(IntPredicate::NE, a, b),
-                _ => return unsupported(format!("operator {op:?} on bool")),
+                _ => order(true)?,
             },
         })
+    }
+
+    /// An integer (or bool) comparison in the signed or unsigned order; `None` for another
+    /// operator.
+    fn int_compare(&self, op: BinOp, a: V<'ctx>, b: V<'ctx>, unsigned: bool) -> Option<V<'ctx>> {
+        use IntPredicate::*;
+        let p = match (op, unsigned) {
+            (BinOp::Lt, false) => SLT,
+            (BinOp::Le, false) => SLE,
+            (BinOp::Gt, false) => SGT,
+            (BinOp::Ge, false) => SGE,
+            (BinOp::Lt, true) => ULT,
+            (BinOp::Le, true) => ULE,
+            (BinOp::Gt, true) => UGT,
+            (BinOp::Ge, true) => UGE,
+            (BinOp::Eq, _) => EQ,
+            (BinOp::Ne, _) => NE,
+            _ => return None,
+        };
+        Some(self.icmp(p, a, b))
     }
 
     /// `x - y * floor(x / y)`, in f64 (then rounded) for f32, f16 and bf16 like the interpreter.
@@ -390,30 +401,13 @@ impl<'ctx> Gen<'_, 'ctx> {
         self.cast(r, DType::F64, d)
     }
 
-    /// Unsigned arithmetic: wrapping, `x / 0 == 0`, `x % 0 == 0`, unsigned order.
-    fn unsigned_binary(&self, op: BinOp, a: V<'ctx>, b: V<'ctx>, d: DType) -> R<V<'ctx>> {
-        use BinOp::*;
+    /// Unsigned division (`op` is `udiv` or `urem`) without traps: `x / 0 == x % 0 == 0`.
+    fn unsigned_div(&self, a: V<'ctx>, b: V<'ctx>, d: DType, op: Op) -> V<'ctx> {
         let (a, b) = self.both(a, b);
         let c = |v: i64| self.c_like(a, self.konst(Scalar::I(v), d));
-        let divide = |op: Op| {
-            let zero = self.icmp(IntPredicate::EQ, b, c(0));
-            let safe = self.select(zero, c(1), b);
-            self.select(zero, c(0), self.bin(op, a, safe))
-        };
-        Ok(match op {
-            Add => self.bin(Op::Add, a, b),
-            Sub => self.bin(Op::Sub, a, b),
-            Mul => self.bin(Op::Mul, a, b),
-            Div => divide(Op::UDiv),
-            Rem => divide(Op::URem),
-            Lt => self.icmp(IntPredicate::ULT, a, b),
-            Le => self.icmp(IntPredicate::ULE, a, b),
-            Gt => self.icmp(IntPredicate::UGT, a, b),
-            Ge => self.icmp(IntPredicate::UGE, a, b),
-            Eq => self.icmp(IntPredicate::EQ, a, b),
-            Ne => self.icmp(IntPredicate::NE, a, b),
-            _ => return unsupported(format!("operator {op:?} on {d}")),
-        })
+        let zero = self.icmp(IntPredicate::EQ, b, c(0));
+        let safe = self.select(zero, c(1), b);
+        self.select(zero, c(0), self.bin(op, a, safe))
     }
 
     /// Floor division (or its remainder) without traps: `x / 0 == 0`, `x % 0 == 0`,

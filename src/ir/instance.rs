@@ -394,16 +394,12 @@ pub fn wrap_int(v: i64, d: DType) -> i64 {
     }
 }
 
-/// `v` truncated toward zero and saturated to the integer dtype `d` (NaN is 0).
+/// `v` truncated toward zero and saturated to the integer dtype `d` (NaN is 0), as Rust's `as`.
 pub fn saturate_int(v: f64, d: DType) -> i64 {
-    match d {
-        DType::I8 => v as i8 as i64,
-        DType::U8 => v as u8 as i64,
-        DType::I16 => v as i16 as i64,
-        DType::U16 => v as u16 as i64,
-        DType::I32 => v as i32 as i64,
-        DType::U32 => v as u32 as i64,
-        DType::U64 => v as u64 as i64,
+    match (d, d.int_range()) {
+        (DType::U64, _) => v as u64 as i64,
+        // Every bound of a narrower dtype is exact in f64; `clamp` keeps NaN, `as` makes it 0.
+        (_, Some((lo, hi))) if d.bits() < 64 => v.clamp(lo as f64, hi as f64) as i64,
         _ => v as i64,
     }
 }

@@ -206,7 +206,7 @@ fn bits(t: &Tensor) -> Vec<u64> {
         Data::I16(v) => v.iter().map(|&x| x as u64).collect(),
         Data::U16(v) => v.iter().map(|&x| x as u64).collect(),
         Data::U32(v) => v.iter().map(|&x| x as u64).collect(),
-        Data::U64(v) => v.iter().map(|&x| x as u64).collect(),
+        Data::U64(v) => v.clone(),
     }
 }
 

@@ -54,39 +54,25 @@ graph @g {{
     )
 }
 
-fn tapc(args: &[&str]) -> Result<(), String> {
-    let o = Command::new(env!("CARGO_BIN_EXE_tapc"))
-        .args(args)
-        .output()
-        .map_err(|e| e.to_string())?;
+/// Runs `cmd`; `Err` with its standard error if it fails.
+fn ok(cmd: &mut Command) -> Result<(), String> {
+    let o = cmd.output().map_err(|e| e.to_string())?;
     if o.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "tapc {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&o.stderr)
-        ))
+        return Ok(());
     }
+    Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&o.stderr)))
+}
+
+fn tapc(args: &[&str]) -> Result<(), String> {
+    ok(Command::new(env!("CARGO_BIN_EXE_tapc")).args(args))
 }
 
 fn run_exe(exe: &Path, inputs: &Path, out: &Path) -> Result<(), String> {
-    let o = Command::new(exe)
+    ok(Command::new(exe)
         .arg("--input-dir")
         .arg(inputs)
         .arg("--out-dir")
-        .arg(out)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{}: {}",
-            exe.display(),
-            String::from_utf8_lossy(&o.stderr)
-        ))
-    }
+        .arg(out))
 }
 
 /// Each element as (is NaN, bits): floats by their f64 bits (so -0.0 differs from 0.0),
