@@ -6,6 +6,7 @@
 mod common;
 
 mod compile_scaling;
+mod dtype_reductions;
 mod dtypes;
 mod link;
 mod math;
