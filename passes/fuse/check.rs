@@ -186,7 +186,7 @@ fn norm(e: &CExpr) -> CExpr {
                 match a.kind {
                     CKind::Const(s) => {
                         return CExpr {
-                            kind: CKind::Const(s.cast(a.dtype).cast(*d)),
+                            kind: CKind::Const(s.cast(a.dtype).cast_from(a.dtype, *d)),
                             dtype: *d,
                         }
                     }

@@ -711,17 +711,17 @@ pub fn chunk_count(t: &crate::plan::Task, threads: usize) -> i64 {
 
 fn copy_in(data: &Data, dst: *mut u8) {
     // SAFETY: `dst` holds at least the tensor's bytes (checked against the plan).
+    // A bool is stored as one byte 0 or 1; every other element is stored as its own bytes.
     unsafe {
         match data {
-            Data::F32(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), dst as *mut f32, v.len()),
-            Data::F64(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), dst as *mut f64, v.len()),
-            Data::I32(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), dst as *mut i32, v.len()),
-            Data::I64(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), dst as *mut i64, v.len()),
             Data::Bool(v) => {
                 for (k, &b) in v.iter().enumerate() {
                     *dst.add(k) = u8::from(b);
                 }
             }
+            other => crate::with_data!(other, v => {
+                std::ptr::copy_nonoverlapping(v.as_ptr().cast::<u8>(), dst, std::mem::size_of_val(&v[..]))
+            }),
         }
     }
 }
@@ -801,10 +801,6 @@ fn copy_out(
         Ok(out)
     }
     Ok(match dtype {
-        DType::F32 => Data::F32(gather(n, shape, base as *const f32, offset, strides)?),
-        DType::F64 => Data::F64(gather(n, shape, base as *const f64, offset, strides)?),
-        DType::I32 => Data::I32(gather(n, shape, base as *const i32, offset, strides)?),
-        DType::I64 => Data::I64(gather(n, shape, base as *const i64, offset, strides)?),
         DType::Bool => {
             let mut v = Vec::new();
             v.try_reserve_exact(n).map_err(|_| n as u64)?;
@@ -817,6 +813,8 @@ fn copy_out(
             });
             Data::Bool(v)
         }
+        // Every bit pattern of the other element types is a value of the type.
+        d => crate::data_of!(d, T => gather(n, shape, base as *const T, offset, strides)?),
     })
 }
 

@@ -29,5 +29,6 @@ pub mod build {
     include!(concat!(env!("OUT_DIR"), "/build_id.rs"));
 }
 
+pub use half::{bf16, f16};
 pub use npy::{NpyError, NpyErrorKind};
 pub use tensor::{checked_numel, type_string, DType, Data, Tensor};

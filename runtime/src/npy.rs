@@ -1,8 +1,11 @@
 //! Reading and writing NumPy `.npy` files: the format `tapc` programs take their
 //! source tensors from and write their sink tensors to.
 //!
-//! Supported element types are little-endian `f4`, `f8`, `i4`, `i8` and `|b1`
-//! (bool), in C or Fortran order, including 0-d scalars. Every error names the file
+//! Supported element types are little-endian `f2`, `f4`, `f8`, `i1`, `i2`, `i4`, `i8`, `u1`,
+//! `u2`, `u4`, `u8` and `|b1` (bool), in C or Fortran order, including 0-d scalars. `bf16` has
+//! no numpy type code: a bf16 source reads the 2-byte void (`|V2`/`<V2`, what `np.save` writes
+//! for an `ml_dtypes.bfloat16` array) or `<u2` holding the bf16 bits, and a bf16 sink is written
+//! as `<u2` holding the bits (`np.load(f).view(ml_dtypes.bfloat16)` reads it). Every error names the file
 //! and says what was expected and what was found, and no input bytes can make
 //! [`read`] panic: the header is checked by a small strict parser
 //! (`npy/header.rs`), and checked against the expected type, before any data is read; the
@@ -27,13 +30,34 @@ const MAGIC: &[u8; 6] = b"\x93NUMPY";
 const MAX_HEADER_LEN: usize = 1 << 20;
 
 /// The `.npy` type strings this crate reads and writes, with their dtypes.
-const SUPPORTED: [(&str, DType); 5] = [
+/// The first entry of a dtype is the one written; `bf16` is written as `<u2` (its bits).
+const SUPPORTED: [(&str, DType); 14] = [
     ("<f4", DType::F32),
     ("<f8", DType::F64),
     ("<i4", DType::I32),
     ("<i8", DType::I64),
     ("|b1", DType::Bool),
+    ("<f2", DType::F16),
+    ("|V2", DType::BF16),
+    ("<V2", DType::BF16),
+    ("|i1", DType::I8),
+    ("|u1", DType::U8),
+    ("<i2", DType::I16),
+    ("<u2", DType::U16),
+    ("<u4", DType::U32),
+    ("<u8", DType::U64),
 ];
+
+/// The `.npy` type string written for `dtype`.
+fn written_descr(dtype: DType) -> &'static str {
+    match dtype {
+        DType::BF16 => "<u2",
+        d => SUPPORTED
+            .iter()
+            .find(|(_, x)| *x == d)
+            .map_or("<f4", |(s, _)| *s),
+    }
+}
 
 /// What kind of failure an [`NpyError`] reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -314,7 +338,7 @@ fn read_header<R: Read>(
 ) -> Result<Header, NpyError> {
     let (text, len) = read_header_text(r, total_len, path)?;
     let dict = parse_header_dict(&text).map_err(|e| not_npy(path, format!("bad header: {e}")))?;
-    let (dtype, shape, numel, data_bytes) = header_type(&dict, path)?;
+    let (dtype, shape, numel, data_bytes) = header_type(&dict, path, expect.map(|x| x.dtype))?;
     let ty = type_string(dtype, &shape);
     if let Some(x) = expect {
         // As the file stores it (a Fortran-order file has the same logical shape).
@@ -427,11 +451,14 @@ fn preamble_version(pre: &[u8], n: usize, path: &Path) -> Result<usize, NpyError
 }
 
 /// The dtype, shape, element count and data bytes a header dictionary announces.
+/// `<u2` is read as bf16 bits where a bf16 tensor is expected (`want`).
 fn header_type(
     dict: &header::HeaderDict,
     path: &Path,
+    want: Option<DType>,
 ) -> Result<(DType, Vec<usize>, usize, usize), NpyError> {
     let dtype = match &dict.descr {
+        Descr::TypeStr(s) if s == "<u2" && want == Some(DType::BF16) => Some(DType::BF16),
         Descr::TypeStr(s) => SUPPORTED.iter().find(|(t, _)| t == s).map(|(_, d)| *d),
         Descr::Other(_) => None,
     };
@@ -523,13 +550,7 @@ fn read_body<R: Read>(mut r: R, h: &Header, stream: bool, path: &Path) -> Result
     }
     let shape = h.shape.clone();
     let data = if h.fortran_order {
-        match data {
-            Data::F32(v) => Data::F32(fortran_to_c(v, &shape)),
-            Data::F64(v) => Data::F64(fortran_to_c(v, &shape)),
-            Data::I32(v) => Data::I32(fortran_to_c(v, &shape)),
-            Data::I64(v) => Data::I64(fortran_to_c(v, &shape)),
-            Data::Bool(v) => Data::Bool(fortran_to_c(v, &shape)),
-        }
+        crate::map_data!(data, v => fortran_to_c(v, &shape))
     } else {
         data
     };
@@ -575,6 +596,8 @@ trait Elem: Sized + Copy {
     const N: usize;
     /// Decodes one element from `N` bytes; `Err(byte)`: not a value (a bool byte not 0 or 1).
     fn from_le(b: &[u8]) -> Result<Self, u8>;
+    /// Appends the element's `N` little-endian bytes.
+    fn to_le(self, out: &mut Vec<u8>);
 }
 
 macro_rules! le_elem {
@@ -586,10 +609,28 @@ macro_rules! le_elem {
                 a.copy_from_slice(b);
                 Ok(<$t>::from_le_bytes(a))
             }
+            fn to_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
         }
     )*};
 }
-le_elem!(f32, f64, i32, i64);
+le_elem!(f32, f64, i32, i64, i8, u8, i16, u16, u32, u64);
+
+macro_rules! half_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            const N: usize = 2;
+            fn from_le(b: &[u8]) -> Result<Self, u8> {
+                Ok(<$t>::from_bits(u16::from_le_bytes([b[0], b[1]])))
+            }
+            fn to_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_bits().to_le_bytes());
+            }
+        }
+    )*};
+}
+half_elem!(crate::f16, crate::bf16);
 
 impl Elem for bool {
     const N: usize = 1;
@@ -599,6 +640,9 @@ impl Elem for bool {
             1 => Ok(true),
             b => Err(b),
         }
+    }
+    fn to_le(self, out: &mut Vec<u8>) {
+        out.push(u8::from(self));
     }
 }
 
@@ -622,13 +666,7 @@ fn read_data(r: &mut impl Read, dtype: DType, numel: usize) -> Result<Data, Data
         }
         Ok(v)
     }
-    Ok(match dtype {
-        DType::F32 => Data::F32(fill(r, numel)?),
-        DType::F64 => Data::F64(fill(r, numel)?),
-        DType::I32 => Data::I32(fill(r, numel)?),
-        DType::I64 => Data::I64(fill(r, numel)?),
-        DType::Bool => Data::Bool(fill(r, numel)?),
-    })
+    Ok(crate::data_of!(dtype, T => fill::<T>(r, numel)?))
 }
 
 /// Reads the C-order element `runs` of the data after header `h` from a seekable file into a
@@ -679,13 +717,7 @@ fn read_runs<R: Read + Seek>(
         ));
     }
     let mut data = Data::zeros(h.dtype, h.numel);
-    let got = match &mut data {
-        Data::F32(v) => fill(r, h.len, runs, v),
-        Data::F64(v) => fill(r, h.len, runs, v),
-        Data::I32(v) => fill(r, h.len, runs, v),
-        Data::I64(v) => fill(r, h.len, runs, v),
-        Data::Bool(v) => fill(r, h.len, runs, v),
-    };
+    let got = crate::with_data!(&mut data, v => fill(r, h.len, runs, v));
     let read = got.map_err(|e| data_error(e, path, &ty, h.data_bytes))?;
     Ok((
         Tensor {
@@ -776,10 +808,7 @@ fn fortran_to_c<T: Copy>(src: Vec<T>, shape: &[usize]) -> Vec<T> {
 /// (keys sorted, spare room for the shape to grow), padded with spaces and a newline
 /// so the data starts at a multiple of 64 bytes; version 1.0 unless it needs 2.0.
 pub(crate) fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
-    let descr = SUPPORTED
-        .iter()
-        .find(|(_, d)| *d == dtype)
-        .map_or("<f4", |(s, _)| *s);
+    let descr = written_descr(dtype);
     let shape_repr = match shape {
         [] => "()".to_string(),
         [d] => format!("({d},)"),
@@ -823,13 +852,16 @@ pub(crate) fn header_bytes(dtype: DType, shape: &[usize]) -> Vec<u8> {
 /// Writes `t` as `.npy` (C order, little-endian) to `w`, exactly as `np.save` would.
 fn encode<W: Write + ?Sized>(w: &mut W, t: &Tensor) -> io::Result<()> {
     w.write_all(&header_bytes(t.dtype(), &t.shape))?;
-    match &t.data {
-        Data::F32(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
-        Data::F64(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
-        Data::I32(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
-        Data::I64(v) => v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes())),
-        Data::Bool(v) => v.iter().try_for_each(|&x| w.write_all(&[u8::from(x)])),
+    fn chunks<T: Elem, W: Write + ?Sized>(w: &mut W, v: &[T]) -> io::Result<()> {
+        let mut buf = Vec::with_capacity((1 << 16) * T::N);
+        for c in v.chunks(1 << 16) {
+            buf.clear();
+            c.iter().for_each(|&x| x.to_le(&mut buf));
+            w.write_all(&buf)?;
+        }
+        Ok(())
     }
+    crate::with_data!(&t.data, v => chunks(w, v))
 }
 
 /// Why the tensor's data length does not match its shape (the fields are public), if it does not.

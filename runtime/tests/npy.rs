@@ -254,6 +254,9 @@ fn reads_numpy_written_fixtures() {
     assert_eq!(r("scalar_f64.npy"), t(&[], Data::F64(vec![2.5])));
     assert_eq!(r("empty_i32_0x3.npy"), Tensor::zeros(DType::I32, [0, 3]));
     assert_eq!(r("v2_f32_4.npy"), t(&[4], Data::F32(vec![0., 1., 2., 3.])));
+    let halves = [0.0, 1.0, 2.0].map(tapc_runtime::f16::from_f64).to_vec();
+    assert_eq!(r("f16.npy"), t(&[3], Data::F16(halves)));
+    assert_eq!(r("u8.npy"), t(&[3], Data::U8(vec![0, 1, 2])));
 }
 
 #[test]
@@ -261,8 +264,6 @@ fn rejects_numpy_written_unsupported_dtypes() {
     let d = data_dir().join("npy");
     for (name, found) in [
         ("be_f32.npy", "'>f4' (big-endian float32)"),
-        ("f16.npy", "'<f2' (little-endian float16)"),
-        ("u8.npy", "'|u1' (uint8)"),
         ("c64.npy", "'<c8' (little-endian complex64)"),
         ("object.npy", "'|O' (Python objects)"),
         (
@@ -277,7 +278,9 @@ fn rejects_numpy_written_unsupported_dtypes() {
             msg,
             format!(
                 "{} has unsupported dtype {found}; supported: '<f4' (f32), '<f8' (f64), \
-                 '<i4' (i32), '<i8' (i64), '|b1' (bool)",
+                 '<i4' (i32), '<i8' (i64), '|b1' (bool), '<f2' (f16), '|V2' (bf16), \
+                 '<V2' (bf16), '|i1' (i8), '|u1' (u8), '<i2' (i16), '<u2' (u16), \
+                 '<u4' (u32), '<u8' (u64)",
                 path.display()
             )
         );

@@ -136,12 +136,7 @@ pub fn emit_gather<'ctx>(
             (Some(ok), Some(f)) => {
                 let safe = i1(g.select(ok.into(), at.src.into(), g.i64c(0).into()));
                 let x = ptr::load(b, ety, ptr::element(b, bufs[0], ety, safe));
-                let c = g.konst(f, d);
-                let c = if d == DType::Bool {
-                    g.cast_to(Op::ZExt, c, ety)
-                } else {
-                    c
-                };
+                let c = g.narrow(g.konst(f, d), d);
                 g.select(ok.into(), x, c)
             }
             _ => ptr::load(b, ety, ptr::element(b, bufs[0], ety, at.src)),
@@ -229,43 +224,10 @@ pub fn emit_generate<'ctx>(
         let h = s.1;
         let v: V = match (kind, d) {
             (GenKind::Iota { .. }, _) => g.cast(h.into(), DType::I64, d),
-            (GenKind::Rand { .. }, DType::F32) => {
-                let top = b
-                    .build_right_shift(h, g.i64c(40), false, "")
-                    .expect("positioned");
-                let f = g.cast_to(Op::UIToFP, top.into(), g.cx.f32_type().into());
-                g.bin(
-                    Op::FMul,
-                    f,
-                    g.konst(Scalar::F(1.0 / (1u64 << 24) as f64), DType::F32),
-                )
-            }
-            (GenKind::Rand { .. }, DType::F64) => {
-                let top = b
-                    .build_right_shift(h, g.i64c(11), false, "")
-                    .expect("positioned");
-                let f = g.cast_to(Op::UIToFP, top.into(), g.cx.f64_type().into());
-                g.bin(
-                    Op::FMul,
-                    f,
-                    g.konst(Scalar::F(1.0 / (1u64 << 53) as f64), DType::F64),
-                )
-            }
-            (GenKind::Rand { .. }, DType::I32) => {
-                g.cast_to(Op::Trunc, h.into(), g.cx.i32_type().into())
-            }
-            (GenKind::Rand { .. }, DType::I64) => h.into(),
-            (GenKind::Rand { .. }, DType::Bool) => {
-                let bit = b.build_and(h, g.i64c(1), "").expect("positioned");
-                g.cast_to(Op::Trunc, bit.into(), g.cx.bool_type().into())
-            }
+            (GenKind::Rand { .. }, _) => rand_value(g, h, d),
             (other, _) => return Err(format!("{} is not computed by a kernel", other.name())),
         };
-        let v = if d == DType::Bool {
-            g.cast_to(Op::ZExt, v, ety)
-        } else {
-            v
-        };
+        let v = g.narrow(v, d);
         ptr::store(b, ptr::element(b, bufs[0], ety, s.0), v);
         Ok(())
     };
@@ -273,4 +235,30 @@ pub fn emit_generate<'ctx>(
     b.build_return(Some(&g.cx.i32_type().const_zero()))
         .expect("positioned");
     Ok(entry)
+}
+
+/// The `rand` element of dtype `d` for hash `h` (docs/teg.md §10): a float takes the top bits
+/// of the hash (as many as its significand has) times 2^-bits, uniform in [0, 1); an integer
+/// its low bits; a bool its lowest bit.
+fn rand_value<'ctx>(g: &Gen<'_, 'ctx>, h: IntValue<'ctx>, d: DType) -> V<'ctx> {
+    let bits = match d {
+        DType::F64 => 53,
+        DType::F32 => 24,
+        DType::F16 => 11,
+        DType::BF16 => 8,
+        DType::Bool => {
+            return g.cast_to(
+                Op::Trunc,
+                g.bin(Op::And, h.into(), g.i64c(1).into()),
+                g.sty(d),
+            )
+        }
+        DType::I64 | DType::U64 => return h.into(),
+        _ => return g.cast_to(Op::Trunc, h.into(), g.sty(d)),
+    };
+    let top = g.bin(Op::LShr, h.into(), g.i64c(64 - bits).into());
+    let f = g.cast_to(Op::UIToFP, top, g.sty(d));
+    let scale = 1.0 / (1u64 << bits) as f64;
+    let wide = if d.is_half() { DType::F32 } else { d };
+    g.bin(Op::FMul, f, g.konst(Scalar::F(scale), wide))
 }

@@ -23,6 +23,7 @@ pub mod math;
 pub mod ops;
 pub mod ptr;
 pub mod schedule;
+pub mod storage;
 pub mod target;
 pub mod view;
 pub mod vmem;

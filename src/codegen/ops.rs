@@ -51,21 +51,28 @@ fn unsupported<T>(what: String) -> R<T> {
 impl<'ctx> Gen<'_, 'ctx> {
     // ---- types and constants ----
 
-    /// The register type of a dtype (`bool` is `i1`).
+    /// The register type of a dtype (`bool` is `i1`, `f16` and `bf16` are `f32`; unsigned
+    /// integers are the LLVM integers of their width).
     pub fn sty(&self, d: DType) -> BasicTypeEnum<'ctx> {
         match d {
-            DType::F32 => self.cx.f32_type().into(),
+            DType::F32 | DType::F16 | DType::BF16 => self.cx.f32_type().into(),
             DType::F64 => self.cx.f64_type().into(),
-            DType::I32 => self.cx.i32_type().into(),
-            DType::I64 => self.cx.i64_type().into(),
             DType::Bool => self.cx.bool_type().into(),
+            d => match d.bits() {
+                8 => self.cx.i8_type().into(),
+                16 => self.cx.i16_type().into(),
+                32 => self.cx.i32_type().into(),
+                _ => self.cx.i64_type().into(),
+            },
         }
     }
 
-    /// The in-memory type of a dtype (`bool` is one byte).
+    /// The in-memory type of a dtype (`bool` is one byte, `f16` and `bf16` are `i16`; see
+    /// `storage.rs`).
     pub fn mty(&self, d: DType) -> BasicTypeEnum<'ctx> {
         match d {
             DType::Bool => self.cx.i8_type().into(),
+            DType::F16 | DType::BF16 => self.cx.i16_type().into(),
             d => self.sty(d),
         }
     }
@@ -88,14 +95,12 @@ impl<'ctx> Gen<'_, 'ctx> {
 
     /// A scalar constant of `d` (`s` is converted like a cast).
     pub fn konst(&self, s: Scalar, d: DType) -> V<'ctx> {
-        match (s.cast(d), d) {
-            (Scalar::F(v), DType::F32) => self.cx.f32_type().const_float(v as f32 as f64).into(),
-            (Scalar::F(v), _) => self.cx.f64_type().const_float(v).into(),
-            (Scalar::I(v), DType::I32) => {
-                self.cx.i32_type().const_int(v as i32 as u64, true).into()
-            }
-            (Scalar::I(v), _) => self.i64c(v).into(),
+        match (s.cast(d), self.sty(d)) {
+            (Scalar::F(v), BasicTypeEnum::FloatType(t)) => t.const_float(v).into(),
+            // `const_int` keeps the low bits of the width.
+            (Scalar::I(v), BasicTypeEnum::IntType(t)) => t.const_int(v as u64, false).into(),
             (Scalar::B(b), _) => self.cx.bool_type().const_int(u64::from(b), false).into(),
+            (s, t) => unreachable!("a {d} constant {s:?} of register type {t:?}"),
         }
     }
 
@@ -257,43 +262,83 @@ impl<'ctx> Gen<'_, 'ctx> {
 
     // ---- TEG operations ----
 
-    /// Converts `v` of dtype `from` to `to` with the semantics of `Scalar::cast`.
+    /// Converts `v` of dtype `from` to `to` with the semantics of `Scalar::cast_from`.
     pub fn cast(&self, v: V<'ctx>, from: DType, to: DType) -> V<'ctx> {
-        use DType::*;
         let t = self.sty(to);
         match (from, to) {
             _ if from == to => v,
-            (F32, F64) => self.cast_to(Op::FPExt, v, t),
-            (F64, F32) => self.cast_to(Op::FPTrunc, v, t),
-            (I64, F32) => {
-                let d = self.cast_to(Op::SIToFP, v, self.sty(F64));
-                self.cast_to(Op::FPTrunc, d, t)
-            }
-            (I32 | I64, F32 | F64) => self.cast_to(Op::SIToFP, v, t),
-            (Bool, F32 | F64) => self.cast_to(Op::UIToFP, v, t),
-            (F32 | F64, I32 | I64) => {
-                let rt = self.like(v, t);
-                self.intrinsic("llvm.fptosi.sat", &[rt, v.get_type()], &[v])
-            }
-            (I64, I32) => self.cast_to(Op::Trunc, v, t),
-            (I32, I64) => self.cast_to(Op::SExt, v, t),
-            (Bool, I32 | I64) => self.cast_to(Op::ZExt, v, t),
-            (F32 | F64, Bool) => {
+            (_, DType::Bool) if from.is_float() => {
                 let z = self.c_like(v, self.f(from, 0.0));
                 self.fcmp(FloatPredicate::UNE, v, z)
             }
-            (I32 | I64, Bool) => {
+            (_, DType::Bool) => {
                 let z = self.c_like(v, self.konst(Scalar::I(0), from));
                 self.icmp(IntPredicate::NE, v, z)
             }
-            _ => unreachable!("every pair of dtypes is covered"),
+            (DType::Bool, _) if to.is_float() => self.cast_to(Op::UIToFP, v, t),
+            (DType::Bool, _) => self.cast_to(Op::ZExt, v, t),
+            _ if from.is_float() && to.is_float() => self.float_to_float(v, from, to),
+            _ if from.is_float() => {
+                let name = if to.is_unsigned() {
+                    "llvm.fptoui.sat"
+                } else {
+                    "llvm.fptosi.sat"
+                };
+                self.intrinsic(name, &[self.like(v, t), v.get_type()], &[v])
+            }
+            _ if to.is_float() => self.int_to_float(v, from, to),
+            _ => self.int_to_int(v, from, to),
+        }
+    }
+
+    /// Between float dtypes; f16 and bf16 are f32 in registers, rounded to their dtype.
+    fn float_to_float(&self, v: V<'ctx>, from: DType, to: DType) -> V<'ctx> {
+        match (from, to) {
+            (DType::F64, _) if to.is_half() => self.f64_to_half(v, to),
+            (DType::F64, _) => self.cast_to(Op::FPTrunc, v, self.sty(to)),
+            (_, DType::F64) => self.cast_to(Op::FPExt, v, self.sty(to)),
+            _ => self.round_half(v, to),
+        }
+    }
+
+    /// An integer to a float: through f64 (exact up to 32 bits; 64-bit values round once
+    /// there, as `Scalar::as_f64` does), then rounded to `to`.
+    fn int_to_float(&self, v: V<'ctx>, from: DType, to: DType) -> V<'ctx> {
+        let op = if from.is_unsigned() {
+            Op::UIToFP
+        } else {
+            Op::SIToFP
+        };
+        if to == DType::F32 && from.bits() <= 32 {
+            return self.cast_to(op, v, self.sty(to));
+        }
+        let wide = self.cast_to(op, v, self.sty(DType::F64));
+        self.float_to_float(wide, DType::F64, to)
+    }
+
+    /// Integers wrap to a narrower width and extend by the signedness of `from`.
+    fn int_to_int(&self, v: V<'ctx>, from: DType, to: DType) -> V<'ctx> {
+        let t = self.sty(to);
+        match from.bits().cmp(&to.bits()) {
+            std::cmp::Ordering::Equal => v,
+            std::cmp::Ordering::Greater => self.cast_to(Op::Trunc, v, t),
+            std::cmp::Ordering::Less if from.is_unsigned() => self.cast_to(Op::ZExt, v, t),
+            std::cmp::Ordering::Less => self.cast_to(Op::SExt, v, t),
         }
     }
 
     pub fn binary(&self, op: BinOp, a: V<'ctx>, b: V<'ctx>, d: DType) -> R<V<'ctx>> {
         use BinOp::*;
+        let order = |unsigned: bool| {
+            self.int_compare(op, a, b, unsigned)
+                .ok_or_else(|| format!("operator {op:?} on {d}"))
+        };
         Ok(match (d, op) {
-            (DType::F32 | DType::F64, _) => match op {
+            (d, Add | Sub | Mul | Div) if d.is_half() => {
+                let r = self.binary(op, a, b, DType::F32)?;
+                self.round_half(r, d)
+            }
+            (d, _) if d.is_float() => match op {
                 Add => self.bin(Op::FAdd, a, b),
                 Sub => self.bin(Op::FSub, a, b),
                 Mul => self.bin(Op::FMul, a, b),
@@ -307,51 +352,62 @@ impl<'ctx> Gen<'_, 'ctx> {
                 Ne => self.fcmp(FloatPredicate::UNE, a, b),
                 _ => return unsupported(format!("operator {op:?} on {d}")),
             },
-            (DType::I32 | DType::I64, _) => match op {
+            (d, _) if d.is_int() => match op {
                 Add => self.bin(Op::Add, a, b),
                 Sub => self.bin(Op::Sub, a, b),
                 Mul => self.bin(Op::Mul, a, b),
+                Div if d.is_unsigned() => self.unsigned_div(a, b, d, Op::UDiv),
+                Rem if d.is_unsigned() => self.unsigned_div(a, b, d, Op::URem),
                 Div => self.floor_div(a, b, d, false),
                 Rem => self.floor_div(a, b, d, true),
-                Lt => self.icmp(IntPredicate::SLT, a, b),
-                Le => self.icmp(IntPredicate::SLE, a, b),
-                Gt => self.icmp(IntPredicate::SGT, a, b),
-                Ge => self.icmp(IntPredicate::SGE, a, b),
-                Eq => self.icmp(IntPredicate::EQ, a, b),
-                Ne => self.icmp(IntPredicate::NE, a, b),
-                _ => return unsupported(format!("operator {op:?} on {d}")),
+                _ => order(d.is_unsigned())?,
             },
-            (DType::Bool, _) => match op {
+            (_, _) => match op {
                 And => self.bin(Op::And, a, b),
                 Or => self.bin(Op::Or, a, b),
-                Lt => self.icmp(IntPredicate::ULT, a, b),
-                Le => self.icmp(IntPredicate::ULE, a, b),
-                Gt => self.icmp(IntPredicate::UGT, a, b),
-                Ge => self.icmp(IntPredicate::UGE, a, b),
-                Eq => self.icmp(IntPredicate::EQ, a, b),
-                Ne => self.icmp(IntPredicate::NE, a, b),
-                _ => return unsupported(format!("operator {op:?} on bool")),
+                _ => order(true)?,
             },
         })
     }
 
-    /// `x - y * floor(x / y)`, in f64 (then rounded) for f32 like the interpreter.
+    /// An integer (or bool) comparison in the signed or unsigned order; `None` for another
+    /// operator.
+    fn int_compare(&self, op: BinOp, a: V<'ctx>, b: V<'ctx>, unsigned: bool) -> Option<V<'ctx>> {
+        use IntPredicate::*;
+        let p = match (op, unsigned) {
+            (BinOp::Lt, false) => SLT,
+            (BinOp::Le, false) => SLE,
+            (BinOp::Gt, false) => SGT,
+            (BinOp::Ge, false) => SGE,
+            (BinOp::Lt, true) => ULT,
+            (BinOp::Le, true) => ULE,
+            (BinOp::Gt, true) => UGT,
+            (BinOp::Ge, true) => UGE,
+            (BinOp::Eq, _) => EQ,
+            (BinOp::Ne, _) => NE,
+            _ => return None,
+        };
+        Some(self.icmp(p, a, b))
+    }
+
+    /// `x - y * floor(x / y)`, in f64 (then rounded) for f32, f16 and bf16 like the interpreter.
     fn float_rem(&self, a: V<'ctx>, b: V<'ctx>, d: DType) -> V<'ctx> {
         let (a, b) = self.both(a, b);
-        let (x, y) = if d == DType::F32 {
-            (self.cast(a, d, DType::F64), self.cast(b, d, DType::F64))
-        } else {
-            (a, b)
-        };
+        let (x, y) = (self.cast(a, d, DType::F64), self.cast(b, d, DType::F64));
         let q = self.bin(Op::FDiv, x, y);
         let fl = self.intrinsic("llvm.floor", &[q.get_type()], &[q]);
         let t = self.bin(Op::FMul, y, fl);
         let r = self.bin(Op::FSub, x, t);
-        if d == DType::F32 {
-            self.cast(r, DType::F64, d)
-        } else {
-            r
-        }
+        self.cast(r, DType::F64, d)
+    }
+
+    /// Unsigned division (`op` is `udiv` or `urem`) without traps: `x / 0 == x % 0 == 0`.
+    fn unsigned_div(&self, a: V<'ctx>, b: V<'ctx>, d: DType, op: Op) -> V<'ctx> {
+        let (a, b) = self.both(a, b);
+        let c = |v: i64| self.c_like(a, self.konst(Scalar::I(v), d));
+        let zero = self.icmp(IntPredicate::EQ, b, c(0));
+        let safe = self.select(zero, c(1), b);
+        self.select(zero, c(0), self.bin(op, a, safe))
     }
 
     /// Floor division (or its remainder) without traps: `x / 0 == 0`, `x % 0 == 0`,
@@ -382,7 +438,7 @@ impl<'ctx> Gen<'_, 'ctx> {
 
     pub fn unary(&self, op: UnOp, a: V<'ctx>, d: DType) -> R<V<'ctx>> {
         Ok(match (op, d) {
-            (UnOp::Neg, DType::F32 | DType::F64) => match a {
+            (UnOp::Neg, d) if d.is_float() => match a {
                 BasicValueEnum::FloatValue(x) => {
                     self.b.build_float_neg(x, "").expect("positioned").into()
                 }
@@ -391,7 +447,7 @@ impl<'ctx> Gen<'_, 'ctx> {
                 }
                 _ => return unsupported(format!("negation of {d}")),
             },
-            (UnOp::Neg, DType::I32 | DType::I64) => {
+            (UnOp::Neg, d) if d.is_int() => {
                 let z = self.c_like(a, self.konst(Scalar::I(0), d));
                 self.bin(Op::Sub, z, a)
             }
@@ -407,7 +463,7 @@ impl<'ctx> Gen<'_, 'ctx> {
     pub fn extremum(&self, a: V<'ctx>, b: V<'ctx>, d: DType, max: bool) -> R<V<'ctx>> {
         let (a, b) = self.both(a, b);
         Ok(match d {
-            DType::F32 | DType::F64 => {
+            d if d.is_float() => {
                 let p = if max {
                     FloatPredicate::OGT
                 } else {
@@ -417,15 +473,16 @@ impl<'ctx> Gen<'_, 'ctx> {
                 let nan = self.fcmp(FloatPredicate::UNO, a, a);
                 self.select(nan, a, pick)
             }
-            DType::I32 | DType::I64 => {
-                let p = if max {
-                    IntPredicate::SGT
-                } else {
-                    IntPredicate::SLT
+            d if d.is_int() => {
+                let p = match (max, d.is_unsigned()) {
+                    (true, false) => IntPredicate::SGT,
+                    (false, false) => IntPredicate::SLT,
+                    (true, true) => IntPredicate::UGT,
+                    (false, true) => IntPredicate::ULT,
                 };
                 self.select(self.icmp(p, a, b), a, b)
             }
-            DType::Bool => return unsupported("max/min of bool".into()),
+            _ => return unsupported("max/min of bool".into()),
         })
     }
 
@@ -456,9 +513,11 @@ impl<'ctx> Gen<'_, 'ctx> {
             Func::Sqrt | Func::Floor | Func::Ceil => {
                 need_float(f.name())?;
                 let name = format!("llvm.{}", f.name());
-                self.intrinsic(&name, &[x.get_type()], &[x])
+                let r = self.intrinsic(&name, &[x.get_type()], &[x]);
+                self.round_half(r, ad[0])
             }
             Func::Abs if ad[0].is_float() => self.intrinsic("llvm.fabs", &[x.get_type()], &[x]),
+            Func::Abs if ad[0].is_unsigned() => x,
             Func::Abs if ad[0].is_int() => {
                 let z = self.c_like(x, self.konst(Scalar::I(0), ad[0]));
                 let neg = self.icmp(IntPredicate::SLT, x, z);
@@ -489,10 +548,9 @@ impl<'ctx> Gen<'_, 'ctx> {
             (Reduction::Prod, _) => Scalar::I(1),
             (Reduction::Max, _) if f => Scalar::F(f64::NEG_INFINITY),
             (Reduction::Min, _) if f => Scalar::F(f64::INFINITY),
-            (Reduction::Max, DType::I32) => Scalar::I(i32::MIN as i64),
-            (Reduction::Min, DType::I32) => Scalar::I(i32::MAX as i64),
-            (Reduction::Max, _) => Scalar::I(i64::MIN),
-            (Reduction::Min, _) => Scalar::I(i64::MAX),
+            // The integer MIN / MAX of the dtype (`konst` keeps a u64 MAX's low 64 bits).
+            (Reduction::Max, _) => Scalar::I(d.int_range().map_or(i64::MIN, |r| r.0 as i64)),
+            (Reduction::Min, _) => Scalar::I(d.int_range().map_or(i64::MAX, |r| r.1 as i64)),
         };
         Ok(self.konst(s, d))
     }

@@ -218,11 +218,14 @@ const WORK_PER_BYTE: f64 = 4.0;
 /// Elements in a footprint box.
 /// The little-endian bytes of `s` as a `dtype` element.
 pub fn scalar_bytes(s: Scalar, dtype: DType) -> Vec<u8> {
+    let n = dtype.size_bytes();
     match s.cast(dtype) {
         Scalar::F(v) if dtype == DType::F32 => (v as f32).to_le_bytes().to_vec(),
+        Scalar::F(v) if dtype == DType::F16 => half::f16::from_f64(v).to_le_bytes().to_vec(),
+        Scalar::F(v) if dtype == DType::BF16 => half::bf16::from_f64(v).to_le_bytes().to_vec(),
         Scalar::F(v) => v.to_le_bytes().to_vec(),
-        Scalar::I(v) if dtype == DType::I32 => (v as i32).to_le_bytes().to_vec(),
-        Scalar::I(v) => v.to_le_bytes().to_vec(),
+        // The low `n` bytes of the (wrapped) value, little-endian.
+        Scalar::I(v) => v.to_le_bytes()[..n].to_vec(),
         Scalar::B(b) => vec![u8::from(b)],
     }
 }

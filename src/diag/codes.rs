@@ -30,7 +30,7 @@ codes! {
     DUPLICATE = "E0010": "a name defined twice (op, graph, port, value, source, index variable)";
     UNDEFINED_VALUE = "E0011": "use of a value (%name) that is not defined before the use";
     UNDEFINED_OP = "E0012": "apply of an op (@name) that is not defined";
-    UNKNOWN_DTYPE = "E0013": "a dtype that is not f32, f64, i32, i64 or bool";
+    UNKNOWN_DTYPE = "E0013": "a dtype that is not one of the thirteen TEG dtypes (f16, bf16, f32, f64, i8 ... u64, bool)";
     UNKNOWN_INSTR = "E0014": "an unknown graph instruction (selector or generator name)";
     ARITY = "E0015": "wrong number of operands, arguments or results";
     BAD_ATTR = "E0016": "a missing, malformed or out-of-range selector attribute";

@@ -14,8 +14,10 @@ enum P {
     Var(usize, DType),
     Load(Src, Affine),
     Reduce(Reduction, Vec<(usize, i64, i64)>, Box<P>, DType),
-    Call(Func, Vec<P>, DType),
+    /// The dtype of the first argument, then the result's.
+    Call(Func, Vec<P>, DType, DType),
     Unary(crate::ir::kernel::UnOp, Box<P>, DType),
+    /// The operands' dtype.
     Binary(crate::ir::kernel::BinOp, Box<P>, Box<P>, DType),
 }
 
@@ -80,14 +82,20 @@ impl Ctx<'_> {
                 P::Reduce(*kind, vs, Box::new(self.prepare(body)), e.dtype)
             }
             CKind::Call(f, args) => {
-                P::Call(*f, args.iter().map(|a| self.prepare(a)).collect(), e.dtype)
+                let a0 = args.first().map_or(e.dtype, |a| a.dtype);
+                P::Call(
+                    *f,
+                    args.iter().map(|a| self.prepare(a)).collect(),
+                    a0,
+                    e.dtype,
+                )
             }
             CKind::Unary(op, a) => P::Unary(*op, Box::new(self.prepare(a)), e.dtype),
             CKind::Binary(op, a, b) => P::Binary(
                 *op,
                 Box::new(self.prepare(a)),
                 Box::new(self.prepare(b)),
-                e.dtype,
+                a.dtype,
             ),
         }
     }
@@ -118,9 +126,9 @@ fn eval_p(p: &P, env: &mut Env) -> Scalar {
             });
             acc
         }
-        P::Call(f, args, d) => {
+        P::Call(f, args, a0, d) => {
             let vals: Vec<Scalar> = args.iter().map(|a| eval_p(a, env)).collect();
-            scalar::call(*f, &vals, *d)
+            scalar::call(*f, &vals, *a0, *d)
         }
         P::Unary(op, a, d) => {
             let x = eval_p(a, env);

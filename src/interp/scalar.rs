@@ -1,20 +1,27 @@
 //! Scalar semantics shared by every kernel evaluation: arithmetic per dtype, functions,
 //! reduction identities and the coordinate-hash random generator.
 
-use crate::ir::instance::{int_binop, Scalar};
+use crate::ir::instance::{int_binop, round_float, wrap_int, Scalar};
 use crate::ir::kernel::{BinOp, Func, Reduction, UnOp};
 use crate::ir::DType;
 
-/// Rounds a result to its dtype (f32 rounding, i32 wrapping).
+/// Rounds a result to its dtype (f32, f16 and bf16 rounding to nearest even, narrow integers
+/// wrapping).
 pub fn fix(s: Scalar, d: DType) -> Scalar {
-    match (s, d) {
-        (Scalar::F(v), DType::F32) => Scalar::F(v as f32 as f64),
-        (Scalar::I(v), DType::I32) => Scalar::I(v as i32 as i64),
-        _ => s,
+    match s {
+        Scalar::F(v) => Scalar::F(round_float(v, d)),
+        Scalar::I(v) => Scalar::I(wrap_int(v, d)),
+        Scalar::B(_) => s,
     }
 }
 
+/// `a op b` for operands of dtype `d` (an arithmetic result has that dtype too).
 pub fn binary(op: BinOp, a: Scalar, b: Scalar, d: DType) -> Scalar {
+    if d.is_unsigned() {
+        if let (Scalar::I(x), Scalar::I(y)) = (a, b) {
+            return unsigned_binary(op, x as u64, y as u64, d);
+        }
+    }
     let r = match (a, b) {
         (Scalar::F(x), Scalar::F(y)) => match op {
             BinOp::Add => Scalar::F(x + y),
@@ -38,6 +45,20 @@ pub fn binary(op: BinOp, a: Scalar, b: Scalar, d: DType) -> Scalar {
         _ => unreachable!("the verifier types both operands alike"),
     };
     fix(r, d)
+}
+
+/// Unsigned arithmetic on the bits of `x` and `y` (u8 to u32 values are non-negative, a u64
+/// is held as its bits): wrapping, `x / 0 == 0`, `x % 0 == 0`, unsigned order.
+fn unsigned_binary(op: BinOp, x: u64, y: u64, d: DType) -> Scalar {
+    let r = match op {
+        BinOp::Add => x.wrapping_add(y),
+        BinOp::Sub => x.wrapping_sub(y),
+        BinOp::Mul => x.wrapping_mul(y),
+        BinOp::Div => x.checked_div(y).unwrap_or(0),
+        BinOp::Rem => x.checked_rem(y).unwrap_or(0),
+        _ => return Scalar::B(compare(op, Some(x.cmp(&y)))),
+    };
+    fix(Scalar::I(r as i64), d)
 }
 
 fn compare(op: BinOp, o: Option<std::cmp::Ordering>) -> bool {
@@ -70,7 +91,8 @@ pub fn unary(op: UnOp, a: Scalar, d: DType) -> Scalar {
 /// max/min as numpy's `maximum`/`minimum` on x86-64: a NaN first operand is returned, else
 /// `a` if it is strictly greater (less), else `b`; so ties (`-0.0` vs `0.0`) give the second
 /// operand and a NaN second operand propagates.
-fn extremum(a: Scalar, b: Scalar, max: bool) -> Scalar {
+/// Integers of dtype `d` compare by value (a u64 by its unsigned value).
+fn extremum(a: Scalar, b: Scalar, d: DType, max: bool) -> Scalar {
     let wins = |o: Option<std::cmp::Ordering>| {
         o == Some(if max {
             std::cmp::Ordering::Greater
@@ -81,13 +103,19 @@ fn extremum(a: Scalar, b: Scalar, max: bool) -> Scalar {
     match (a, b) {
         (Scalar::F(x), Scalar::F(_)) if x.is_nan() => a,
         (Scalar::F(x), Scalar::F(y)) if wins(x.partial_cmp(&y)) => a,
-        (Scalar::I(x), Scalar::I(y)) if wins(Some(x.cmp(&y))) => a,
+        (Scalar::I(x), Scalar::I(y))
+            if d == DType::U64 && wins(Some((x as u64).cmp(&(y as u64)))) =>
+        {
+            a
+        }
+        (Scalar::I(x), Scalar::I(y)) if d != DType::U64 && wins(Some(x.cmp(&y))) => a,
         (Scalar::F(_), Scalar::F(_)) | (Scalar::I(_), Scalar::I(_)) => b,
         _ => unreachable!("the verifier types both operands alike"),
     }
 }
 
-pub fn call(f: Func, args: &[Scalar], d: DType) -> Scalar {
+/// `f(args)`: `a0` is the dtype of the first argument, `d` the result's.
+pub fn call(f: Func, args: &[Scalar], a0: DType, d: DType) -> Scalar {
     let x = args[0];
     let float = |g: fn(f64) -> f64| Scalar::F(g(x.as_f64()));
     let r = match f {
@@ -105,11 +133,12 @@ pub fn call(f: Func, args: &[Scalar], d: DType) -> Scalar {
         Func::Floor => float(f64::floor),
         Func::Ceil => float(f64::ceil),
         Func::Abs => match x {
+            Scalar::I(_) if a0.is_unsigned() => x,
             Scalar::I(v) => Scalar::I(v.wrapping_abs()),
             other => Scalar::F(other.as_f64().abs()),
         },
-        Func::Max => extremum(x, args[1], true),
-        Func::Min => extremum(x, args[1], false),
+        Func::Max => extremum(x, args[1], a0, true),
+        Func::Min => extremum(x, args[1], a0, false),
         Func::Select => {
             if x.as_bool() {
                 args[1]
@@ -117,7 +146,7 @@ pub fn call(f: Func, args: &[Scalar], d: DType) -> Scalar {
                 args[2]
             }
         }
-        Func::Cast(to) => return x.cast(to),
+        Func::Cast(to) => return x.cast_from(a0, to),
     };
     fix(r, d)
 }
@@ -141,16 +170,9 @@ pub fn identity(r: Reduction, d: DType) -> Scalar {
         }
         Reduction::Max if float => Scalar::F(f64::NEG_INFINITY),
         Reduction::Min if float => Scalar::F(f64::INFINITY),
-        Reduction::Max => Scalar::I(if d == DType::I32 {
-            i32::MIN as i64
-        } else {
-            i64::MIN
-        }),
-        Reduction::Min => Scalar::I(if d == DType::I32 {
-            i32::MAX as i64
-        } else {
-            i64::MAX
-        }),
+        // The integer MIN / MAX of the dtype (u64's MAX as its bits).
+        Reduction::Max => Scalar::I(d.int_range().map_or(i64::MIN, |r| r.0 as i64)),
+        Reduction::Min => Scalar::I(d.int_range().map_or(i64::MAX, |r| r.1 as i64)),
     }
 }
 
@@ -158,8 +180,8 @@ pub fn combine(r: Reduction, acc: Scalar, x: Scalar, d: DType) -> Scalar {
     match r {
         Reduction::Sum => binary(BinOp::Add, acc, x, d),
         Reduction::Prod => binary(BinOp::Mul, acc, x, d),
-        Reduction::Max => extremum(acc, x, true),
-        Reduction::Min => extremum(acc, x, false),
+        Reduction::Max => extremum(acc, x, d, true),
+        Reduction::Min => extremum(acc, x, d, false),
     }
 }
 
@@ -171,7 +193,8 @@ fn splitmix(mut z: u64) -> u64 {
 }
 
 /// `rand`: a hash of the seed and the coordinates, so any shard recomputes the same values.
-/// Floats are uniform in [0, 1); integers take the hash's bits; bools its lowest bit.
+/// Floats are uniform in [0, 1) (as many top bits of the hash as the dtype has significand
+/// bits); integers take the hash's low bits; bools its lowest bit.
 pub fn random(seed: u64, coord: &[i64], d: DType) -> Scalar {
     let h = coord
         .iter()
@@ -179,8 +202,9 @@ pub fn random(seed: u64, coord: &[i64], d: DType) -> Scalar {
     match d {
         DType::F32 => Scalar::F(((h >> 40) as f32 * (1.0 / (1u64 << 24) as f32)) as f64),
         DType::F64 => Scalar::F((h >> 11) as f64 * (1.0 / (1u64 << 53) as f64)),
-        DType::I32 => Scalar::I(h as i32 as i64),
-        DType::I64 => Scalar::I(h as i64),
+        DType::F16 => Scalar::F((h >> 53) as f64 * (1.0 / (1u64 << 11) as f64)),
+        DType::BF16 => Scalar::F((h >> 56) as f64 * (1.0 / (1u64 << 8) as f64)),
         DType::Bool => Scalar::B(h & 1 == 1),
+        d => Scalar::I(wrap_int(h as i64, d)),
     }
 }

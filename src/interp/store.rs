@@ -26,13 +26,7 @@ pub fn with_capacity(dtype: DType, len: i64) -> Result<Data, NoMemory> {
     let len = usize::try_from(len.max(0)).map_err(|_| NoMemory {
         bytes: len as u128 * dtype.size_bytes() as u128,
     })?;
-    Ok(match dtype {
-        DType::F32 => Data::F32(reserve(len)?),
-        DType::F64 => Data::F64(reserve(len)?),
-        DType::I32 => Data::I32(reserve(len)?),
-        DType::I64 => Data::I64(reserve(len)?),
-        DType::Bool => Data::Bool(reserve(len)?),
-    })
+    Ok(tapc_runtime::data_of!(dtype, T => reserve::<T>(len)?))
 }
 
 /// A copy of `d`, allocated fallibly.
@@ -42,23 +36,26 @@ pub fn try_clone(d: &Data) -> Result<Data, NoMemory> {
         out.extend_from_slice(v);
         Ok(out)
     }
-    Ok(match d {
-        Data::F32(v) => Data::F32(copy(v)?),
-        Data::F64(v) => Data::F64(copy(v)?),
-        Data::I32(v) => Data::I32(copy(v)?),
-        Data::I64(v) => Data::I64(copy(v)?),
-        Data::Bool(v) => Data::Bool(copy(v)?),
-    })
+    Ok(tapc_runtime::map_data!(d, v => copy(v)?))
 }
 
 /// Appends `s`, converted to the buffer's dtype. Values are already rounded to their dtype
-/// (f32 after every operation, i32 wrapped), so this loses nothing.
+/// (f32, f16 and bf16 after every operation, narrow integers wrapped; a u64 is held as its
+/// bits), so this loses nothing.
 pub fn push(d: &mut Data, s: Scalar) {
     match d {
         Data::F32(v) => v.push(s.as_f64() as f32),
         Data::F64(v) => v.push(s.as_f64()),
+        Data::F16(v) => v.push(half::f16::from_f64(s.as_f64())),
+        Data::BF16(v) => v.push(half::bf16::from_f64(s.as_f64())),
+        Data::I8(v) => v.push(s.as_i64() as i8),
+        Data::U8(v) => v.push(s.as_i64() as u8),
+        Data::I16(v) => v.push(s.as_i64() as i16),
+        Data::U16(v) => v.push(s.as_i64() as u16),
         Data::I32(v) => v.push(s.as_i64() as i32),
+        Data::U32(v) => v.push(s.as_i64() as u32),
         Data::I64(v) => v.push(s.as_i64()),
+        Data::U64(v) => v.push(s.as_i64() as u64),
         Data::Bool(v) => v.push(s.as_bool()),
     }
 }
@@ -68,8 +65,16 @@ pub fn get(d: &Data, i: usize) -> Scalar {
     match d {
         Data::F32(v) => Scalar::F(v[i] as f64),
         Data::F64(v) => Scalar::F(v[i]),
+        Data::F16(v) => Scalar::F(v[i].to_f64()),
+        Data::BF16(v) => Scalar::F(v[i].to_f64()),
+        Data::I8(v) => Scalar::I(v[i] as i64),
+        Data::U8(v) => Scalar::I(v[i] as i64),
+        Data::I16(v) => Scalar::I(v[i] as i64),
+        Data::U16(v) => Scalar::I(v[i] as i64),
         Data::I32(v) => Scalar::I(v[i] as i64),
+        Data::U32(v) => Scalar::I(v[i] as i64),
         Data::I64(v) => Scalar::I(v[i]),
+        Data::U64(v) => Scalar::I(v[i] as i64),
         Data::Bool(v) => Scalar::B(v[i]),
     }
 }

@@ -317,19 +317,90 @@ impl Scalar {
             Scalar::B(b) => b,
         }
     }
-    /// Converts to `dtype` with the semantics of a cast (`f32(x)`): floats round to nearest,
-    /// float to int truncates toward zero and saturates (NaN is 0), ints wrap.
+    /// Converts to `dtype` with the semantics of a cast (`f32(x)`) from a signed integer, a
+    /// float or a bool: floats round to nearest even, float to int truncates toward zero and
+    /// saturates (NaN is 0), ints wrap. A `u64` value is held as its bits (`Scalar::I`), so
+    /// converting one uses [`Scalar::cast_from`].
     pub fn cast(self, dtype: DType) -> Scalar {
         match dtype {
-            DType::F32 => Scalar::F(self.as_f64() as f32 as f64),
-            DType::F64 => Scalar::F(self.as_f64()),
-            DType::I32 => Scalar::I(match self {
-                Scalar::F(v) => v as i32 as i64,
-                other => other.as_i64() as i32 as i64,
-            }),
-            DType::I64 => Scalar::I(self.as_i64()),
             DType::Bool => Scalar::B(self.as_bool()),
+            d if d.is_float() => Scalar::F(round_float(self.as_f64(), d)),
+            d => Scalar::I(match self {
+                Scalar::F(v) => saturate_int(v, d),
+                other => wrap_int(other.as_i64(), d),
+            }),
         }
+    }
+
+    /// Whether this literal value keeps its meaning as a `d`: an integer within the range of
+    /// an integer dtype, a finite number that stays finite in a float dtype (docs/teg.md §5.1).
+    pub fn fits(self, d: DType) -> bool {
+        match (self, d.int_range()) {
+            (Scalar::I(v), Some((lo, hi))) => (lo..=hi).contains(&(v as i128)),
+            (Scalar::F(v), _) if d.is_float() => !v.is_finite() || round_float(v, d).is_finite(),
+            (Scalar::I(v), _) if d.is_float() => round_float(v as f64, d).is_finite(),
+            _ => true,
+        }
+    }
+
+    /// [`Scalar::cast`] of a value of dtype `from` (the only difference: a `u64` converts
+    /// to a float by its unsigned value, through f64 like every integer).
+    pub fn cast_from(self, from: DType, to: DType) -> Scalar {
+        match self {
+            Scalar::I(v) if from == DType::U64 && to.is_float() => {
+                Scalar::F(round_float(v as u64 as f64, to))
+            }
+            s => s.cast(to),
+        }
+    }
+}
+
+/// `v` rounded to the float dtype `d` (to nearest, ties to even). f16 and bf16 are rounded
+/// once from the f64 value (through f32 rounded to odd, which is then exact to round again).
+pub fn round_float(v: f64, d: DType) -> f64 {
+    match d {
+        DType::F32 => v as f32 as f64,
+        DType::F16 => half::f16::from_f32(f32_round_odd(v)).to_f64(),
+        DType::BF16 => half::bf16::from_f32(f32_round_odd(v)).to_f64(),
+        _ => v,
+    }
+}
+
+/// `v` rounded to f32 toward zero with the last bit set when inexact ("round to odd"): it keeps
+/// enough to round again to 16 bits as if rounding `v` directly (f32 has 24 ≥ 11 + 2 bits).
+pub fn f32_round_odd(v: f64) -> f32 {
+    let r = v as f32;
+    if r.is_nan() || r as f64 == v {
+        return r;
+    }
+    let mut bits = r.to_bits();
+    if (r as f64).abs() > v.abs() {
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
+}
+
+/// `v` wrapped (two's complement) to the integer dtype `d`, as a scalar integer (a `u64` as
+/// its bits).
+pub fn wrap_int(v: i64, d: DType) -> i64 {
+    match d {
+        DType::I8 => v as i8 as i64,
+        DType::U8 => v as u8 as i64,
+        DType::I16 => v as i16 as i64,
+        DType::U16 => v as u16 as i64,
+        DType::I32 => v as i32 as i64,
+        DType::U32 => v as u32 as i64,
+        _ => v,
+    }
+}
+
+/// `v` truncated toward zero and saturated to the integer dtype `d` (NaN is 0), as Rust's `as`.
+pub fn saturate_int(v: f64, d: DType) -> i64 {
+    match (d, d.int_range()) {
+        (DType::U64, _) => v as u64 as i64,
+        // Every bound of a narrower dtype is exact in f64; `clamp` keeps NaN, `as` makes it 0.
+        (_, Some((lo, hi))) if d.bits() < 64 => v.clamp(lo as f64, hi as f64) as i64,
+        _ => v as i64,
     }
 }
 

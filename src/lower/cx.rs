@@ -91,7 +91,9 @@ impl Cx<'_> {
                     n.span,
                     "not a dtype",
                 )
-                .note("dtypes are f32, f64, i32, i64 and bool"),
+                .note(
+                    "dtypes are f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64 and bool",
+                ),
             );
         }
         d

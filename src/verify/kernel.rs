@@ -903,13 +903,10 @@ impl Lx<'_> {
     }
 }
 
-/// A literal that `settle` gave a dtype it does not fit (an i32 beyond 32 bits, an f32 overflow).
+/// A literal that `settle` gave a dtype it does not fit (an i32 beyond 32 bits, an f32 or
+/// f16 overflow, a negative u8; see [`Scalar::fits`]).
 fn unfit_literal(e: &CExpr) -> Option<String> {
-    let fits = |v: Scalar, d: DType| match (v, d) {
-        (Scalar::I(v), DType::I32) => i32::try_from(v).is_ok(),
-        (Scalar::F(v), DType::F32) => !v.is_finite() || (v as f32).is_finite(),
-        _ => true,
-    };
+    let fits = |v: Scalar, d: DType| v.fits(d);
     match &e.kind {
         CKind::Unary(UnOp::Neg, a) => match a.kind {
             CKind::Const(Scalar::I(v)) => {

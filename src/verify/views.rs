@@ -3,6 +3,7 @@
 
 use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::graph::{GenKind, Generator, PadMode, SliceDim, View};
+use crate::ir::instance::Scalar;
 use crate::ir::types::checked_elements;
 use crate::ir::{DType, Literal, TensorType};
 
@@ -345,17 +346,11 @@ pub fn literal_for(l: Literal, dtype: DType, span: Span) -> R<Literal> {
         (Literal::Bool(_), DType::Bool) => Ok(l),
         // 0 and 1 are the bool values (so the default pad constant 0 works for every dtype).
         (Literal::Int(v @ (0 | 1)), DType::Bool) => Ok(Literal::Bool(v == 1)),
+        (Literal::Int(_) | Literal::Float(_), d) if !Scalar::from(l).fits(d) => Err(
+            Diagnostic::error(codes::BAD_LITERAL, format!("{l} does not fit in {d}"))
+                .primary(span, "literal out of range"),
+        ),
         (Literal::Int(v), d) if d.is_float() => Ok(Literal::Float(v as f64)),
-        (Literal::Int(v), DType::I32) if i32::try_from(v).is_err() => Err(Diagnostic::error(
-            codes::BAD_LITERAL,
-            format!("{v} does not fit in i32"),
-        )
-        .primary(span, "literal out of range")),
-        (Literal::Float(v), DType::F32) if (v as f32).is_infinite() => Err(Diagnostic::error(
-            codes::BAD_LITERAL,
-            format!("{l} does not fit in f32"),
-        )
-        .primary(span, "literal out of range")),
         (Literal::Int(_), d) if d.is_int() => Ok(l),
         (Literal::Float(_), d) if d.is_float() => Ok(l),
         (l, d) => Err(Diagnostic::error(

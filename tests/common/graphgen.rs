@@ -4,7 +4,7 @@
 //!
 //! [`step`] and [`build`] use the three basic ops; [`rich_step`] and [`build_with`] add
 //! matmuls, softmax, biases through broadcast/unsqueeze/squeeze, a reduction with an epilogue,
-//! a quantizing kernel with integer arithmetic, random elementwise kernels ([`kernels`]: weakly
+//! a quantizing kernel with i8, u8, f16 and bf16 arithmetic, random elementwise kernels ([`kernels`]: weakly
 //! typed literals and index variables included), extra sinks, and hand-sharded chains (two row
 //! shards of two ops, the second reading the first's shard, as the shard pass propagates).
 
@@ -19,7 +19,7 @@ pub const RICH_OPS: &str = "op @add2(a: f32[M, N], b: f32[M, N]) -> (y: f32[M, N
 op @matmul(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {\n  c[i, j] = sum[k](a[i, k] * b[k, j])\n}\n\
 op @softmax(x: f32[M, N]) -> (y: f32[M, N]) {\n  m[i] = max[j](x[i, j])\n  s[i] = sum[j](exp(x[i, j] - m[i]))\n  y[i, j] = exp(x[i, j] - m[i]) / s[i]\n}\n\
 op @rownorm(x: f32[M, N]) -> (y: f32[M, N]) {\n  s[i] = sum[j](abs(x[i, j]))\n  y[i, j] = x[i, j] / (s[i] + 1.0)\n}\n\
-op @quant(x: f32[M, N]) -> (y: f32[M, N]) {\n  q[i, j] = i32(x[i, j] * 8.0) % 5 - i32(j)\n  y[i, j] = f32(q[i, j]) * 0.125\n}\n";
+op @quant(x: f32[M, N]) -> (y: f32[M, N]) {\n  q[i, j] = i8(x[i, j] * 8.0) % 5 - i8(j)\n  u[i, j] = u8(q[i, j]) / 3\n  h[i, j] = bf16(x[i, j]) * 0.5 + bf16(f16(x[i, j]))\n  y[i, j] = f32(q[i, j]) * 0.125 + f32(u[i, j]) * 0.01 + f32(h[i, j])\n}\n";
 
 /// One graph statement choice, applied to a growing list of 2-D values.
 #[derive(Debug, Clone)]

@@ -47,6 +47,14 @@ pub fn f64s(t: &Tensor) -> Vec<f64> {
         Data::I32(v) => v.iter().map(|&x| x as f64).collect(),
         Data::I64(v) => v.iter().map(|&x| x as f64).collect(),
         Data::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
+        Data::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
+        Data::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
+        Data::I8(v) => v.iter().map(|&x| x as f64).collect(),
+        Data::U8(v) => v.iter().map(|&x| x as f64).collect(),
+        Data::I16(v) => v.iter().map(|&x| x as f64).collect(),
+        Data::U16(v) => v.iter().map(|&x| x as f64).collect(),
+        Data::U32(v) => v.iter().map(|&x| x as f64).collect(),
+        Data::U64(v) => v.iter().map(|&x| x as f64).collect(),
     }
 }
 
@@ -144,8 +152,58 @@ pub fn inputs(m: &Module, gi: usize) -> HashMap<String, Tensor> {
             tapc_runtime::DType::Bool => {
                 tapc_runtime::Data::Bool((0..n).map(|_| next() & 1 == 1).collect())
             }
+            // The other dtypes: the same draws, converted (floats rounded, unsigned in [0, 100)).
+            d => {
+                let vals: Vec<f64> = (0..n)
+                    .map(|_| match d.is_float() {
+                        true => (next() >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0,
+                        false if d.is_unsigned() => (next() % 100) as f64,
+                        false => (next() % 100) as f64 - 50.0,
+                    })
+                    .collect();
+                tapc_runtime::data_of!(d, T => vals.iter().map(|&v| from_f64::<T>(v)).collect())
+            }
         };
         out.insert(name.to_string(), Tensor::new(shape, data).unwrap());
     }
     out
+}
+
+/// An element of a test tensor from an f64 (rounded to nearest, or an integer in range).
+pub trait FromF64 {
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! from_f64_as {
+    ($($t:ty),*) => {$(
+        impl FromF64 for $t {
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+        }
+    )*};
+}
+from_f64_as!(f32, f64, i8, u8, i16, u16, i32, u32, i64, u64);
+
+impl FromF64 for bool {
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+}
+
+impl FromF64 for tapc_runtime::f16 {
+    fn from_f64(v: f64) -> Self {
+        tapc_runtime::f16::from_f64(v)
+    }
+}
+
+impl FromF64 for tapc_runtime::bf16 {
+    fn from_f64(v: f64) -> Self {
+        tapc_runtime::bf16::from_f64(v)
+    }
+}
+
+/// `T::from_f64(v)`.
+pub fn from_f64<T: FromF64>(v: f64) -> T {
+    T::from_f64(v)
 }

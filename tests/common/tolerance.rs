@@ -31,6 +31,20 @@ pub const F64: Bound = Bound {
     atol: 1e-13,
 };
 
+/// f16: about 8 ulps relative (an ulp is 2⁻¹⁰ ≈ 1e-3) and 1 ulp of the sink's scale: f16
+/// rounds after every operation in both, so only the math polynomials and reassociated sums
+/// differ.
+pub const F16: Bound = Bound {
+    rtol: 8e-3,
+    atol: 1e-3,
+};
+
+/// bf16: about 4 ulps relative (an ulp is 2⁻⁷ ≈ 7.8e-3) and 1 ulp of the sink's scale.
+pub const BF16: Bound = Bound {
+    rtol: 3e-2,
+    atol: 8e-3,
+};
+
 /// The sink's scale: 1 + the root mean square of its finite values.
 pub fn scale(want: &[f64]) -> f64 {
     let finite: Vec<f64> = want.iter().copied().filter(|x| x.is_finite()).collect();
@@ -63,9 +77,13 @@ pub fn first_mismatch(want: &Tensor, got: &Tensor) -> Option<usize> {
     match (&want.data, &got.data) {
         (Data::F32(_), Data::F32(_)) => float(F32),
         (Data::F64(_), Data::F64(_)) => float(F64),
-        (Data::I32(a), Data::I32(b)) => a.iter().zip(b).position(|(x, y)| x != y),
-        (Data::I64(a), Data::I64(b)) => a.iter().zip(b).position(|(x, y)| x != y),
-        (Data::Bool(a), Data::Bool(b)) => a.iter().zip(b).position(|(x, y)| x != y),
+        (Data::F16(_), Data::F16(_)) => float(F16),
+        (Data::BF16(_), Data::BF16(_)) => float(BF16),
+        // Integers and bools: the same data (a `Data` compares element by element).
+        (a, b) if a.dtype() == b.dtype() => (a != b).then(|| {
+            let (x, y) = (super::f64s(want), super::f64s(got));
+            x.iter().zip(&y).position(|(p, q)| p != q).unwrap_or(0)
+        }),
         _ => Some(0),
     }
 }

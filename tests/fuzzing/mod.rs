@@ -199,6 +199,14 @@ fn bits(t: &Tensor) -> Vec<u64> {
         Data::I32(v) => v.iter().map(|&x| x as u64).collect(),
         Data::I64(v) => v.iter().map(|&x| x as u64).collect(),
         Data::Bool(v) => v.iter().map(|&x| x as u64).collect(),
+        Data::F16(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
+        Data::BF16(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
+        Data::I8(v) => v.iter().map(|&x| x as u64).collect(),
+        Data::U8(v) => v.iter().map(|&x| x as u64).collect(),
+        Data::I16(v) => v.iter().map(|&x| x as u64).collect(),
+        Data::U16(v) => v.iter().map(|&x| x as u64).collect(),
+        Data::U32(v) => v.iter().map(|&x| x as u64).collect(),
+        Data::U64(v) => v.clone(),
     }
 }
 

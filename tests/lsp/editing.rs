@@ -114,10 +114,11 @@ fn completion_in_each_context() {
         "parameter"
     );
 
-    // After `:` in a graph: dtypes; after `=`: instructions; at a statement start: keywords.
+    // After `:` in a graph: dtypes (in `DType::ALL` order); after `=`: instructions; at a
+    // statement start: keywords.
     assert_eq!(
         labels(&complete(&mut c, SRC, "f32[8, 4]", 1)),
-        ["f32", "f64"]
+        ["f32", "f64", "f16"]
     );
     let rhs = complete(&mut c, SRC, "= source @w", 2);
     assert_eq!(

@@ -6,6 +6,8 @@
 mod common;
 
 mod compile_scaling;
+mod dtype_reductions;
+mod dtypes;
 mod grid;
 mod halo;
 mod link;

@@ -772,3 +772,35 @@ fn per_apply_probes_agree_with_rewriting_and_verifying_the_whole_module() {
         "checked {shard_checks} shard and {fuse_checks} fusion candidates, {rejected} rejected"
     );
 }
+
+/// The cost model counts each dtype's real element size: the MLP in bf16 (2 bytes) has the
+/// same flops as in f32 and half its footprint bytes, in i8 a quarter, in f64 twice.
+#[test]
+fn footprint_bytes_use_the_element_size_of_the_dtype() {
+    let costs = |dtype: &str| {
+        // relu's `max(x, 0.0)` takes an integer 0 in an integer dtype.
+        let src = common::example("mlp.teg")
+            .replace("f32", dtype)
+            .replace("0.0)", "0)");
+        let p = problem_of(&src, &[("nodes", "2")]);
+        let flops: f64 = p.applies.iter().map(|a| a.flops).sum();
+        let bytes: f64 = p.applies.iter().map(|a| a.bytes).sum();
+        let row = p.applies[0].table[0].bytes;
+        (flops, bytes, row)
+    };
+    let (flops, bytes, row) = costs("f32");
+    // One row of x (784 elements) and of y (512) of the first linear.
+    assert_eq!(row, Some((784.0 + 512.0) * 4.0));
+    for (dtype, size) in [
+        ("bf16", 2.0),
+        ("f16", 2.0),
+        ("i8", 1.0),
+        ("u8", 1.0),
+        ("f64", 8.0),
+    ] {
+        let (f, b, r) = costs(dtype);
+        assert_eq!(f, flops, "{dtype} flops");
+        assert_eq!(b, bytes / 4.0 * size, "{dtype} footprint bytes");
+        assert_eq!(r, Some((784.0 + 512.0) * size), "{dtype} row bytes");
+    }
+}

@@ -97,17 +97,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                         g.splat(v)
                     }
                 };
-                let v = if d == DType::Bool {
-                    let z = g.splat(g.cx.i8_type().const_zero().into());
-                    let z = if Gen::is_vec(v) {
-                        z
-                    } else {
-                        g.cx.i8_type().const_zero().into()
-                    };
-                    g.icmp(IntPredicate::NE, v, z)
-                } else {
-                    v
-                };
+                let v = g.widen(v, d);
                 g.select(inside, v, fill)
             })
             .collect()
@@ -267,16 +257,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 } else {
                     g.gather(ety, base, self.lane_offsets(off, c), grp.mask)
                 };
-                if d == DType::Bool {
-                    let z = if Gen::is_vec(v) {
-                        g.splat(g.cx.i8_type().const_zero().into())
-                    } else {
-                        g.cx.i8_type().const_zero().into()
-                    };
-                    g.icmp(IntPredicate::NE, v, z)
-                } else {
-                    v
-                }
+                g.widen(v, d)
             })
             .collect()
     }
@@ -292,11 +273,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
         for (grp, v) in cx.groups.iter().zip(vals) {
             let off = self.offset(&a, grp, cx.lane);
             let v = if c != 0 { g.splat(v) } else { v };
-            let v = if d == DType::Bool {
-                g.cast_to(Op::ZExt, v, g.cx.i8_type().into())
-            } else {
-                v
-            };
+            let v = g.narrow(v, d);
             if c == 0 {
                 ptr::store(g.b, ptr::element(g.b, base, ety, off), v);
             } else if c == 1 {

@@ -39,7 +39,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
         acc: &[V<'ctx>],
         cx: &Cx<'ctx>,
     ) -> R<Vec<V<'ctx>>> {
-        if self.g.contract && kind == Reduction::Sum && d.is_float() {
+        // Not for f16/bf16: they round after every operation, so an f32 fused multiply-add
+        // would skip the product's rounding.
+        if self.g.contract && kind == Reduction::Sum && d.is_float() && !d.is_half() {
             if let CKind::Binary(crate::ir::kernel::BinOp::Mul, x, y) = &body.kind {
                 let xs = self.eval(x, cx)?;
                 let ys = self.eval(y, cx)?;

@@ -11,8 +11,10 @@ Supported (read must succeed; every value is its C-order index, bool = index % 3
     scalar_f64.npy       f64[]         0-d, value 2.5
     empty_i32_0x3.npy    i32[0, 3]
     v2_f32_4.npy         f32[4]        format version 2.0 header
+    f16.npy              f16[3]        <f2
+    u8.npy               u8[3]         |u1
 Unsupported (read must fail naming the dtype):
-    be_f32.npy (>f4), f16.npy (<f2), u8.npy (|u1), c64.npy (<c8),
+    be_f32.npy (>f4), c64.npy (<c8),
     object.npy (|O, pickled), structured.npy ([('a','<f4'),('b','<i4')])
 
 Regenerate: pip install numpy && python3 tests/data/npy/gen.py
