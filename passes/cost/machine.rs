@@ -10,6 +10,7 @@
 //! nodes = 2             # optional when [[node]] tables are given
 //! flops = 5e10          # default flop/s of every node (every kernel class)
 //! mem_bandwidth = 2e10  # default bytes/s between a node's cores and its memory
+//! task_overhead = 2e-6  # default seconds per task besides its roofline time (default 0)
 //! memory = 8589934592   # default bytes of every node
 //! bandwidth = 1.25e10   # default bytes/s of every link
 //! latency = 5e-6        # default seconds of every link
@@ -76,6 +77,9 @@ pub struct Node {
     pub mem_bandwidth: f64,
     /// Flop/s per (class, dtype), by [`Class::key`] order; `None`: `flops`.
     pub throughput: [Option<f64>; 6],
+    /// Seconds the runtime spends per task besides its roofline time (dispatch, buffer
+    /// allocation); 0 unless measured (`tapc calibrate`).
+    pub task_overhead: f64,
 }
 
 impl Node {
@@ -177,6 +181,7 @@ impl Machine {
             memory,
             mem_bandwidth: LOCAL_MEM_BANDWIDTH,
             throughput: [None; 6],
+            task_overhead: 0.0,
         };
         Machine {
             nodes: vec![node; n],
@@ -281,6 +286,7 @@ impl Machine {
             memory: LOCAL_MEMORY,
             mem_bandwidth: LOCAL_MEM_BANDWIDTH,
             throughput: [None; 6],
+            task_overhead: 0.0,
         };
         let base = parse_node(top, &local)?;
         let mut m = Machine::uniform(n, base.flops, base.memory, bw, lat);
@@ -316,10 +322,11 @@ impl Machine {
 }
 
 /// The keys a machine file may have at its top level.
-const TOP_KEYS: [&str; 13] = [
+const TOP_KEYS: [&str; 14] = [
     "nodes",
     "flops",
     "mem_bandwidth",
+    "task_overhead",
     "memory",
     "bandwidth",
     "latency",
@@ -389,6 +396,7 @@ fn parse_node(t: &Table, base: &Node) -> Result<Node, String> {
         memory: positive(t, "memory", base.memory)?,
         mem_bandwidth: positive(t, "mem_bandwidth", base.mem_bandwidth)?,
         throughput: base.throughput,
+        task_overhead: num(t, "task_overhead")?.unwrap_or(base.task_overhead),
     };
     if let Some(item) = t.get("throughput") {
         let tp = item

@@ -7,7 +7,8 @@
 //! throughput is the model's flops of the program over the median wall time of its runs
 //! (the runtime's own measure: tasks, buffers and their page faults included). Memory
 //! bandwidth is the footprint bytes of a large elementwise add (three 32 MiB vectors) over its
-//! median time. The all-thread figures (what one rank uses by default) are the model's; the
+//! median time. The runtime's time per task besides its work is the median time of a chain of
+//! 16 applies on 16 elements over 16. The all-thread figures (what one rank uses by default) are the model's; the
 //! 1-thread ones are recorded in `[calibration]`, which the model ignores. Links between
 //! nodes are not measured: the file leaves them at the model's defaults and says so.
 
@@ -22,11 +23,23 @@ use tapc_runtime::exec;
 use tapc_runtime::{Data, Tensor};
 
 /// Timed runs per measurement (after one warm-up run); the median is kept.
-const RUNS: usize = 5;
+const RUNS: usize = 9;
 
-/// One measured program: its class, dtype, source and its inputs' shapes.
+/// What a probe measures.
+#[derive(Clone, Copy, PartialEq)]
+enum What {
+    Class(Class),
+    Bandwidth,
+    /// A chain of [`CHAIN`] tiny applies: the runtime's time per task besides its work.
+    Overhead,
+}
+
+/// Applies in the overhead probe.
+const CHAIN: usize = 16;
+
+/// One measured program: what it measures, its dtype, source and its inputs' shapes.
 struct Probe {
-    class: Option<Class>,
+    what: What,
     f64: bool,
     src: String,
     inputs: Vec<(&'static str, Vec<usize>)>,
@@ -38,18 +51,18 @@ fn probes() -> Vec<Probe> {
     for f64 in [false, true] {
         let t = if f64 { "f64" } else { "f32" };
         out.push(Probe {
-            class: Some(Class::Contraction),
+            what: What::Class(Class::Contraction),
             f64,
             src: format!(
-                "op @mm(a: {t}[M, K], b: {t}[K, N]) -> (c: {t}[M, N]) {{\n  c[i, j] = sum[k](a[i, k] * b[k, j])\n}}\ngraph @g {{\n  %a = source @a : {t}[512, 256]\n  %b = source @b : {t}[256, 512]\n  %c = apply @mm(%a, %b)\n  sink @c %c\n}}\n"
+                "op @mm(a: {t}[M, K], b: {t}[K, N]) -> (c: {t}[M, N]) {{\n  c[i, j] = sum[k](a[i, k] * b[k, j])\n}}\ngraph @g {{\n  %a = source @a : {t}[1024, 256]\n  %b = source @b : {t}[256, 512]\n  %c = apply @mm(%a, %b)\n  sink @c %c\n}}\n"
             ),
-            inputs: vec![("a", vec![512, 256]), ("b", vec![256, 512])],
+            inputs: vec![("a", vec![1024, 256]), ("b", vec![256, 512])],
         });
         let horner = (0..16).fold("x[..i]".to_string(), |acc, k| {
             format!("({acc} * x[..i] + 0.{k:02})")
         });
         out.push(Probe {
-            class: Some(Class::Elementwise),
+            what: What::Class(Class::Elementwise),
             f64,
             src: format!(
                 "op @poly(x: {t}[..S]) -> (y: {t}[..S]) {{\n  y[..i] = {horner}\n}}\ngraph @g {{\n  %x = source @x : {t}[64, 32768]\n  %y = apply @poly(%x)\n  sink @y %y\n}}\n"
@@ -57,7 +70,7 @@ fn probes() -> Vec<Probe> {
             inputs: vec![("x", vec![64, 32768])],
         });
         out.push(Probe {
-            class: Some(Class::Reduction),
+            what: What::Class(Class::Reduction),
             f64,
             src: format!(
                 "op @sumsq(x: {t}[M, K]) -> (s: {t}[M]) {{\n  s[i] = sum[k](x[i, k] * x[i, k])\n}}\ngraph @g {{\n  %x = source @x : {t}[256, 8192]\n  %s = apply @sumsq(%x)\n  sink @s %s\n}}\n"
@@ -65,8 +78,19 @@ fn probes() -> Vec<Probe> {
             inputs: vec![("x", vec![256, 8192])],
         });
     }
+    let chain: String = (1..=CHAIN)
+        .map(|k| format!("  %y{k} = apply @neg(%y{})\n", k - 1))
+        .collect();
     out.push(Probe {
-        class: None,
+        what: What::Overhead,
+        f64: false,
+        src: format!(
+            "op @neg(x: f32[N]) -> (z: f32[N]) {{\n  z[i] = -x[i]\n}}\ngraph @g {{\n  %y0 = source @x : f32[16]\n{chain}  sink @y %y{CHAIN}\n}}\n"
+        ),
+        inputs: vec![("x", vec![16])],
+    });
+    out.push(Probe {
+        what: What::Bandwidth,
         f64: false,
         src: "op @add(x: f32[N], y: f32[N]) -> (z: f32[N]) {\n  z[i] = x[i] + y[i]\n}\ngraph @g {\n  %x = source @x : f32[8388608]\n  %y = source @y : f32[8388608]\n  %z = apply @add(%x, %y)\n  sink @z %z\n}\n".into(),
         inputs: vec![("x", vec![8388608]), ("y", vec![8388608])],
@@ -155,11 +179,11 @@ pub fn calibrate(threads: usize) -> Result<String, Diagnostic> {
     let mut rates = String::new();
     let mut single = String::new();
     let mut contraction_f32 = 0.0;
-    let mut bandwidth = (0.0, 0.0);
+    let (mut bandwidth, mut overhead) = ((0.0, 0.0), (0.0, 0.0));
     for p in probes() {
         let m = measure(&p, &counts)?;
-        match p.class {
-            Some(c) => {
+        match p.what {
+            What::Class(c) => {
                 let (rate, rate1) = (m.flops / m.seconds[all], m.flops / m.seconds[0]);
                 let _ = writeln!(rates, "{} = {rate:.4e}", c.key(p.f64));
                 let _ = writeln!(single, "{}_1thread = {rate1:.4e}", c.key(p.f64));
@@ -167,7 +191,11 @@ pub fn calibrate(threads: usize) -> Result<String, Diagnostic> {
                     contraction_f32 = rate;
                 }
             }
-            None => bandwidth = (m.bytes / m.seconds[all], m.bytes / m.seconds[0]),
+            What::Bandwidth => bandwidth = (m.bytes / m.seconds[all], m.bytes / m.seconds[0]),
+            What::Overhead => {
+                let per = |s: f64| s / CHAIN as f64;
+                overhead = (per(m.seconds[all]), per(m.seconds[0]));
+            }
         }
     }
     let secs = start.elapsed().as_secs_f64();
@@ -180,14 +208,16 @@ pub fn calibrate(threads: usize) -> Result<String, Diagnostic> {
          # model's defaults; set them (or [[link]] tables) for a real cluster. No `nodes`:\n\
          # `cost{{nodes=N}}` takes this file as N such nodes.\n\
          flops = {contraction_f32:.4e}\n\
-         mem_bandwidth = {:.4e}\n\n\
+         mem_bandwidth = {:.4e}\n\
+         task_overhead = {:.4e}\n\n\
          [throughput]\n{rates}\n\
          # 1-thread figures, for the record (the model reads only the tables above).\n\
          [calibration]\n\
          threads = {threads}\n\
          seconds = {secs:.2}\n\
-         mem_bandwidth_1thread = {:.4e}\n{single}",
-        bandwidth.0, bandwidth.1
+         mem_bandwidth_1thread = {:.4e}\n\
+         task_overhead_1thread = {:.4e}\n{single}",
+        bandwidth.0, overhead.0, bandwidth.1, overhead.1
     );
     // What we write must be what the cost pass reads.
     Machine::from_toml(&s).map_err(|e| failed("the measured machine does not parse", e))?;

@@ -61,6 +61,14 @@ fn an_elementwise_op_is_priced_by_its_bytes() {
     let fast = problem_with(ADD, &[("machine", "m.toml")], &files);
     let t2 = fast.evaluate(&fast.unsharded())[0];
     assert!(close(t2, t / 2.0), "{t2} vs {t}");
+    // A measured overhead per task adds to every task.
+    files.insert(
+        "o.toml".into(),
+        Ok("nodes = 1\ntask_overhead = 1e-3".into()),
+    );
+    let slow = problem_with(ADD, &[("machine", "o.toml")], &files);
+    let t3 = slow.evaluate(&slow.unsharded())[0];
+    assert!(close(t3, t + 1e-3), "{t3} vs {t}");
 }
 
 /// The matmul op of this file's graphs.

@@ -232,10 +232,10 @@ impl Problem {
 
     /// Seconds a task of `a` on node `n` takes: the larger of its compute time (`flops` at
     /// the node's rate for the apply's class and dtype) and its memory time (`traffic` bytes
-    /// over the node's memory bandwidth): the roofline.
+    /// over the node's memory bandwidth): the roofline; plus the node's overhead per task.
     fn duration(&self, a: &ApplyInfo, n: usize, flops: f64, traffic: f64) -> f64 {
         let node = &self.machine.nodes[n];
-        (flops / node.rate(a.class, a.f64)).max(traffic / node.mem_bandwidth)
+        (flops / node.rate(a.class, a.f64)).max(traffic / node.mem_bandwidth) + node.task_overhead
     }
 
     /// The plan-dependent but time-independent terms of apply `ai`: its shards' nodes,
