@@ -328,3 +328,40 @@ fn a_value_read_whole_by_three_nodes_arrives_by_broadcast() {
     let run = (w + 2.0 * row) / LOCAL_MEM_BANDWIDTH;
     assert!(close(o[0], 2.0 * msg(w) + run + msg(row)), "{}", o[0]);
 }
+
+/// The same query through the pass (`cost{nodes=4,max_memory=96MiB,sources=shared}`): the plan
+/// it chooses and applies has a per-node peak of at most 96 MiB and places shards on all four
+/// nodes; with the sources on node 0 it chooses none and says so.
+#[test]
+fn the_cost_pass_under_max_memory_applies_a_plan_that_fits() {
+    use tapc::passes::manager::{run_pipeline, RunConfig};
+    let big = format!("{MM}{BIG_MATMUL}");
+    let run = |pipeline: &str| {
+        let (mut m, facts) = common::compile_ok("big", &big);
+        let cx = run_pipeline(
+            &mut m,
+            facts,
+            pipeline,
+            &RunConfig::default(),
+            &mut String::new(),
+        )
+        .unwrap_or_else(|d| panic!("{pipeline}: {}", d.message));
+        let report = cx.report("cost").expect("report").to_string();
+        (tapc::print::print_module(&m), report)
+    };
+    let (printed, report) = run("cost{nodes=4,max_memory=96MiB,sources=shared,evals=4000}");
+    let chosen = report
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("chosen:"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{report}"));
+    let at = chosen.find("peak memory ").unwrap() + "peak memory ".len();
+    let peak: f64 = chosen[at..].split(' ').next().unwrap().parse().unwrap();
+    assert!(peak <= 96.0 * MIB, "{report}");
+    for node in 1..4 {
+        assert!(printed.contains(&format!(" on {node} ")), "{printed}");
+    }
+    let (printed, report) = run("cost{nodes=4,max_memory=96MiB,evals=4000}");
+    assert!(report.contains("chosen: none"), "{report}");
+    assert!(!printed.contains(" on 1 "), "{printed}");
+}
