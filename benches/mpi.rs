@@ -4,9 +4,11 @@
 //! time (the slowest rank's executor wall time: compute, transfers and waiting, not process
 //! start-up or file reads), the bytes moved (predicted and measured), and the time ranks
 //! waited on receives; then checks the bar: 2 ranks ≥ 1.6× faster than 1 rank × 1 thread.
-//! The model's machine is its default node (one core, 5e10 flop/s; links 12.5 GB/s, 5 µs),
-//! with twice the flop/s for 1 rank × 2 threads; it knows no transport, so shared memory and
-//! TCP have the same prediction.
+//! The model's machine is its default node (one core, 5e10 flop/s, 20 GB/s of memory; links
+//! 12.5 GB/s, 5 µs), with twice the flop/s for 1 rank × 2 threads; and, in the `calib. ms`
+//! column, this machine as `tapc calibrate` measures it at the set-up's threads per rank (its
+//! links stay the defaults: calibrate does not measure them). The model knows no transport,
+//! so shared memory and TCP have the same prediction.
 //!
 //! `cargo bench --bench mpi [-- --runs N] [--only SUBSTRING]` (e.g. `--only tcp`; set
 //! `TAPC_MPI_PROGRESS_US=0` for runs without the progress thread). Rank 0 reads the inputs
@@ -24,6 +26,7 @@ use mpi::{mpi_runtime, mpirun, Btl};
 use rng::Rng;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use tapc::driver::calibrate::calibrate;
 use tapc::passes::cost::machine::LOCAL_FLOPS;
 use tapc_runtime::{Data, Tensor};
 
@@ -94,10 +97,11 @@ fn prepare(dir: &Path) -> PathBuf {
     teg
 }
 
-/// The model's time and bytes moved for the plan as placed, on `nodes` nodes of `flops`.
-fn predict(dir: &Path, teg: &str, nodes: u32, flops: f64) -> (f64, f64) {
-    let machine = dir.join(format!("machine-{nodes}-{flops}.toml"));
-    std::fs::write(&machine, format!("nodes = {nodes}\nflops = {flops:e}\n")).unwrap();
+/// The model's time and bytes moved for the plan as placed, on `nodes` nodes described by the
+/// machine file `toml` (named `tag`).
+fn predict(dir: &Path, teg: &str, nodes: u32, toml: &str, tag: &str) -> (f64, f64) {
+    let machine = dir.join(format!("machine-{nodes}-{tag}.toml"));
+    std::fs::write(&machine, toml).unwrap();
     let passes = format!(
         "{PASSES},cost{{nodes={nodes},evals=1,machine={}}}",
         machine.display()
@@ -159,9 +163,19 @@ fn main() {
         load.split_whitespace().next().unwrap_or("?")
     );
     println!(
-        "{:<28} {:>12} {:>10} {:>16} {:>16} {:>12}",
-        "set-up", "predicted ms", "time ms", "predicted bytes", "measured bytes", "wait ms"
+        "{:<28} {:>12} {:>10} {:>10} {:>16} {:>16} {:>12}",
+        "set-up",
+        "predicted ms",
+        "calib. ms",
+        "time ms",
+        "predicted bytes",
+        "measured bytes",
+        "wait ms"
     );
+    let calibrated: Vec<String> = [1, 2]
+        .iter()
+        .map(|&t| calibrate(t).unwrap_or_else(|d| panic!("{}", d.message)))
+        .collect();
     let setups = [
         ("1 rank × 1 thread", 1, 1, Btl::SharedMemory),
         ("1 rank × 2 threads", 1, 2, Btl::SharedMemory),
@@ -174,7 +188,11 @@ fn main() {
             continue;
         }
         let teg = teg.to_str().unwrap();
-        let (pred_time, pred_bytes) = predict(&dir, teg, np as u32, threads as f64 * LOCAL_FLOPS);
+        let flops = threads as f64 * LOCAL_FLOPS;
+        let default = format!("nodes = {np}\nflops = {flops:e}\n");
+        let (pred_time, pred_bytes) = predict(&dir, teg, np as u32, &default, "default");
+        let tag = format!("calibrated-{threads}");
+        let (calib_time, _) = predict(&dir, teg, np as u32, &calibrated[threads - 1], &tag);
         let (mut wall, mut wait, mut moved) = (Vec::new(), Vec::new(), 0.0);
         for _ in 0..runs {
             let (w, q, m) = run_once(&dir, name, np, threads, btl);
@@ -184,8 +202,9 @@ fn main() {
         }
         let t = median(wall);
         println!(
-            "{name:<28} {:>12.1} {t:>10.1} {pred_bytes:>16} {moved:>16} {:>12.1}",
+            "{name:<28} {:>12.1} {:>10.1} {t:>10.1} {pred_bytes:>16} {moved:>16} {:>12.1}",
             pred_time * 1e3,
+            calib_time * 1e3,
             median(wait)
         );
         times[k] = Some(t);

@@ -2,8 +2,8 @@
 //! Pareto-frontier search over them (see `docs/passes/cost.md`).
 //!
 //! Options: `cost{nodes=2, evals=20000, time=2s, seed=1, threads=2, parts=N,
-//! objective=time|bytes|memory|flops, max_memory=BYTES, machine=FILE, frontier_svg=FILE,
-//! progress=true|false}`. Per graph it builds the model ([`model::Problem`]), keeps only the
+//! objective=time|bytes|memory|flops, max_memory=BYTES, sources=root|split|shared|N,
+//! sinks=gather|distributed, machine=FILE, frontier_svg=FILE, progress=true|false}`. Per graph it builds the model ([`model::Problem`]), keeps only the
 //! dimensions `shard` can actually split each apply along and the producer→consumer pairs
 //! `fuse` actually fuses, searches ([`pareto::search`]), picks the frontier point best for
 //! `objective` (ties broken by time, bytes, memory, flops; points over `max_memory` per node,
@@ -94,6 +94,7 @@ pub fn config(opts: &PassOptions, files: &PassFiles) -> Result<Config, String> {
     let mut c = SearchConfig::default();
     let (mut parts, mut objective, mut max_memory) = (None, 0, None);
     let (mut evals, mut svg) = (None, None);
+    let (mut sources, mut sinks) = (None, None);
     for (k, v) in opts {
         let int = |what: &str| {
             v.parse::<u64>()
@@ -114,14 +115,21 @@ pub fn config(opts: &PassOptions, files: &PassFiles) -> Result<Config, String> {
             "parts" => parts = Some(int("parts").ok().filter(|&p| (1..=model::MAX_PARTS as u64).contains(&p)).ok_or_else(|| format!("parts must be in 1..={}, not `{v}`", model::MAX_PARTS))? as usize),
             "objective" => objective = OBJECTIVES.iter().position(|o| o == v).ok_or_else(|| format!("objective must be one of {}, not `{v}`", OBJECTIVES.join("|")))?,
             "max_memory" | "max-memory" => max_memory = Some(parse_bytes(v)?),
+            "sources" => sources = Some(machine::Placement::from_option(v)?),
+            "sinks" => sinks = Some(match v.as_str() {
+                "gather" => false,
+                "distributed" => true,
+                _ => return Err(format!("sinks takes gather or distributed, not `{v}`")),
+            }),
             "machine" => {
                 let text = files.get(v).map_err(|e| format!("cannot read machine file `{v}`: {e}"))?;
                 machine = Some(Machine::from_toml(text)?);
             }
-            other => return Err(format!("unknown option `{other}` (cost takes nodes, evals, time, seed, threads, parts, objective, max_memory, machine, frontier_svg, progress)")),
+            other => return Err(format!("unknown option `{other}` (cost takes nodes, evals, time, seed, threads, parts, objective, max_memory, sources, sinks, machine, frontier_svg, progress)")),
         }
     }
-    let machine = match (machine, nodes) {
+    let mut machine = match (machine, nodes) {
+        (Some(m), Some(n)) if !m.sized => m.with_nodes(n as usize),
         (Some(m), Some(n)) if m.len() != n as usize => {
             return Err(format!(
                 "nodes={n} but the machine file has {} nodes",
@@ -131,6 +139,23 @@ pub fn config(opts: &PassOptions, files: &PassFiles) -> Result<Config, String> {
         (Some(m), _) => m,
         (None, n) => Machine::default_local(n.unwrap_or(2)),
     };
+    // `sources=` places every source (over the machine file's `[sources]`), `sinks=` says
+    // whether sinks are gathered.
+    if let Some(p) = sources {
+        if let machine::Placement::Node(n) = p {
+            if n as usize >= machine.len() {
+                return Err(format!(
+                    "sources={n}: the machine has {} nodes",
+                    machine.len()
+                ));
+            }
+        }
+        machine.sources.clear();
+        machine.default_source = p;
+    }
+    if let Some(d) = sinks {
+        machine.distributed_sinks = d;
+    }
     let max_parts = parts.unwrap_or(machine.len().clamp(2, model::MAX_PARTS));
     // A time budget alone runs until the time is spent; with both, whichever ends first.
     c.evals = match (evals, c.time) {

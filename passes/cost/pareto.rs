@@ -148,6 +148,10 @@ fn mutate(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng) -> b
     if !mutate_gene(p, plan, ai, m, rng) {
         return false;
     }
+    // A whole apply moved to another node takes the producers fused into it along.
+    if plan[ai].is_whole() {
+        carry_fused(p, plan, ai);
+    }
     // A mutation that separates a fused pair (sharding or moving either side) unfuses it.
     for q in std::iter::once(ai).chain(p.fused_from(ai).iter().copied()) {
         if plan[q].fused && !p.fusion_ok(plan, q) {
@@ -155,6 +159,17 @@ fn mutate(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng) -> b
         }
     }
     true
+}
+
+/// Places the producers fused into the whole apply `ai` (and theirs, transitively) on its node.
+fn carry_fused(p: &Problem, plan: &mut Plan, ai: usize) {
+    let node = plan[ai].nodes[0];
+    for &q in p.fused_from(ai) {
+        if plan[q].fused && plan[q].is_whole() && plan[q].nodes[0] != node {
+            plan[q].nodes[0] = node;
+            carry_fused(p, plan, q);
+        }
+    }
 }
 
 fn mutate_gene(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng) -> bool {

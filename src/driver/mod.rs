@@ -1,6 +1,7 @@
 //! The `tapc` command line. [`run`] executes one invocation in-process and returns what it
 //! printed and its exit code, so tests drive the real CLI without spawning processes.
 
+pub mod calibrate;
 mod emit;
 
 use crate::passes::manager::{self, RunConfig};
@@ -132,6 +133,19 @@ enum Command {
         graph: Option<String>,
         #[command(flatten)]
         native: NativeRun,
+    },
+    /// Measure this machine for the cost model: per-kernel-class throughput (contraction,
+    /// elementwise, reduction; f32 and f64; at 1 thread and at --threads) and memory
+    /// bandwidth, with small programs compiled in-process; print the machine TOML or write it
+    /// to -o (all or nothing). Takes a few seconds. Links between nodes (MPI latency and
+    /// bandwidth) are NOT measured: the file leaves them at the model's defaults and says so.
+    Calibrate {
+        /// Write the machine TOML here (read it back with `tapc opt --machine FILE`).
+        #[arg(short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Threads per node (what one rank uses; default: all cores).
+        #[arg(long)]
+        threads: Option<u32>,
     },
     /// Serve the Language Server Protocol on stdin/stdout (for editors; docs/editors.md).
     Lsp,
@@ -381,6 +395,11 @@ pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
                 graph.as_deref(),
             )
         }
+        Some(Command::Calibrate { output, threads }) => {
+            let threads =
+                threads.map_or_else(tapc_runtime::exec::default_threads, |n| (n as usize).max(1));
+            cx.calibrate(output.as_deref(), threads)
+        }
         Some(Command::Lsp) => {
             cx.out.stderr = "`tapc lsp` serves the Language Server Protocol on the stdin and \
                              stdout of the `tapc` process; run the binary\n"
@@ -481,6 +500,29 @@ impl Cx {
         match staged.and_then(|()| o.commit()) {
             Ok(_) => true,
             Err(e) => self.fail(name, Diagnostic::error(codes::IO, e.to_string())),
+        }
+    }
+
+    /// `tapc calibrate`: the machine TOML to stdout, or to `output` (all or nothing).
+    fn calibrate(&mut self, output: Option<&Path>, threads: usize) -> bool {
+        let toml = match calibrate::calibrate(threads) {
+            Ok(t) => t,
+            Err(d) => return self.fail("calibrate", d),
+        };
+        let Some(path) = output else {
+            self.out.stdout.push_str(&toml);
+            return true;
+        };
+        let mut o = Outputs::new();
+        let written = o
+            .write(path, |w| w.write_all(toml.as_bytes()))
+            .and_then(|()| o.commit());
+        match written {
+            Ok(_) => {
+                let _ = writeln!(self.out.stderr, "wrote {}", shown(path));
+                true
+            }
+            Err(e) => self.fail("calibrate", Diagnostic::error(codes::IO, e.to_string())),
         }
     }
 

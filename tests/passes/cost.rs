@@ -93,7 +93,9 @@ fn mlp_data_vs_reduction_parallelism() {
     // Weights resident on node 1 instead: the data-parallel shard 0 now fetches them.
     let mut moved = p.machine.clone();
     for w in ["w1", "b1", "w2", "b2"] {
-        moved.sources.insert(w.into(), 1);
+        moved
+            .sources
+            .insert(w.into(), cost::machine::Placement::Node(1));
     }
     let (m, facts) = common::compile_ok("mlp", &common::example("mlp.teg"));
     let q = Problem::new(&m, 0, &facts[0], moved, 2).unwrap();
@@ -422,7 +424,13 @@ fn bad_options_and_machine_files_are_errors() {
         (m.bandwidth[2][0], m.bandwidth[0][1]),
         (1e6, cost::machine::LOCAL_BANDWIDTH)
     );
-    assert_eq!((m.source_node("w1"), m.source_node("x")), (2, 0));
+    assert_eq!(
+        (m.source("w1"), m.source("x")),
+        (
+            cost::machine::Placement::Node(2),
+            cost::machine::Placement::Node(0)
+        )
+    );
     assert_eq!(
         Machine::default_local(2),
         Machine::from_toml("nodes = 2").unwrap()
@@ -514,11 +522,9 @@ fn a_fused_plan_is_costed_by_hand_and_materializes_to_one_fused_apply() {
     let (of, ou) = (p.evaluate(&fused), p.evaluate(&unfused));
     assert_eq!((of[2], of[3]), (228.0, 228.0));
     assert_eq!((ou[2], ou[3]), (228.0, 276.0));
-    assert_eq!(
-        (of[0], of[1]),
-        (ou[0], ou[1]),
-        "time and flops do not change"
-    );
+    assert_eq!(of[1], ou[1], "flops do not change");
+    // Under the roofline the fused kernel neither writes %h nor reads it back.
+    assert!(of[0] < ou[0], "fused {} s, unfused {} s", of[0], ou[0]);
     // On node 0 nothing moves; memory 180 of sources + 48.
     let home = p.evaluate(&[Gene::fused(0), Gene::whole(0)]);
     assert_eq!((home[2], home[3]), (0.0, 228.0));

@@ -175,3 +175,63 @@ fn bad_machine_files_and_flags_are_diagnostics() {
         o.stderr
     );
 }
+
+/// `tapc calibrate -o FILE` measures this machine and writes a machine file the cost pass
+/// reads: every class and dtype has a throughput, memory bandwidth and flop/s are plausible
+/// for a CPU (between 1e8 and 1e14 per second), the file does not fix the node count (so
+/// `cost{nodes=2}` replicates it) and says the links were not measured. Without `-o` it
+/// prints the same format; an output in a missing directory is E0100, exit 1, nothing written.
+#[test]
+fn calibrate_writes_a_machine_file_the_cost_pass_reads() {
+    use tapc::passes::cost::machine::{Class, Machine};
+    let d = scratch("calibrate");
+    let file = d.join("machine.toml");
+    let o = tapc(&[
+        "calibrate",
+        "-o",
+        &file.display().to_string(),
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let text = std::fs::read_to_string(&file).expect("written");
+    assert!(text.contains("not measured"), "{text}");
+    let m = Machine::from_toml(&text).expect("parses");
+    assert!(!m.sized && m.len() == 1, "{text}");
+    let plausible = |x: f64| (1e8..1e14).contains(&x);
+    assert!(
+        plausible(m.nodes[0].flops) && plausible(m.nodes[0].mem_bandwidth),
+        "{text}"
+    );
+    let mut checked = 0;
+    for c in Class::ALL {
+        for f64 in [false, true] {
+            assert!(text.contains(&format!("{} = ", c.key(f64))), "{text}");
+            assert!(plausible(m.nodes[0].rate(c, f64)), "{text}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6);
+    let o = tapc(&[
+        "opt",
+        &mlp(),
+        "--passes=cost{nodes=2,evals=200}",
+        "--emit=cost",
+        "--machine",
+        &file.display().to_string(),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("graph @mlp: 2 nodes"), "{}", o.stdout);
+    let missing = d.join("no/such/dir/m.toml");
+    let o = tapc(&[
+        "calibrate",
+        "-o",
+        &missing.display().to_string(),
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("E0100"), "{}", o.stderr);
+    assert!(!missing.exists());
+    let _ = std::fs::remove_dir_all(&d);
+}

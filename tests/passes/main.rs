@@ -7,6 +7,7 @@ mod common;
 mod canonicalize;
 mod cost;
 mod cost_cli;
+mod cost_model;
 mod fuse;
 mod shard;
 mod unit;

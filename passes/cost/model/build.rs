@@ -6,9 +6,10 @@
 use super::layout::{footprint_bytes, layout, layout_whole, marginal_table};
 use super::*;
 use crate::ir::footprint::full_boxes;
-use crate::ir::graph::{Apply, Graph, Node, NodeKind, ValueId};
+use crate::ir::graph::{Apply, Graph, Node, NodeKind, PadMode, ValueId, View};
 use crate::ir::instance::Instance;
 use crate::ir::Module;
+use crate::passes::cost::machine::Placement;
 use crate::verify::GraphFacts;
 
 impl Problem {
@@ -26,9 +27,9 @@ impl Problem {
         let mut w = Walk::new(g, facts, machine, max_parts.clamp(1, MAX_PARTS));
         for (ni, node) in g.nodes.iter().enumerate() {
             match &node.kind {
-                NodeKind::Source { name, ty } => w.source(node, name, ty.bytes() as f64),
+                NodeKind::Source { name, ty } => w.source(node, name, ty),
                 NodeKind::Generator(_) => w.define(node, vec![Root::Free], true),
-                NodeKind::View(v) => w.view(node, &v.args()),
+                NodeKind::View(v) => w.view(node, v),
                 NodeKind::Sink { value, .. } => w.sink(*value),
                 NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
                 NodeKind::Apply(a) => w.apply(ni, node, a)?,
@@ -49,11 +50,14 @@ struct Walk<'a> {
     max_parts: usize,
     /// Per value: the roots of its data, and whether it is read directly (not through views).
     roots: Vec<(Vec<Root>, bool)>,
+    /// Per value: bytes the copies that materialize it (and the views it is made of) read and
+    /// write (see [`copy_bytes`]).
+    copies: Vec<f64>,
     /// Per value: the nodes reading it; and whether a sink or sequence point names it.
     users: Vec<Vec<usize>>,
     pinned: Vec<bool>,
     applies: Vec<ApplyInfo>,
-    sources: Vec<(u32, f64)>,
+    sources: Vec<SourceInfo>,
     sinks: Vec<Input>,
     apply_of_node: HashMap<usize, usize>,
     /// Per apply: the node of the consumer it may be fused into.
@@ -69,6 +73,7 @@ impl<'a> Walk<'a> {
             machine,
             max_parts,
             roots: vec![(vec![], true); g.values.len()],
+            copies: vec![0.0; g.values.len()],
             users,
             pinned,
             applies: Vec::new(),
@@ -100,30 +105,61 @@ impl<'a> Walk<'a> {
             roots: self.roots[v.index()].0.clone(),
             exact: self.roots[v.index()].1,
             elem: self.elem(v),
+            copy: self.copies[v.index()],
+            elements: self.g.ty(v).map_or(1.0, |t| t.elements().max(1) as f64),
         }
     }
 
-    /// `source @name` of `bytes` bytes, starting on the node the machine says.
-    fn source(&mut self, node: &Node, name: &str, bytes: f64) {
-        let n = self
-            .machine
-            .source_node(name)
-            .min(self.machine.len().saturating_sub(1) as u32);
-        self.sources.push((n, bytes));
-        self.define(node, vec![Root::Source { node: n, bytes }], true);
+    /// `source @name` of type `ty`, starting where the machine says.
+    fn source(&mut self, node: &Node, name: &str, ty: &crate::ir::TensorType) {
+        let last = self.machine.len().saturating_sub(1) as u32;
+        let place = match self.machine.source(name) {
+            Placement::Node(n) => Placement::Node(n.min(last)),
+            p => p,
+        };
+        let index = self.sources.len();
+        let shape: Box1 = ty.shape.iter().map(|&d| (0, d)).collect();
+        let pieces = match place {
+            Placement::Node(n) => vec![(shape.clone(), n as usize)],
+            Placement::Shared => vec![],
+            Placement::Split if shape.is_empty() => vec![(shape.clone(), 0)],
+            Placement::Split => crate::passes::shard::split(shape[0].1, self.machine.len() as i64)
+                .into_iter()
+                .enumerate()
+                .map(|(k, rows)| {
+                    let mut b = shape.clone();
+                    b[0] = rows;
+                    (b, k)
+                })
+                .collect(),
+        };
+        self.sources.push(SourceInfo {
+            place,
+            bytes: ty.bytes() as f64,
+            elem: ty.dtype.size_bytes() as f64,
+            pieces,
+        });
+        self.define(node, vec![Root::Source { index }], true);
     }
 
-    /// A view reads the roots of all its operands, through itself.
-    fn view(&mut self, node: &Node, args: &[ValueId]) {
+    /// A view reads the roots of all its operands, through itself; what materializing it
+    /// copies is added to what its operands' copies cost.
+    fn view(&mut self, node: &Node, v: &View) {
         let mut rs = Vec::new();
-        for a in args {
+        let args = v.args();
+        for a in &args {
             for r in &self.roots[a.index()].0 {
                 if !rs.contains(r) {
                     rs.push(r.clone());
                 }
             }
         }
+        let below: f64 = args.iter().map(|a| self.copies[a.index()]).sum();
+        let own = copy_bytes(self.g, v, node.results[0], &self.roots, &self.users);
         self.define(node, rs, false);
+        for r in &node.results {
+            self.copies[r.index()] = below + own;
+        }
     }
 
     fn sink(&mut self, value: ValueId) {
@@ -211,7 +247,13 @@ impl<'a> Walk<'a> {
             }
         }
         let last_node = self.machine.len().saturating_sub(1) as u32;
+        let f64 = inst
+            .outputs
+            .iter()
+            .any(|t| t.dtype == crate::ir::DType::F64);
         ApplyInfo {
+            class: class(inst),
+            f64,
             node: ni,
             name: self.g.values[node.results[0].index()].name.clone(),
             op: a.op.clone(),
@@ -269,6 +311,64 @@ impl<'a> Walk<'a> {
         };
         p.index_fusion();
         p
+    }
+}
+
+/// Bytes a materializing view `v` (result `r`) reads and writes when the native backend
+/// copies it (`codegen::schedule`): a pad that is not a constant one read only by applies (those
+/// are folded into the loads), a repeat, and the operands of a concat or interleave that are
+/// not apply outputs written in place; each copies its output (or operand) once, reading and
+/// writing it. Strided views (transpose, slice, reverse, broadcast, squeeze, unsqueeze) and
+/// reshapes cost nothing (a reshape of a non-contiguous view, which the backend copies, is
+/// not told apart).
+fn copy_bytes(
+    g: &Graph,
+    v: &View,
+    r: ValueId,
+    roots: &[(Vec<Root>, bool)],
+    users: &[Vec<usize>],
+) -> f64 {
+    let bytes = |x: ValueId| g.ty(x).map_or(0.0, |t| t.bytes() as f64);
+    match v {
+        View::Pad { mode, .. } => {
+            let apply_only = !users[r.index()].is_empty()
+                && users[r.index()]
+                    .iter()
+                    .all(|&u| matches!(g.nodes[u].kind, NodeKind::Apply(_)));
+            if matches!(mode, PadMode::Constant(_)) && apply_only {
+                0.0
+            } else {
+                2.0 * bytes(r)
+            }
+        }
+        View::Repeat { .. } => 2.0 * bytes(r),
+        View::Concat { args, .. } | View::Interleave { args, .. } => args
+            .iter()
+            .filter(|a| {
+                let (rs, exact) = &roots[a.index()];
+                !(*exact && matches!(rs.as_slice(), [Root::Apply { .. }]))
+            })
+            .map(|&a| 2.0 * bytes(a))
+            .sum(),
+        _ => 0.0,
+    }
+}
+
+/// The kernel class of `inst`: no reduction variable is elementwise; a reduction of at least
+/// two flops per step over two or more inputs (a multiply-add: matmul, convolution, attention
+/// scores) is a contraction; any other (sum, max, softmax) a reduction.
+fn class(inst: &Instance) -> Class {
+    if inst.parallel == inst.vars.len() {
+        return Class::Elementwise;
+    }
+    let steps: f64 = inst.vars[inst.parallel..]
+        .iter()
+        .map(|v| v.extent().max(1) as f64)
+        .product();
+    if inst.inputs.len() >= 2 && inst.signature.flops_per_point / steps >= 2.0 {
+        Class::Contraction
+    } else {
+        Class::Reduction
     }
 }
 

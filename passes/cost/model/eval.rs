@@ -44,8 +44,14 @@ impl Problem {
         (self.machine.sink_node as usize).min(self.machine.len() - 1)
     }
 
-    /// Bytes moved to bring input `inp` at box `bx` to node `n`, the memory it takes there, and
-    /// the dependencies of its arrival, pushed to `deps`.
+    /// The pieces of source `si`: (box, node) of each; none for a shared source.
+    fn source_pieces(&self, si: usize) -> &[(Box1, usize)] {
+        &self.sources[si].pieces
+    }
+
+    /// Bringing input `inp` at box `bx` to node `n`: the bytes moved, the bytes it takes there
+    /// (moved, plus the windows read from shared storage), and the dependencies of its arrival,
+    /// pushed to `deps`.
     fn fetch(
         &self,
         plan: &[Gene],
@@ -53,51 +59,34 @@ impl Problem {
         bx: &[(i64, i64)],
         n: usize,
         deps: &mut Vec<Dep>,
-    ) -> f64 {
-        let mach = &self.machine;
+        sent: Option<&mut Vec<Sent>>,
+    ) -> (f64, f64) {
         if volume(bx) == 0.0 {
-            return 0.0;
+            return (0.0, 0.0);
         }
         if inp.exact && inp.roots.len() == 1 {
-            let mut bytes = 0.0f64;
-            match &inp.roots[0] {
-                Root::Source { node, .. } => {
-                    let src = *node as usize;
-                    if src != n {
-                        bytes = volume(bx) * inp.elem;
-                        deps.push(Dep::source(mach.transfer(src, n, bytes)));
-                    }
-                }
-                Root::Apply { apply, output } => {
-                    for (piece, pb, pn) in self.pieces(*apply, *output, &plan[*apply]) {
-                        let b = inter(bx, pb) * inp.elem;
-                        if b > 0.0 {
-                            let t = if pn != n {
-                                bytes += b;
-                                mach.transfer(pn, n, b)
-                            } else {
-                                0.0
-                            };
-                            deps.push(Dep::piece(*apply, piece, t));
-                        }
-                    }
-                }
-                Root::Free => {}
-            }
-            return bytes;
+            return self.fetch_exact(plan, inp, bx, n, deps, sent);
         }
         // Through views: the remote fraction of everything the views read; the data arrives
         // after the latest piece is done.
-        let (mut total, mut remote) = (0.0f64, 0.0f64);
+        let (mut total, mut remote, mut shared) = (0.0f64, 0.0f64, 0.0f64);
         let mut from = n;
         let first = deps.len();
         for r in &inp.roots {
             match r {
-                Root::Source { node, bytes: b } => {
-                    total += b;
-                    if *node as usize != n {
-                        remote += b;
-                        from = *node as usize;
+                Root::Source { index } => {
+                    let s = &self.sources[*index];
+                    if s.place == Placement::Shared {
+                        total += s.bytes;
+                        shared += s.bytes;
+                    }
+                    for (pb, pn) in self.source_pieces(*index).iter().map(|(b, n)| (b, *n)) {
+                        let b = volume(pb) * s.elem;
+                        total += b;
+                        if pn != n {
+                            remote += b;
+                            from = pn;
+                        }
                     }
                 }
                 Root::Apply { apply, output } => {
@@ -115,17 +104,138 @@ impl Problem {
                 Root::Free => {}
             }
         }
-        let bytes = if total > 0.0 {
-            volume(bx) * inp.elem * remote / total
-        } else {
-            0.0
+        let part = |x: f64| {
+            if total > 0.0 {
+                volume(bx) * inp.elem * x / total
+            } else {
+                0.0
+            }
         };
-        let t = mach.transfer(from, n, bytes);
+        let bytes = part(remote);
+        let t = self.machine.transfer(from, n, bytes);
         for d in &mut deps[first..] {
             d.delay = t;
         }
         deps.push(Dep::source(t));
-        bytes
+        (bytes, bytes + part(shared))
+    }
+
+    /// [`Problem::fetch`] of an input read directly from its one root: its footprint
+    /// intersected exactly with the pieces of the producer (or source). Each remote piece is
+    /// recorded in `sent` when given (for [`Problem::broadcasts`]).
+    fn fetch_exact(
+        &self,
+        plan: &[Gene],
+        inp: &Input,
+        bx: &[(i64, i64)],
+        n: usize,
+        deps: &mut Vec<Dep>,
+        mut sent: Option<&mut Vec<Sent>>,
+    ) -> (f64, f64) {
+        let mach = &self.machine;
+        let mut bytes = 0.0f64;
+        let mut remote = |data: (u32, u32), pb: &Box1, from: usize, b: f64, dep: usize| {
+            if let Some(sent) = sent.as_deref_mut() {
+                let bx = bx
+                    .iter()
+                    .zip(pb)
+                    .map(|(&(l1, h1), &(l2, h2))| (l1.max(l2), h1.min(h2)));
+                sent.push(Sent {
+                    data,
+                    bx: bx.collect(),
+                    dep,
+                    from,
+                    bytes: b,
+                    to: n,
+                });
+            }
+        };
+        match &inp.roots[0] {
+            Root::Source { index } => {
+                if self.sources[*index].place == Placement::Shared {
+                    return (0.0, volume(bx) * inp.elem);
+                }
+                for (k, (pb, pn)) in self.source_pieces(*index).iter().enumerate() {
+                    let b = inter(bx, pb) * inp.elem;
+                    if b > 0.0 && *pn != n {
+                        bytes += b;
+                        remote((u32::MAX - *index as u32, k as u32), pb, *pn, b, deps.len());
+                        deps.push(Dep::source(mach.transfer(*pn, n, b)));
+                    }
+                }
+            }
+            Root::Apply { apply, output } => {
+                for (piece, pb, pn) in self.pieces(*apply, *output, &plan[*apply]) {
+                    let b = inter(bx, pb) * inp.elem;
+                    if b > 0.0 {
+                        let t = if pn != n {
+                            bytes += b;
+                            let data = (*apply as u32, (piece * 64 + *output) as u32);
+                            remote(data, pb, pn, b, deps.len());
+                            mach.transfer(pn, n, b)
+                        } else {
+                            0.0
+                        };
+                        deps.push(Dep::piece(*apply, piece, t));
+                    }
+                }
+            }
+            Root::Free => {}
+        }
+        (bytes, bytes)
+    }
+
+    /// Prices as one broadcast each group of `sent` transfers of the same data (root, piece
+    /// and box) from one node to at least 3 distinct nodes, as the runtime groups them
+    /// (`codegen::distribute`): every receiver's arrival is the binomial tree's time
+    /// ([`Machine::broadcast`]). A second transfer of the same data to a node already in the
+    /// group stays point to point. Bytes moved are unchanged. Only the transfers of one apply
+    /// are grouped (the runtime also groups those of different applies).
+    fn broadcasts(&self, deps: &mut [Dep], sent: &[Sent]) {
+        let mut done = vec![false; sent.len()];
+        let mut group = Vec::new();
+        let mut to = Vec::new();
+        for i in 0..sent.len() {
+            if done[i] {
+                continue;
+            }
+            let s = &sent[i];
+            group.clear();
+            to.clear();
+            for (j, o) in sent.iter().enumerate().skip(i) {
+                if !done[j] && (o.data, o.from, &o.bx) == (s.data, s.from, &s.bx) {
+                    done[j] = true;
+                    if !to.contains(&o.to) {
+                        group.push(j);
+                        to.push(o.to);
+                    }
+                }
+            }
+            if group.len() >= BROADCAST_RECEIVERS {
+                let t = self.machine.broadcast(s.from, &to, s.bytes);
+                for &j in &group {
+                    deps[sent[j].dep].delay = t;
+                }
+            }
+        }
+    }
+
+    /// Whether `inp` of apply `ai` is the output of an apply fused into it in `plan`.
+    fn fused_input(&self, plan: &[Gene], inp: &Input, ai: usize) -> bool {
+        match inp.roots.as_slice() {
+            [Root::Apply { apply, .. }] => {
+                inp.exact && plan[*apply].fused && self.applies[*apply].fuse_into == Some(ai)
+            }
+            _ => false,
+        }
+    }
+
+    /// Seconds a task of `a` on node `n` takes: the larger of its compute time (`flops` at
+    /// the node's rate for the apply's class and dtype) and its memory time (`traffic` bytes
+    /// over the node's memory bandwidth): the roofline; plus the node's overhead per task.
+    fn duration(&self, a: &ApplyInfo, n: usize, flops: f64, traffic: f64) -> f64 {
+        let node = &self.machine.nodes[n];
+        (flops / node.rate(a.class, a.f64)).max(traffic / node.mem_bandwidth) + node.task_overhead
     }
 
     /// The plan-dependent but time-independent terms of apply `ai`: its shards' nodes,
@@ -145,16 +255,30 @@ impl Problem {
         t.mem.resize(nn, 0.0);
         t.moved = 0.0;
         t.flops = 0.0;
+        t.sent.clear();
+        // Only three or more shards can make a broadcast.
+        let record = lay.shards.len() >= BROADCAST_RECEIVERS;
         for (p, sh) in lay.shards.iter().enumerate() {
             let n = g.nodes[p] as usize;
             let first = t.deps.len();
+            let mut traffic = sh.traffic;
             for (inp, bx) in a.inputs.iter().zip(&sh.in_boxes) {
-                let b = self.fetch(plan, inp, bx, n, &mut t.deps);
-                t.moved += b;
-                t.mem[n] += b;
+                let sent = record.then_some(&mut t.sent);
+                let (moved, held) = self.fetch(plan, inp, bx, n, &mut t.deps, sent);
+                t.moved += moved;
+                t.mem[n] += held;
+                // The part of the view copies this shard reads; an input fused into this
+                // apply is never written nor read back.
+                traffic += inp.copy * (volume(bx) / inp.elements).min(1.0);
+                if self.fused_input(plan, inp, ai) {
+                    traffic -= volume(bx) * inp.elem;
+                }
             }
-            t.shards
-                .push((n, sh.flops / mach.nodes[n].flops, first..t.deps.len()));
+            if g.fused {
+                traffic -= sh.out_bytes;
+            }
+            let dur = self.duration(a, n, sh.flops, traffic.max(0.0));
+            t.shards.push((n, dur, first..t.deps.len()));
             t.flops += sh.flops;
             // A fused output is never materialized.
             if !g.fused {
@@ -171,27 +295,30 @@ impl Problem {
                 t.partial.push(d);
             }
         }
+        if record {
+            self.broadcasts(&mut t.deps, &t.sent);
+        }
         t.combine = None;
         if lay.reduction {
             let first = t.deps.len();
             for (inp, bx) in a.inputs.iter().zip(&lay.epilogue) {
-                let b = self.fetch(plan, inp, bx, sink, &mut t.deps);
-                t.moved += b;
-                t.mem[sink] += b;
+                let (moved, held) = self.fetch(plan, inp, bx, sink, &mut t.deps, None);
+                t.moved += moved;
+                t.mem[sink] += held;
             }
-            t.combine = Some((
-                lay.combine_flops / mach.nodes[sink].flops,
-                first..t.deps.len(),
-            ));
+            let dur = self.duration(a, sink, lay.combine_flops, lay.combine_traffic);
+            t.combine = Some((dur, first..t.deps.len()));
             t.flops += lay.combine_flops;
             t.mem[sink] += lay.shards[0].out_bytes;
         }
     }
 
-    /// Bytes moved to collect sink `si` on the sink node, and the dependencies of its arrival.
+    /// Bytes moved to collect sink `si` on the sink node, and the dependencies of its arrival
+    /// (with distributed sinks, each node writes its pieces: nothing moves).
     fn sink_term(&self, plan: &[Gene], si: usize, t: &mut SinkTerm) {
         let mach = &self.machine;
         let sink = self.sink_node();
+        let gather = !mach.distributed_sinks;
         t.deps.clear();
         t.moved = 0.0;
         for r in &self.sinks[si].roots {
@@ -199,17 +326,24 @@ impl Problem {
                 Root::Apply { apply, output } => {
                     let elem = self.applies[*apply].out_elems[*output].1;
                     for (piece, pb, pn) in self.pieces(*apply, *output, &plan[*apply]) {
-                        let b = if pn != sink { volume(pb) * elem } else { 0.0 };
+                        let b = if gather && pn != sink {
+                            volume(pb) * elem
+                        } else {
+                            0.0
+                        };
                         t.moved += b;
                         t.deps
                             .push(Dep::piece(*apply, piece, mach.transfer(pn, sink, b)));
                     }
                 }
-                Root::Source { node, bytes } => {
-                    if *node as usize != sink {
-                        t.moved += bytes;
-                        t.deps
-                            .push(Dep::source(mach.transfer(*node as usize, sink, *bytes)));
+                Root::Source { index } => {
+                    let elem = self.sources[*index].elem;
+                    for (pb, pn) in self.source_pieces(*index).iter().map(|(b, n)| (b, *n)) {
+                        if gather && pn != sink {
+                            let b = volume(pb) * elem;
+                            t.moved += b;
+                            t.deps.push(Dep::source(mach.transfer(pn, sink, b)));
+                        }
                     }
                 }
                 Root::Free => {}
@@ -258,11 +392,30 @@ struct Term {
     moved: f64,
     mem: Vec<f64>,
     flops: f64,
+    /// The remote transfers of its shards (recorded with three or more shards).
+    sent: Vec<Sent>,
+}
+
+/// Receivers from which the runtime broadcasts instead of sending point to point
+/// (`codegen::distribute::BROADCAST_RECEIVERS`).
+const BROADCAST_RECEIVERS: usize = 3;
+
+/// One remote transfer of a term: its data (root and piece), the box moved, its dependency in
+/// the term's `deps`, the nodes and the bytes.
+#[derive(Clone, Debug)]
+struct Sent {
+    data: (u32, u32),
+    bx: Box1,
+    dep: usize,
+    from: usize,
+    to: usize,
+    bytes: f64,
 }
 
 #[derive(Clone, Debug, Default)]
 struct SinkTerm {
     deps: Vec<Dep>,
+    /// Bytes gathered on the sink node (which then holds them).
     moved: f64,
 }
 
@@ -357,8 +510,10 @@ impl<'p> Evaluator<'p> {
         let sink = p.sink_node();
         let mut ready = vec![0.0f64; nn];
         let mut mem = vec![0.0f64; nn];
-        for &(n, b) in &p.sources {
-            mem[n as usize] += b;
+        for s in &p.sources {
+            for (pb, n) in &s.pieces {
+                mem[*n] += volume(pb) * s.elem;
+            }
         }
         let (mut flops, mut moved) = (0.0f64, 0.0f64);
         let fins = &mut self.fins;
@@ -404,6 +559,7 @@ impl<'p> Evaluator<'p> {
         let mut end = ready.iter().cloned().fold(0.0f64, f64::max);
         for s in &self.sinks {
             moved += s.moved;
+            mem[sink] += s.moved;
             end = arrive(fins, &s.deps, end);
         }
         let peak = mem.iter().cloned().fold(0.0f64, f64::max);

@@ -15,6 +15,8 @@ pub(super) struct ShardLayout {
     pub(super) out_boxes: Boxes,
     pub(super) out_bytes: f64,
     pub(super) flops: f64,
+    /// Memory traffic: the bytes of every input box read plus every output box written.
+    pub(super) traffic: f64,
 }
 
 /// An apply split along one variable into some parts (or whole).
@@ -23,6 +25,8 @@ pub(super) struct Layout {
     pub(super) shards: Vec<ShardLayout>,
     pub(super) reduction: bool,
     pub(super) combine_flops: f64,
+    /// Reduction sharding: the combine reads every partial result and writes the sum.
+    pub(super) combine_traffic: f64,
     /// Reduction sharding: per input, what the epilogue (after the combine) reads.
     pub(super) epilogue: Boxes,
 }
@@ -30,6 +34,11 @@ pub(super) struct Layout {
 /// Footprint bytes (inputs read plus outputs written) of `inst` over the variable `boxes`.
 pub(super) fn footprint_bytes(inst: &Instance, boxes: &[(i64, i64)]) -> f64 {
     let (ins, _, outs) = footprint(inst, boxes, None);
+    traffic(inst, &ins, &outs)
+}
+
+/// The bytes of the input boxes `ins` and output boxes `outs` of `inst`.
+fn traffic(inst: &Instance, ins: &[Box1], outs: &[Box1]) -> f64 {
     let size = |t: &crate::ir::TensorType| t.dtype.size_bytes() as f64;
     ins.iter()
         .zip(&inst.inputs)
@@ -94,6 +103,7 @@ pub(super) fn layout(inst: &Instance, v: usize, parts: usize, flops: f64) -> Lay
                 .map(|(b, t)| volume(b) * size(t))
                 .sum();
             ShardLayout {
+                traffic: traffic(inst, &in_boxes, &out_boxes),
                 in_boxes,
                 out_boxes,
                 out_bytes,
@@ -102,10 +112,14 @@ pub(super) fn layout(inst: &Instance, v: usize, parts: usize, flops: f64) -> Lay
         })
         .collect::<Vec<_>>();
     let out_elems: f64 = inst.outputs.iter().map(|t| t.elements() as f64).sum();
-    let combine_flops = if reduction {
-        (shards.len() as f64 - 1.0) * out_elems
+    let (combine_flops, combine_traffic) = if reduction {
+        let parts = shards.len() as f64;
+        (
+            (parts - 1.0) * out_elems,
+            (parts + 1.0) * shards.first().map_or(0.0, |s| s.out_bytes),
+        )
     } else {
-        0.0
+        (0.0, 0.0)
     };
     let epilogue = if reduction {
         footprint(inst, &full, Some(v)).1
@@ -116,6 +130,7 @@ pub(super) fn layout(inst: &Instance, v: usize, parts: usize, flops: f64) -> Lay
         shards,
         reduction,
         combine_flops,
+        combine_traffic,
         epilogue,
     }
 }
@@ -131,6 +146,7 @@ pub(super) fn layout_whole(inst: &Instance, flops: f64) -> Layout {
         .sum();
     Layout {
         shards: vec![ShardLayout {
+            traffic: traffic(inst, &in_boxes, &out_boxes),
             in_boxes,
             out_boxes,
             out_bytes,
@@ -138,6 +154,7 @@ pub(super) fn layout_whole(inst: &Instance, flops: f64) -> Layout {
         }],
         reduction: false,
         combine_flops: 0.0,
+        combine_traffic: 0.0,
         epilogue: vec![],
     }
 }

@@ -4,19 +4,26 @@
 //!
 //! - **time**: a list schedule over nodes in graph order. A shard starts when its node is free
 //!   and every piece of every input it reads has arrived (producer finish time, plus latency and
-//!   bytes / bandwidth when the piece lives on another node); it runs for its flops / the node's
-//!   flop/s. A reduction-sharded apply combines its partial results on the machine's sink node.
-//!   Sinks are collected on the sink node. Link contention is not modelled.
+//!   bytes / bandwidth when the piece lives on another node; a piece one apply's shards fetch on
+//!   three or more nodes arrives by a binomial-tree broadcast, `Machine::broadcast`); it runs
+//!   for the roofline time: the larger of its flops over the node's rate for the apply's kernel
+//!   class and dtype and its memory traffic (footprint bytes read and written, plus its share of
+//!   the copies of materialized views it reads) over the node's memory bandwidth. A
+//!   reduction-sharded apply combines its partial results on the machine's sink node. Sinks are
+//!   gathered on the sink node (unless the machine's sinks are distributed). Link contention is
+//!   not modelled.
 //! - **flops**: total arithmetic, including the combines of reduction shards.
 //! - **bytes**: bytes moved between nodes: for every shard and input, the bytes of the exact
 //!   footprint of the shard's index box (from the kernel's loads, or the projections for an
 //!   extern op) that do not already live on the shard's node. Sources start where the machine
-//!   says (node 0 by default); a shard's output lives on the node that computed it. Inputs
-//!   reached through views are approximated: footprint bytes times the remote fraction of the
-//!   values the views read. A shard that reads the same remote bytes as another shard on the
-//!   same node fetches them again (no caching).
-//! - **memory**: peak bytes per node, counted without freeing: resident sources, fetched
-//!   inputs and computed outputs.
+//!   says (node 0 by default; or split by rows over the nodes; or on shared storage, from which
+//!   every node reads its windows and nothing moves); a shard's output lives on the node that
+//!   computed it. Inputs reached through views are approximated: footprint bytes times the
+//!   remote fraction of the values the views read. A shard that reads the same remote bytes as
+//!   another shard on the same node fetches them again (no caching).
+//! - **memory**: peak bytes per node, counted without freeing, of what each node holds: the
+//!   sources (or source rows) that start on it, the windows its shards fetch or read from shared
+//!   storage, the windows they write, and the sinks gathered on the sink node.
 //!
 //! This file holds the model's types and its plan space (validity, fusion constraints, the
 //! plan as `shard` input, descriptions); `build` prepares a graph's problem, `layout` the
@@ -29,7 +36,7 @@ mod layout;
 pub use eval::Evaluator;
 pub use layout::marginal_table;
 
-use super::machine::Machine;
+use super::machine::{Class, Machine, Placement};
 use crate::ir::footprint::{Box1, Boxes};
 use crate::passes::shard::ApplyPlan;
 use layout::Layout;
@@ -92,9 +99,9 @@ pub type Plan = Vec<Gene>;
 /// Where the data of a value comes from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Root {
+    /// Source number `index` of [`Problem`]'s sources.
     Source {
-        node: u32,
-        bytes: f64,
+        index: usize,
     },
     Apply {
         apply: usize,
@@ -110,6 +117,22 @@ struct Input {
     /// Read directly (not through views): footprints intersect the producer's pieces exactly.
     exact: bool,
     elem: f64,
+    /// Bytes the copies materializing the views it is read through read and write (0 when
+    /// read directly or through strided views only).
+    copy: f64,
+    /// Elements of the value read (a reader of part of it is charged that part of `copy`).
+    elements: f64,
+}
+
+/// A source: where it starts, its bytes, its whole box and bytes per element.
+#[derive(Clone, Debug)]
+struct SourceInfo {
+    place: Placement,
+    bytes: f64,
+    elem: f64,
+    /// (box, node) of each piece: one whole on its node, the rows split over all nodes, or
+    /// none for a shared source.
+    pieces: Vec<(Box1, usize)>,
 }
 
 /// One row of the marginal cost table: the cost of one more step along `dim`.
@@ -136,6 +159,9 @@ pub struct ApplyInfo {
     pub vars: Vec<(String, i64)>,
     pub parallel: usize,
     pub flops: f64,
+    /// Its kernel class and whether it computes in f64 (which node throughput applies).
+    pub class: Class,
+    pub f64: bool,
     /// Footprint bytes of the whole apply (inputs read + outputs written).
     pub bytes: f64,
     /// Variables this apply may be sharded along.
@@ -169,7 +195,7 @@ pub struct Problem {
     pub machine: Machine,
     /// Parts a plan may use per apply (≤ [`MAX_PARTS`]).
     pub max_parts: usize,
-    sources: Vec<(u32, f64)>,
+    sources: Vec<SourceInfo>,
     sinks: Vec<Input>,
     /// Per apply: the applies reading its outputs (directly or through views).
     consumers: Vec<Vec<usize>>,
