@@ -173,9 +173,33 @@ pub fn check(
     threads: usize,
     max_memory: Option<u64>,
 ) -> Result<u64, String> {
+    let held = Held {
+        inputs,
+        messages: 0,
+    };
+    check_held(plan, held, threads, max_memory)
+}
+
+/// What a process holds besides its plan's buffers: its inputs as read and (a rank of a
+/// distributed job) the messages it sends and receives.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Held {
+    pub inputs: u64,
+    pub messages: u64,
+}
+
+/// [`check`] with the messages a rank of a distributed job holds at most (named in the
+/// message when there are any).
+pub fn check_held(
+    plan: &Plan,
+    held: Held,
+    threads: usize,
+    max_memory: Option<u64>,
+) -> Result<u64, String> {
     let (buffers, live) = peak(plan);
     let need = buffers
-        .saturating_add(inputs)
+        .saturating_add(held.inputs)
+        .saturating_add(held.messages)
         .saturating_add(PER_THREAD.saturating_mul(threads as u64));
     let Some((room, from)) = limits(max_memory).into_iter().next() else {
         return Ok(need);
@@ -196,12 +220,16 @@ pub fn check(
             )
         })
         .collect();
+    let messages = match held.messages {
+        0 => String::new(),
+        m => format!(", {} of messages", human_bytes(m)),
+    };
     Err(format!(
-        "graph @{} needs {} of memory at its peak ({} of buffers, {} of inputs), more than the {} that {from} allows; its biggest buffers then: {}",
+        "graph @{} needs {} of memory at its peak ({} of buffers, {} of inputs{messages}), more than the {} that {from} allows; its biggest buffers then: {}",
         plan.graph,
         human_bytes(need),
         human_bytes(buffers),
-        human_bytes(inputs),
+        human_bytes(held.inputs),
         human_bytes(room),
         names.join(", ")
     ))

@@ -1,10 +1,11 @@
 //! Compiled programs at run time, in one binary: reliability (signals, limits, concurrent
 //! runs, faults, corrupt plans), the path policy of every writer, and distributed execution
-//! under `mpirun`.
+//! under `mpirun` (its per-rank memory: `mpi_memory`).
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod mpi;
+mod mpi_memory;
 mod paths;
 mod reliability;

@@ -4,13 +4,15 @@
 //! reads itself. [`local_plan`] builds it in phases: which transfers cross ranks and how the
 //! broadcasts group them ([`routes`]), where each transfer's ends attach on this rank
 //! ([`ends`]), the task list ([`Builder::tasks`]), the sinks ([`Builder::sinks`]) and the
-//! sources ([`sources`]).
+//! sources ([`sources`]); then every buffer becomes the pieces this rank touches
+//! ([`super::pieces`]).
 //!
 //! Deadlock freedom: a receive task depends on every local task that precedes its consumer in
 //! the global plan order, so a worker blocked in a receive never holds up a task the sender
 //! is waiting for (the earliest unfinished task of the whole job can always run).
 
 use super::dist::{normalize, Dist, Runs, Window};
+use super::pieces::{self, Read};
 use crate::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task};
 
 /// What a task of the local plan does.
@@ -25,9 +27,8 @@ pub(super) enum Role {
 pub(super) struct Local {
     pub plan: Plan,
     pub roles: Vec<Role>,
-    /// Sources this rank reads from files, by global index, with the element runs it reads
-    /// (`None`: the whole file).
-    pub reads: Vec<(usize, Option<Runs>)>,
+    /// What this rank reads from files, per source of its plan (a piece of a global source).
+    pub reads: Vec<Read>,
     /// Point-to-point transfers this rank receives.
     pub incoming: Vec<usize>,
     /// Per broadcast of the plan, the ranks it involves, its root first (only the root when
@@ -37,6 +38,9 @@ pub(super) struct Local {
     pub group_of: Vec<Option<usize>>,
     /// Per broadcast, its transfers that move data between ranks.
     pub casts: Vec<Vec<usize>>,
+    /// The most bytes of message buffers the rank holds: every receive is posted before the
+    /// run and every packed send is kept until the run ends, so all of them.
+    pub messages: u64,
 }
 
 /// Where this rank stands in the job.
@@ -306,15 +310,19 @@ pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, on_root: bool
     let late = b.tasks(&e);
     let sinks = b.sinks(&late);
     let (buffers, local_sources, reads) = sources(plan, at, &b.tasks, &sinks, on_root);
+    let whole = Plan {
+        graph: plan.graph.clone(),
+        buffers,
+        sources: local_sources,
+        tasks: b.tasks,
+        sinks,
+        dist: Default::default(),
+    };
+    let (plan, reads) = pieces::split(whole, &reads);
+    let messages = message_bytes(d, at, &r, &e, &b.roles);
     Local {
-        plan: Plan {
-            graph: plan.graph.clone(),
-            buffers,
-            sources: local_sources,
-            tasks: b.tasks,
-            sinks,
-            dist: Default::default(),
-        },
+        messages,
+        plan,
         roles: b.roles,
         reads,
         incoming: e.incoming,
@@ -322,4 +330,21 @@ pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, on_root: bool
         group_of: r.group_of,
         casts: r.casts,
     }
+}
+
+/// The bytes of every message buffer of this rank (see [`Local::messages`]).
+fn message_bytes(d: &Dist, at: Place, r: &Routes, e: &Ends, roles: &[Role]) -> u64 {
+    let bytes = |k: usize| d.transfers[k].bytes();
+    let recv: u64 = e.incoming.iter().map(|&k| bytes(k)).sum();
+    let cast: u64 = (r.groups.iter().enumerate())
+        .filter(|(_, ranks)| ranks.len() > 1 && ranks[1..].contains(&at.rank))
+        .map(|(g, _)| bytes(d.broadcasts[g][0] as usize))
+        .sum();
+    let sent: u64 = (roles.iter())
+        .filter_map(|r| match r {
+            Role::Send(k) => Some(bytes(*k)),
+            _ => None,
+        })
+        .sum();
+    recv + cast + sent
 }

@@ -6,7 +6,8 @@
 //! peers that it is the same (a hash) and that they were all started with the same run
 //! options ([`AGREED`]: else rank 0 names the options and ranks that differ and aborts the
 //! job, before any input is read), and builds its local plan (`local.rs`: its nodes' tasks
-//! plus send and receive tasks). It reads the windows of the sources its tasks read
+//! plus send and receive tasks, each buffer cut to the pieces the rank touches). It reads the
+//! windows of the sources its tasks read
 //! ([`Rank::read`]), or with `--inputs-on-root` rank 0 reads them for everyone. Running
 //! ([`Rank::execute`]) posts every receive (`comm.rs`), runs the local plan on the ordinary
 //! multithreaded executor with `--threads` workers (and a progress thread when the rank moves
@@ -15,19 +16,22 @@
 //! they are written only after all ranks succeeded. A rank that fails prints its rank and the
 //! reason (the executor's messages name the task) and calls `MPI_Abort` ([`Rank::fail`]).
 //!
-//! For now every rank checks the whole plan's peak against the memory it may use (each rank
-//! allocates full-size buffers for what it touches), so `--max-memory` refuses a job with the
-//! same message as one process; a rank's own peak plugs in as its [`Mode::footprint`].
+//! Each rank checks its own peak ([`Mode::footprint`]: its local plan's pieces, the source
+//! pieces it reads and its message buffers) against the memory it may use, before any input is
+//! read, with the message one process prints; `--time` prints that planned peak and the
+//! measured one (the executor's allocation high-water mark, the inputs held, the most message
+//! bytes held at once).
 
 use super::comm::{recv_kernel, send_kernel, Comm, Stats};
 use super::local::{local_plan, Local, Place, Role};
 use crate::cli::{Args, Outcome};
 use crate::exec::{execute, KernelFn, Report};
+use crate::memory;
 use crate::npy;
 use crate::output::{Npy, Outputs};
 use crate::paths::shown;
 use crate::plan::Plan;
-use crate::program::{self, Done, Job, Mode};
+use crate::program::{self, Done, Footprint, Job, Mode};
 use crate::tensor::Tensor;
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
@@ -35,7 +39,7 @@ use mpi::traits::*;
 use std::ffi::c_int;
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -116,10 +120,27 @@ impl Mode for Rank {
         Ok(())
     }
 
+    /// This rank's own peak: its local plan's pieces, the source pieces it reads and its
+    /// messages.
+    fn footprint<'a>(&'a self, job: &Job<'a>) -> Footprint<'a> {
+        match &self.local {
+            Some(l) => Footprint {
+                plan: &l.plan,
+                input_bytes: held_inputs(l),
+                message_bytes: l.messages,
+            },
+            None => Footprint::whole(job.plan),
+        }
+    }
+
     fn read(&mut self, job: &Job, files: &[PathBuf]) -> Result<(), String> {
         let local = self.local.as_ref().ok_or_else(not_prepared)?;
-        for (k, runs) in &local.reads {
-            let (t, n) = read_source(job.plan, *k, &files[*k], runs.as_deref())?;
+        for r in &local.reads {
+            let s = &job.plan.sources[r.source];
+            let file = &files[r.source];
+            let (t, n) =
+                npy::read_piece_expecting(file, &s.name, s.dtype, &s.shape, r.piece, &r.runs)
+                    .map_err(|e| e.to_string())?;
             self.inputs.push(t);
             self.input_bytes += n;
         }
@@ -139,8 +160,10 @@ impl Mode for Rank {
         let (sinks, report) = self.run_local(job, local, c)?;
         let send_wait = c.wait_sends()?;
         let stats = c.stats();
+        let peaks = Peaks::of(local, &report, c.held_peak());
         let mine = RankReport {
-            summary: self.summary(job.plan, local, &report, &stats, send_wait),
+            summary: self.summary(job.plan, local, &report, &stats, send_wait)
+                + &peaks.line(self.at.rank),
             trace: (job.args.trace.as_ref()).map_or_else(String::new, |_| {
                 trace_events(local, &report, self.at.rank as i32, start)
             }),
@@ -169,27 +192,52 @@ impl Mode for Rank {
     }
 }
 
-fn not_prepared() -> String {
-    "internal error: the rank's plan was used before it was built".to_string()
+/// The bytes of the source pieces a rank holds as read (see [`crate::mpi::pieces`]).
+fn held_inputs(local: &Local) -> u64 {
+    let elem = |k: usize| local.plan.sources[k].dtype.size_bytes() as u64;
+    (local.reads.iter().enumerate())
+        .map(|(k, r)| r.piece.1 as u64 * elem(k))
+        .sum()
 }
 
-/// Reads what this rank needs of source `k` from `file`: the element `runs`, or the whole
-/// file (`None`); returns the tensor and the bytes read.
-fn read_source(
-    plan: &Plan,
-    k: usize,
-    file: &Path,
-    runs: Option<&[(i64, i64)]>,
-) -> Result<(Tensor, u64), String> {
-    let s = &plan.sources[k];
-    let read = match runs {
-        Some(runs) => npy::read_window_expecting(file, &s.name, s.dtype, &s.shape, runs),
-        None => npy::read_expecting(file, &s.name, s.dtype, &s.shape).map(|t| {
-            let bytes = t.data.len() * s.dtype.size_bytes();
-            (t, bytes as u64)
-        }),
-    };
-    read.map_err(|e| e.to_string())
+/// A rank's planned and measured peak memory: (buffers, inputs, messages) each.
+struct Peaks {
+    planned: [u64; 3],
+    measured: [u64; 3],
+}
+
+impl Peaks {
+    /// The plan's figures (those the memory check used) and the run's: the executor's
+    /// allocation high-water mark and the most message bytes held at once.
+    fn of(local: &Local, report: &Report, messages: u64) -> Peaks {
+        let inputs = held_inputs(local);
+        Peaks {
+            planned: [memory::peak(&local.plan).0, inputs, local.messages],
+            measured: [report.peak_bytes, inputs, messages],
+        }
+    }
+
+    /// The `--time` line: `rank R peak memory: planned N B (...), measured N B (...)`.
+    fn line(&self, rank: u32) -> String {
+        let part = |v: &[u64; 3]| {
+            format!(
+                "{} B (buffers {}, inputs {}, messages {})",
+                v.iter().sum::<u64>(),
+                v[0],
+                v[1],
+                v[2]
+            )
+        };
+        format!(
+            "  rank {rank} peak memory: planned {}, measured {}\n",
+            part(&self.planned),
+            part(&self.measured)
+        )
+    }
+}
+
+fn not_prepared() -> String {
+    "internal error: the rank's plan was used before it was built".to_string()
 }
 
 impl Rank {
