@@ -298,6 +298,14 @@ impl SinkView<'_> {
 impl crate::output::Npy for SinkView<'_> {
     fn write_npy(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
         w.write_all(&crate::npy::header_bytes(self.dtype, self.shape))?;
+        self.write_data(w)
+    }
+}
+
+impl SinkView<'_> {
+    /// Writes the elements in C order as `.npy` data (no header): what a rank of a
+    /// distributed job writes of a sink at the sink's place in the file.
+    pub fn write_data(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
         let size = self.dtype.size_bytes();
         let mut chunk: Vec<u8> = Vec::with_capacity(1 << 16);
         let mut result = Ok(());

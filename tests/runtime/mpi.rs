@@ -58,7 +58,7 @@ pub(crate) fn compile(file: &Path, graph: &str, passes: &str, out: &Path, mpi: b
 }
 
 /// Writes deterministic inputs for graph `gi` of `file` into `dir`.
-fn write_inputs(file: &Path, gi: usize, dir: &Path) -> String {
+pub(crate) fn write_inputs(file: &Path, gi: usize, dir: &Path) -> String {
     let src = std::fs::read_to_string(file).unwrap();
     let (m, _) = common::compile_ok(&file.display().to_string(), &src);
     for (name, t) in common::inputs(&m, gi) {
@@ -207,6 +207,14 @@ fn measured_bytes(stderr: &str) -> u64 {
     line["bytes moved: ".len()..].parse().unwrap()
 }
 
+/// The bytes sent of sinks (`  @NAME: sent N B, ...` lines) in a `--time` report.
+fn sink_bytes_sent(stderr: &str) -> u64 {
+    (stderr.lines())
+        .filter_map(|l| l.strip_prefix("  @")?.split_once(": sent "))
+        .map(|(_, rest)| rest.split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
 #[test]
 fn bytes_moved_equal_the_cost_models_prediction() {
     let mut seen_nonzero = false;
@@ -220,8 +228,10 @@ fn bytes_moved_equal_the_cost_models_prediction() {
         compile(&file, &graph, COST, &prog, true);
         let predicted = predicted_bytes(&file);
         for btl in [Btl::SharedMemory, Btl::Tcp] {
-            // Sources start on node 0 in the model, so rank 0 sends the windows.
-            let args: Vec<String> = [
+            // Sources start on node 0 in the model, so rank 0 sends the windows; sinks end on
+            // node 0 (`--gather-sinks`). Written by their ranks, the sinks' remote parts do not
+            // move: the rest is the prediction.
+            let mut args: Vec<String> = [
                 "--input-dir",
                 inputs.to_str().unwrap(),
                 "--out-dir",
@@ -232,9 +242,19 @@ fn bytes_moved_equal_the_cost_models_prediction() {
             .map(String::from)
             .to_vec();
             let o = mpirun(2, btl, &prog, &args);
+            let direct = String::from_utf8_lossy(&o.stderr).into_owned();
+            assert!(o.status.success(), "{ex}: {direct}");
+            args.push("--gather-sinks".into());
+            let o = mpirun(2, btl, &prog, &args);
             let err = String::from_utf8_lossy(&o.stderr);
             assert!(o.status.success(), "{ex}: {err}");
             assert_eq!(measured_bytes(&err), predicted, "{ex} over {btl:?}:\n{err}");
+            let sinks = sink_bytes_sent(&err);
+            assert_eq!(
+                measured_bytes(&direct),
+                predicted - sinks,
+                "{ex} over {btl:?}, sinks written by their ranks:\n{direct}"
+            );
             seen_nonzero |= predicted > 0;
         }
         let _ = std::fs::remove_dir_all(&dir);
@@ -434,6 +454,10 @@ fn values_every_node_reads_are_broadcast_with_the_predicted_bytes() {
                 let mut args = timed_run(&inputs, &got_dir, on_root);
                 let trace = dir.join(format!("trace-{name}-{np}-{btl:?}-{on_root}.json"));
                 args.extend(["--trace".into(), trace.display().to_string()]);
+                // The model gathers the sinks on node 0: so does the run it is compared with.
+                if np == 4 && on_root {
+                    args.push("--gather-sinks".into());
+                }
                 let o = mpirun(np, btl, &prog, &args);
                 let err = String::from_utf8_lossy(&o.stderr);
                 let what = format!("{name} -np {np} {btl:?} inputs-on-root {on_root}");

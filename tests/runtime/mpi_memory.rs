@@ -185,7 +185,7 @@ fn a_heat_stencil_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_i
             sources: vec![("u", 4096, 4096)],
             limit: ("68MiB", 68 << 20),
         },
-        // A 128 MiB matrix times a thin one: one process needs 274 MiB, a rank 83 MiB.
+        // A 128 MiB matrix times a thin one: one process needs 274 MiB, a rank 81 MiB.
         Case {
             name: "matmul",
             teg: matmul(8192, 4096, 32),

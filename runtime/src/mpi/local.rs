@@ -13,7 +13,8 @@
 
 use super::dist::{normalize, Dist, Runs, Window};
 use super::pieces::{self, Read};
-use crate::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task};
+use super::sinks::{self, Out};
+use crate::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task, Transfer};
 
 /// What a task of the local plan does.
 #[derive(Clone, Copy, PartialEq)]
@@ -38,6 +39,10 @@ pub(super) struct Local {
     pub group_of: Vec<Option<usize>>,
     /// Per broadcast, its transfers that move data between ranks.
     pub casts: Vec<Vec<usize>>,
+    /// What each sink of `plan` is (a gathered sink, or a run of a directly written one).
+    pub outs: Vec<Out>,
+    /// Per sink of the whole plan, whether the ranks write it directly.
+    pub direct: Vec<bool>,
     /// The most bytes of message buffers the rank holds: every receive is posted before the
     /// run and every packed send is kept until the run ends, so all of them.
     pub messages: u64,
@@ -68,11 +73,14 @@ struct Routes {
     casts: Vec<Vec<usize>>,
 }
 
-fn routes(d: &Dist, at: Place, inputs_on_root: bool) -> Routes {
-    let active: Vec<bool> = d
-        .transfers
-        .iter()
-        .map(|t| at.rank_of(t.from) != at.rank_of(t.to) && (t.after.is_some() || inputs_on_root))
+/// The transfers and broadcasts of `d`; `direct`: the buffers of sinks written directly by the
+/// ranks (their sink transfers do not run).
+fn routes(d: &Dist, at: Place, inputs_on_root: bool, direct: &[u32]) -> Routes {
+    let runs = |t: &Transfer| {
+        (t.after.is_some() || inputs_on_root) && (t.before.is_some() || !direct.contains(&t.buffer))
+    };
+    let active: Vec<bool> = (d.transfers.iter())
+        .map(|t| at.rank_of(t.from) != at.rank_of(t.to) && runs(t))
         .collect();
     let mut r = Routes {
         group_of: vec![None; d.transfers.len()],
@@ -244,20 +252,6 @@ impl Builder<'_> {
             .map(|&g| self.local[g as usize])
             .collect()
     }
-
-    /// The sinks, on rank 0 only: after their local producers and the receives of `late`.
-    fn sinks(&self, late: &[u32]) -> Vec<Sink> {
-        if self.at.rank != 0 {
-            return vec![];
-        }
-        let sink = |s: &Sink| {
-            let mut s = s.clone();
-            s.deps = self.local_deps(&s.deps);
-            s.deps.extend_from_slice(late);
-            s
-        };
-        self.plan.sinks.iter().map(sink).collect()
-    }
 }
 
 /// The sources this rank reads itself (those its tasks or sinks use, unless rank 0 reads for
@@ -295,9 +289,21 @@ fn sources(plan: &Plan, at: Place, tasks: &[Task], sinks: &[Sink], on_root: bool
 }
 
 /// This rank's local plan; the send and receive kernels are `send_kernel` and the next index.
-pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, on_root: bool) -> Local {
+/// `gather`: `--gather-sinks` (every sink gathered to rank 0).
+pub(super) fn local_plan(
+    plan: &Plan,
+    at: Place,
+    send_kernel: u32,
+    on_root: bool,
+    gather: bool,
+) -> Local {
     let d = &plan.dist;
-    let r = routes(d, at, on_root);
+    let direct = sinks::direct(plan, gather);
+    let direct_buffers: Vec<u32> = (plan.sinks.iter().zip(&direct))
+        .filter(|(_, &on)| on)
+        .map(|(s, _)| s.view.buffer)
+        .collect();
+    let r = routes(d, at, on_root, &direct_buffers);
     let e = ends(d, at, &r, plan.tasks.len());
     let mut b = Builder {
         plan,
@@ -308,7 +314,7 @@ pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, on_root: bool
         local: vec![u32::MAX; plan.tasks.len()],
     };
     let late = b.tasks(&e);
-    let sinks = b.sinks(&late);
+    let (sinks, outs) = sinks::local_sinks(plan, at, &direct, &|g| b.local_deps(g), &late);
     let (buffers, local_sources, reads) = sources(plan, at, &b.tasks, &sinks, on_root);
     let whole = Plan {
         graph: plan.graph.clone(),
@@ -322,6 +328,8 @@ pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, on_root: bool
     let messages = message_bytes(d, at, &r, &e, &b.roles);
     Local {
         messages,
+        outs,
+        direct,
         plan,
         roles: b.roles,
         reads,

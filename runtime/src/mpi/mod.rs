@@ -3,7 +3,8 @@
 //! feature (rsmpi against the system's Open MPI): `run` is one rank's run (the same steps as a
 //! single process, `crate::program`, in the rank's own mode), `local` builds the rank's part
 //! of the plan (`pieces`: of each buffer, only the windows the rank touches), and `comm`
-//! moves the data (the send and receive kernels).
+//! moves the data (the send and receive kernels); `sinks` writes each rank's windows of the
+//! sinks into the staged files.
 
 #[cfg(feature = "mpi")]
 mod comm;
@@ -14,3 +15,5 @@ mod local;
 mod pieces;
 #[cfg(feature = "mpi")]
 pub(crate) mod run;
+#[cfg(feature = "mpi")]
+mod sinks;

@@ -11,9 +11,12 @@
 //! ([`Rank::read`]), or with `--inputs-on-root` rank 0 reads them for everyone. Running
 //! ([`Rank::execute`]) posts every receive (`comm.rs`), runs the local plan on the ordinary
 //! multithreaded executor with `--threads` workers (and a progress thread when the rank moves
-//! data), waits for its sends, and sends its report to rank 0. Rank 0 collects the sinks
-//! (transfers planned at compile time) and every rank's report, and stages the sinks, so that
-//! they are written only after all ranks succeeded. A rank that fails prints its rank and the
+//! data), waits for its sends, and sends its report to rank 0. Sinks (`sinks.rs`): rank 0
+//! stages every directly written sink before the run (header and full size) and broadcasts the
+//! staged paths; after the run each rank writes its windows of them at their offsets, an
+//! all-reduce agrees that all did, and rank 0 commits them with the sinks gathered to it
+//! (strided sinks, or all with `--gather-sinks`) and the trace, so that they are in place only
+//! after all ranks succeeded. A rank that fails prints its rank and the
 //! reason (the executor's messages name the task) and calls `MPI_Abort` ([`Rank::fail`]).
 //!
 //! Each rank checks its own peak ([`Mode::footprint`]: its local plan's pieces, the source
@@ -24,19 +27,24 @@
 
 use super::comm::{recv_kernel, send_kernel, Comm, Stats};
 use super::local::{local_plan, Local, Place, Role};
+use super::sinks::{self, Out};
 use crate::cli::{Args, Outcome};
-use crate::exec::{execute, KernelFn, Report};
+use crate::exec::{execute_with, KernelFn, Report, SinkView};
 use crate::memory;
 use crate::npy;
-use crate::output::{Npy, Outputs};
+use crate::output::{self, Npy, Outputs};
 use crate::paths::shown;
 use crate::plan::Plan;
 use crate::program::{self, Done, Footprint, Job, Mode};
+use crate::signals;
+use crate::tensor::checked_numel;
 use crate::tensor::Tensor;
+use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::ffi::c_int;
+use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -111,7 +119,8 @@ impl Mode for Rank {
         self.check_same_plan()?;
         self.check_same_options(job.args)?;
         let nk = job.kernels.len() as u32;
-        let local = local_plan(job.plan, self.at, nk, job.args.inputs_on_root);
+        let gather = job.args.gather_sinks;
+        let local = local_plan(job.plan, self.at, nk, job.args.inputs_on_root, gather);
         let transfers = &job.plan.dist.transfers;
         if let Some(t) = transfers.iter().find(|t| t.bytes() > c_int::MAX as u64) {
             return Err(format!("transfer of {} is over 2 GiB", t.value));
@@ -153,17 +162,21 @@ impl Mode for Rank {
 
     fn execute(&mut self, job: &Job, outputs: &mut Outputs) -> Result<Option<Done>, String> {
         let local = self.local.as_ref().ok_or_else(not_prepared)?;
+        let staged = self.stage_direct(job, local, outputs)?;
         let c = Comm::install(&self.world, &job.plan.dist.transfers, local)?;
         c.post_receives(local, &job.plan.dist.broadcasts, self.at.rank)?;
         self.world.barrier();
         let start = mpi::time();
-        let (sinks, report) = self.run_local(job, local, c)?;
+        let (written, report) = self.run_local(job, local, c, &staged, outputs)?;
         let send_wait = c.wait_sends()?;
+        signals::test_pause("sinks");
+        self.agree()?;
         let stats = c.stats();
         let peaks = Peaks::of(local, &report, c.held_peak());
         let mine = RankReport {
             summary: self.summary(job.plan, local, &report, &stats, send_wait)
-                + &peaks.line(self.at.rank),
+                + &peaks.line(self.at.rank)
+                + &format!("  rank {} sink bytes written: {written}\n", self.at.rank),
             trace: (job.args.trace.as_ref()).map_or_else(String::new, |_| {
                 trace_events(local, &report, self.at.rank as i32, start)
             }),
@@ -172,11 +185,9 @@ impl Mode for Rank {
         let Some(all) = self.gather(mine) else {
             return Ok(None);
         };
-        let items: Vec<(&str, &dyn Npy)> = (sinks.iter())
-            .map(|(n, t)| (n.as_str(), t as &dyn Npy))
-            .collect();
+        let names = job.plan.sinks.iter().map(|s| s.name.as_str());
         Ok(Some(Done {
-            paths: program::stage_sinks(job, outputs, &items)?,
+            paths: output::sink_targets(&job.args.out_dir, names).map_err(|e| e.to_string())?,
             trace: job.args.trace.as_ref().map(|_| trace_json(&all)),
             time: (job.args.time).then(|| time_summary(job.plan, self.at, local, &all)),
         }))
@@ -236,6 +247,30 @@ impl Peaks {
     }
 }
 
+/// The sinks of a rank's run, read in place: on rank 0 the gathered ones are staged whole,
+/// and every rank writes its runs of the direct ones into the staged files
+/// ([`sinks::write_runs`]). Returns the sink bytes this rank wrote.
+fn write_sinks(
+    job: &Job,
+    local: &Local,
+    views: &[SinkView],
+    staged: &[Option<PathBuf>],
+    outputs: &mut Outputs,
+) -> Result<u64, String> {
+    let whole: Vec<(&str, &dyn Npy)> = (views.iter().zip(&local.outs))
+        .filter(|(_, o)| matches!(o, Out::Whole(_)))
+        .map(|(v, _)| (v.name, v as &dyn Npy))
+        .collect();
+    if !whole.is_empty() {
+        program::stage_sinks(job, outputs, &whole)?;
+    }
+    let whole_bytes: u64 = (views.iter().zip(&local.outs))
+        .filter(|(_, o)| matches!(o, Out::Whole(_)))
+        .map(|(v, _)| (checked_numel(v.shape).unwrap_or(0) * v.dtype.size_bytes()) as u64)
+        .sum();
+    Ok(whole_bytes + sinks::write_runs(job.plan, views, &local.outs, staged)?)
+}
+
 fn not_prepared() -> String {
     "internal error: the rank's plan was used before it was built".to_string()
 }
@@ -284,7 +319,9 @@ impl Rank {
         job: &Job,
         local: &Local,
         c: &'static Comm,
-    ) -> Result<(Vec<(String, Tensor)>, Report), String> {
+        staged: &[Option<PathBuf>],
+        outputs: &mut Outputs,
+    ) -> Result<(u64, Report), String> {
         let mut table: Vec<KernelFn> = job.kernels.to_vec();
         table.push(send_kernel);
         table.push(recv_kernel);
@@ -298,10 +335,55 @@ impl Rank {
                 let stop = &stop;
                 sc.spawn(move || c.progress(stop, every));
             }
-            let run = execute(&local.plan, &table, &refs, &opts);
+            let run = execute_with(&local.plan, &table, &refs, &opts, |views| {
+                write_sinks(job, local, views, staged, outputs)
+            });
             stop.store(true, Ordering::Relaxed);
             run
         })
+    }
+
+    /// On rank 0, stages the sinks the ranks write directly ([`sinks::stage`]); every rank
+    /// gets their staged paths (a broadcast).
+    fn stage_direct(
+        &self,
+        job: &Job,
+        local: &Local,
+        outputs: &mut Outputs,
+    ) -> Result<Vec<Option<PathBuf>>, String> {
+        if !local.direct.contains(&true) {
+            return Ok(vec![None; job.plan.sinks.len()]);
+        }
+        let root = self.world.process_at_rank(0);
+        let mut bytes = Vec::new();
+        if self.at.rank == 0 {
+            let staged = sinks::stage(job.plan, &local.direct, outputs, &job.args.out_dir)?;
+            for p in &staged {
+                bytes.push(u8::from(p.is_some()));
+                bytes.extend_from_slice(p.as_ref().map_or(&[][..], |p| p.as_os_str().as_bytes()));
+                bytes.push(0);
+            }
+        }
+        let mut len = bytes.len() as u64;
+        root.broadcast_into(&mut len);
+        bytes.resize(len as usize, 0);
+        root.broadcast_into(&mut bytes[..]);
+        let paths = bytes.split(|&b| b == 0).take(job.plan.sinks.len());
+        Ok(paths
+            .map(|p| (p.first() == Some(&1)).then(|| PathBuf::from(OsStr::from_bytes(&p[1..]))))
+            .collect())
+    }
+
+    /// The agreement that every rank wrote its windows of the sinks: an all-reduce (a rank that
+    /// failed aborted the job instead of joining it).
+    fn agree(&self) -> Result<(), String> {
+        let (mine, mut all) = (1u32, 0u32);
+        self.world
+            .all_reduce_into(&mine, &mut all, SystemOperation::min());
+        match all {
+            1 => Ok(()),
+            _ => Err("a rank failed to write its part of the sinks".into()),
+        }
     }
 
     /// Sends this rank's report to rank 0; on rank 0, returns every rank's, in rank order.
@@ -399,7 +481,13 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// `--inputs-on-root` decides which rank reads which input, the sinks and the trace are
 /// written by rank 0 alone, and `--time` and `--trace` decide what every rank records and
 /// sends to rank 0. `--threads`, `--max-memory` and the inputs are each rank's own.
-const AGREED: [&str; 4] = ["--inputs-on-root", "--out-dir", "--trace", "--time"];
+const AGREED: [&str; 5] = [
+    "--inputs-on-root",
+    "--out-dir",
+    "--trace",
+    "--time",
+    "--gather-sinks",
+];
 
 /// Each of the [`AGREED`] options of `args`: its name, its value as messages show it, and a
 /// hash of its value as given (paths as bytes).
@@ -422,6 +510,7 @@ fn agreed(args: &Args) -> [(&'static str, String, u64); AGREED.len()] {
         (AGREED[1], format!("`{}`", shown(&args.out_dir)), fnv1a(out)),
         (AGREED[2], trace, fnv1a(&trace_bytes)),
         (AGREED[3], flag(args.time), args.time as u64),
+        (AGREED[4], flag(args.gather_sinks), args.gather_sinks as u64),
     ]
 }
 

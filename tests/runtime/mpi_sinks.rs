@@ -1,0 +1,198 @@
+//! Sharded outputs under `mpirun` (issue 17): each rank writes its own windows of every sink
+//! straight into the staged `.npy` files, rank 0 commits them all or none; `--gather-sinks`
+//! gathers every sink to rank 0 as before. The files equal the single-process program's, the
+//! sink bytes through rank 0 are only its own, and a rank killed with SIGKILL while the job
+//! writes leaves no output and no temporaries (a SIGKILLed rank 0's staging is swept by the
+//! next run).
+
+use super::mpi::{files, mpi_and_want, per_rank, scratch, write_inputs};
+use crate::common::mpi::{mlp, mpirun, mpirun_args, one_job, Btl};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The batch-sharded MLP (8 rows, 4 outputs) on 2 nodes: each writes 4 rows of `@y`.
+const BATCH: &str = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
+
+/// The MLP program, its single-process sinks and its inputs, in `dir`.
+fn mlp_program(dir: &Path) -> (PathBuf, Vec<(String, Vec<u8>)>, PathBuf) {
+    let file = dir.join("mlp.teg");
+    std::fs::write(&file, mlp(8, 16, 12, 4)).unwrap();
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    write_inputs(&file, 0, &inputs);
+    let (prog, want) = mpi_and_want(&file, "mlp", BATCH, &inputs, &dir.join("build"));
+    (prog, want, inputs)
+}
+
+fn run_args(inputs: &Path, out: &Path, more: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "--input-dir".into(),
+        inputs.display().to_string(),
+        "--out-dir".into(),
+        out.display().to_string(),
+    ];
+    a.extend(more.iter().map(|s| s.to_string()));
+    a
+}
+
+/// Per rank of a `--time` report: (sink bytes written, bytes received).
+fn sink_and_received(stderr: &str, ranks: usize) -> Vec<(u64, u64)> {
+    let written = per_rank(stderr, ranks, "sink bytes written: ");
+    let traffic = per_rank(stderr, ranks, "sent ");
+    let received = |l: &str| -> u64 {
+        let at = l.find("received ").unwrap() + "received ".len();
+        l[at..].split(' ').next().unwrap().parse().unwrap()
+    };
+    (written.iter().zip(traffic))
+        .map(|(w, t)| (w.parse().unwrap(), received(t)))
+        .collect()
+}
+
+#[test]
+fn ranks_write_their_own_rows_of_the_sinks_and_gather_sinks_sends_them_to_rank_0() {
+    let dir = scratch("sinks");
+    let (prog, want, inputs) = mlp_program(&dir);
+    // `@y` is f32[8, 4]: 128 bytes, 64 per node.
+    let mut checked = 0;
+    for (np, btl) in [
+        (1, Btl::SharedMemory),
+        (2, Btl::SharedMemory),
+        (2, Btl::Tcp),
+    ] {
+        for gather in [false, true] {
+            let out = dir.join(format!("out-{np}-{btl:?}-{gather}"));
+            let mut more = vec!["--time"];
+            if gather {
+                more.push("--gather-sinks");
+            }
+            let o = mpirun(np, btl, &prog, &run_args(&inputs, &out, &more));
+            let err = String::from_utf8_lossy(&o.stderr);
+            let what = format!("-np {np} {btl:?} gather {gather}");
+            assert!(o.status.success(), "{what}: {err}");
+            assert_eq!(files(&out), want, "{what}: the single-process files");
+            let got = sink_and_received(&err, np);
+            let want_bytes: Vec<(u64, u64)> = match (np, gather) {
+                (1, _) => vec![(128, 0)],
+                // Each rank reads its own inputs: the only data that could move is `@y`.
+                (_, false) => vec![(64, 0), (64, 0)],
+                (_, true) => vec![(128, 64), (0, 0)],
+            };
+            assert_eq!(
+                got, want_bytes,
+                "{what}: (sink bytes written, received):\n{err}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The pid of the process of rank `rank` that `mpirun` (`parent`) started.
+fn rank_pid(parent: u32, rank: usize) -> Option<i32> {
+    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid ...`: the fields after the last `)`.
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().nth(1));
+        if ppid != Some(parent.to_string().as_str()) {
+            continue;
+        }
+        let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Runs the program on 2 ranks paused after writing their windows of the sinks, SIGKILLs rank
+/// `victim` there, and waits for the job to end (failing if it is still running after 60 s).
+fn kill_while_writing(prog: &Path, args: &[String], victim: usize) -> String {
+    let _g = one_job();
+    let mut c = Command::new("mpirun");
+    mpirun_args(&mut c, 2, Btl::SharedMemory);
+    c.arg(prog)
+        .args(args)
+        .env("TAPC_RT_TEST_PAUSE", "sinks:30000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut log = String::new();
+    let mut paused = 0;
+    while paused < 2 {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) => {
+                paused += usize::from(l.contains("tapc-test-pause sinks"));
+                log.push_str(&l);
+                log.push('\n');
+            }
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the ranks never paused after writing (timeout):\n{log}");
+            }
+        }
+    }
+    let pid = rank_pid(child.id(), victim).expect("the rank's process");
+    // SAFETY: a plain kill(2) of a process this test started (a child of its mpirun).
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(!status.success(), "the job succeeded:\n{log}");
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the job did not end after rank {victim} was killed (timeout):\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    log.extend(rx.try_iter().map(|l| l + "\n"));
+    log
+}
+
+#[test]
+fn a_rank_killed_while_the_sinks_are_written_leaves_no_output_and_no_temporaries() {
+    let dir = scratch("sinks-kill");
+    let (prog, want, inputs) = mlp_program(&dir);
+    let out = dir.join("out");
+    let args = run_args(&inputs, &out, &[]);
+    // Rank 1 killed: rank 0, terminated by mpirun, removes its staging directory.
+    let log = kill_while_writing(&prog, &args, 1);
+    assert_eq!(
+        files(&out),
+        vec![],
+        "nothing in the output directory:\n{log}"
+    );
+    // Rank 0 killed: its staging directory stays (no output), and the next run sweeps it.
+    let log = kill_while_writing(&prog, &args, 0);
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        left.len() == 1 && left[0].starts_with(".tapc-"),
+        "no output, only rank 0's staging: {left:?}\n{log}"
+    );
+    let o = mpirun(2, Btl::SharedMemory, &prog, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(files(&out), want, "the outputs, and no stale staging");
+    let _ = std::fs::remove_dir_all(&dir);
+}
