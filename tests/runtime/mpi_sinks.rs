@@ -115,15 +115,16 @@ fn rank_pid(parent: u32, rank: usize) -> Option<i32> {
     None
 }
 
-/// Runs the program on 2 ranks paused after writing their windows of the sinks, SIGKILLs rank
-/// `victim` there, and waits for the job to end (failing if it is still running after 60 s).
-fn kill_while_writing(prog: &Path, args: &[String], victim: usize) -> String {
+/// Runs the program on 2 ranks paused at `phase` (`run`: the sinks staged, before computing;
+/// `sinks`: after writing their windows of the sinks), SIGKILLs rank `victim` there, and waits
+/// for the job to end (failing if it is still running after 60 s).
+fn kill_at(phase: &str, prog: &Path, args: &[String], victim: usize) -> String {
     let _g = one_job();
     let mut c = Command::new("mpirun");
     mpirun_args(&mut c, 2, Btl::SharedMemory);
     c.arg(prog)
         .args(args)
-        .env("TAPC_RT_TEST_PAUSE", "sinks:30000")
+        .env("TAPC_RT_TEST_PAUSE", format!("{phase}:30000"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
@@ -140,13 +141,13 @@ fn kill_while_writing(prog: &Path, args: &[String], victim: usize) -> String {
     while paused < 2 {
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(l) => {
-                paused += usize::from(l.contains("tapc-test-pause sinks"));
+                paused += usize::from(l.contains(&format!("tapc-test-pause {phase}")));
                 log.push_str(&l);
                 log.push('\n');
             }
             Err(_) => {
                 let _ = child.kill();
-                panic!("the ranks never paused after writing (timeout):\n{log}");
+                panic!("the ranks never paused at {phase} (timeout):\n{log}");
             }
         }
     }
@@ -169,30 +170,40 @@ fn kill_while_writing(prog: &Path, args: &[String], victim: usize) -> String {
 }
 
 #[test]
-fn a_rank_killed_while_the_sinks_are_written_leaves_no_output_and_no_temporaries() {
+fn a_rank_killed_mid_run_or_mid_write_leaves_no_output_and_no_temporaries() {
     let dir = scratch("sinks-kill");
     let (prog, want, inputs) = mlp_program(&dir);
     let out = dir.join("out");
     let args = run_args(&inputs, &out, &[]);
-    // Rank 1 killed: rank 0, terminated by mpirun, removes its staging directory.
-    let log = kill_while_writing(&prog, &args, 1);
-    assert_eq!(
-        files(&out),
-        vec![],
-        "nothing in the output directory:\n{log}"
-    );
-    // Rank 0 killed: its staging directory stays (no output), and the next run sweeps it.
-    let log = kill_while_writing(&prog, &args, 0);
-    let left: Vec<String> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        left.len() == 1 && left[0].starts_with(".tapc-"),
-        "no output, only rank 0's staging: {left:?}\n{log}"
-    );
-    let o = mpirun(2, Btl::SharedMemory, &prog, &args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(files(&out), want, "the outputs, and no stale staging");
+    let mut checked = 0;
+    for phase in ["run", "sinks"] {
+        // Rank 1 killed: rank 0, terminated by mpirun, removes its staging directory.
+        let log = kill_at(phase, &prog, &args, 1);
+        assert_eq!(
+            files(&out),
+            vec![],
+            "{phase}: nothing in the output directory:\n{log}"
+        );
+        // Rank 0 killed: its staging directory stays (no output), and the next run sweeps it.
+        let log = kill_at(phase, &prog, &args, 0);
+        let left: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            left.len() == 1 && left[0].starts_with(".tapc-"),
+            "{phase}: no output, only rank 0's staging: {left:?}\n{log}"
+        );
+        let o = mpirun(2, Btl::SharedMemory, &prog, &args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            files(&out),
+            want,
+            "{phase}: the outputs, and no stale staging"
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+        checked += 1;
+    }
+    assert_eq!(checked, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -163,6 +163,7 @@ impl Mode for Rank {
     fn execute(&mut self, job: &Job, outputs: &mut Outputs) -> Result<Option<Done>, String> {
         let local = self.local.as_ref().ok_or_else(not_prepared)?;
         let staged = self.stage_direct(job, local, outputs)?;
+        signals::test_pause("run");
         let c = Comm::install(&self.world, &job.plan.dist.transfers, local)?;
         c.post_receives(local, &job.plan.dist.broadcasts, self.at.rank)?;
         self.world.barrier();
