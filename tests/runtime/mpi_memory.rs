@@ -81,12 +81,21 @@ fn bytes_after(text: &str, key: &str) -> f64 {
     num * unit as f64
 }
 
-/// Every rank's `(planned, measured)` peak from `rank R peak memory: planned P B (...),
-/// measured M B (...)` of a `--time` report.
-fn peaks(stderr: &str, ranks: usize) -> Vec<(u64, u64)> {
-    let first = |s: &str| s.split(' ').next().unwrap().parse().unwrap();
-    (per_rank(stderr, ranks, "peak memory: planned ").iter())
-        .map(|l| (first(l), first(l.split("measured ").nth(1).unwrap())))
+/// Every rank's `(planned, measured, inputs held)` peak from `rank R peak memory: planned P B
+/// (buffers B, inputs I, messages M), measured M B (...)` of a `--time` report.
+fn peaks(stderr: &str, ranks: usize) -> Vec<(u64, u64, u64)> {
+    let after = |s: &str, key: &str| -> u64 {
+        let rest = s.split(key).nth(1).unwrap();
+        rest.split([' ', ',']).next().unwrap().parse().unwrap()
+    };
+    (per_rank(stderr, ranks, "peak memory: ").iter())
+        .map(|l| {
+            (
+                after(l, "planned "),
+                after(l, "measured "),
+                after(l, "inputs "),
+            )
+        })
         .collect()
 }
 
@@ -99,6 +108,8 @@ struct Case {
     sources: Vec<(&'static str, usize, usize)>,
     /// `--max-memory`, as given and in bytes.
     limit: (&'static str, u64),
+    /// The bytes of the sources each rank holds: exactly its windows.
+    held: [u64; 4],
 }
 
 /// Runs `case` on 1 rank (refused: more than the limit, before any input is read) and on 4
@@ -156,7 +167,12 @@ fn runs_on_4_ranks_under_a_third_of_its_need(case: &Case) -> usize {
     assert!(o.status.success(), "{}: 4 ranks failed:\n{err}", case.name);
     assert_eq!(files(&out), want, "{}: the single-process sinks", case.name);
     let mut checked = 0;
-    for (r, (planned, measured)) in peaks(&err, 4).into_iter().enumerate() {
+    for (r, (planned, measured, held)) in peaks(&err, 4).into_iter().enumerate() {
+        assert_eq!(
+            held, case.held[r],
+            "{}: rank {r} holds its windows",
+            case.name
+        );
         assert!(
             planned + PER_THREAD <= limit_bytes,
             "{}: rank {r} plans {planned} B:\n{err}",
@@ -184,6 +200,8 @@ fn a_heat_stencil_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_i
             graph: "heat",
             sources: vec![("u", 4096, 4096)],
             limit: ("68MiB", 68 << 20),
+            // Step 1's 4094 output rows split 1024, 1024, 1023, 1023: each reads 2 halo rows.
+            held: [1026, 1026, 1025, 1025].map(|rows| rows * 4096 * 4),
         },
         // A 128 MiB matrix times a thin one: one process needs 274 MiB, a rank 81 MiB.
         Case {
@@ -192,6 +210,8 @@ fn a_heat_stencil_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_i
             graph: "mm",
             sources: vec![("a", 8192, 4096), ("b", 4096, 32)],
             limit: ("86MiB", 86 << 20),
+            // 2048 rows of `@a` and all of `@b` each.
+            held: [(2048 * 4096 + 4096 * 32) * 4; 4],
         },
     ];
     let checked: usize = cases

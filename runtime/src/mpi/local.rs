@@ -11,7 +11,7 @@
 //! the global plan order, so a worker blocked in a receive never holds up a task the sender
 //! is waiting for (the earliest unfinished task of the whole job can always run).
 
-use super::dist::{normalize, Dist, Runs, Window};
+use super::dist::{normalize, Dist, Place, Runs, Window};
 use super::pieces::{self, Read};
 use super::sinks::{self, Out};
 use crate::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task, Transfer};
@@ -46,19 +46,6 @@ pub(super) struct Local {
     /// The most bytes of message buffers the rank holds: every receive is posted before the
     /// run and every packed send is kept until the run ends, so all of them.
     pub messages: u64,
-}
-
-/// Where this rank stands in the job.
-#[derive(Clone, Copy)]
-pub(super) struct Place {
-    pub rank: u32,
-    pub size: u32,
-}
-
-impl Place {
-    pub fn rank_of(self, node: u32) -> u32 {
-        node % self.size
-    }
 }
 
 /// The transfers that move data between ranks and the broadcasts that group them.

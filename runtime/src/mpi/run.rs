@@ -26,7 +26,8 @@
 //! bytes held at once).
 
 use super::comm::{recv_kernel, send_kernel, Comm, Stats};
-use super::local::{local_plan, Local, Place, Role};
+use super::dist::Place;
+use super::local::{local_plan, Local, Role};
 use super::sinks::{self, Out};
 use crate::cli::{Args, Outcome};
 use crate::exec::{execute_with, KernelFn, Report, SinkView};

@@ -19,8 +19,7 @@
 //! [`crate::signals`]); a staging directory left by a SIGKILLed rank 0 is swept by the next run
 //! writing there ([`crate::paths::sweep_stale`]).
 
-use super::dist::{intersect, normalize, Runs};
-use super::local::Place;
+use super::dist::{intersect, normalize, Place, Runs};
 use crate::exec::SinkView;
 use crate::npy::header_bytes;
 use crate::output::{create_staged, ensure_dir, sink_targets, Outputs};
