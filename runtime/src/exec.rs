@@ -736,7 +736,7 @@ fn copy_in(data: &Data, dst: *mut u8) {
 
 /// Visits the element offsets of a view in C order, a contiguous innermost run at a time:
 /// `f(offset, run length, step)`, in elements.
-fn runs(
+pub(crate) fn runs(
     n: usize,
     shape: &[usize],
     offset: i64,

@@ -16,15 +16,31 @@ use std::time::{Duration, Instant};
 /// The batch-sharded MLP (8 rows, 4 outputs) on 2 nodes: each writes 4 rows of `@y`.
 const BATCH: &str = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
 
-/// The MLP program, its single-process sinks and its inputs, in `dir`.
-fn mlp_program(dir: &Path) -> (PathBuf, Vec<(String, Vec<u8>)>, PathBuf) {
+/// The MLP of `src` (graph `@mlp`) batch-sharded: its program, its single-process sinks and
+/// its inputs, in `dir`.
+fn mlp_program(dir: &Path, src: &str) -> (PathBuf, Vec<(String, Vec<u8>)>, PathBuf) {
     let file = dir.join("mlp.teg");
-    std::fs::write(&file, mlp(8, 16, 12, 4)).unwrap();
+    std::fs::write(&file, src).unwrap();
     let inputs = dir.join("in");
     std::fs::create_dir_all(&inputs).unwrap();
     write_inputs(&file, 0, &inputs);
     let (prog, want) = mpi_and_want(&file, "mlp", BATCH, &inputs, &dir.join("build"));
     (prog, want, inputs)
+}
+
+/// The MLP (8 rows, 4 outputs) with strided sinks of `%y` too: its transpose, a column slice,
+/// and a source sunk as it is (rank 0's).
+fn mlp_views() -> String {
+    mlp(8, 16, 12, 4).replace(
+        "  sink @y %y\n",
+        "  %yt = transpose %y [1, 0]
+  %ys = slice %y [0:8, 1:3]
+  sink @y %y
+  sink @yt %yt
+  sink @ys %ys
+  sink @x %x
+",
+    )
 }
 
 fn run_args(inputs: &Path, out: &Path, more: &[&str]) -> Vec<String> {
@@ -51,44 +67,61 @@ fn sink_and_received(stderr: &str, ranks: usize) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Per rank, (sink bytes written, bytes received) on `np` ranks, gathered or not.
+type Expect = fn(usize, bool) -> Vec<(u64, u64)>;
+
 #[test]
 fn ranks_write_their_own_rows_of_the_sinks_and_gather_sinks_sends_them_to_rank_0() {
-    let dir = scratch("sinks");
-    let (prog, want, inputs) = mlp_program(&dir);
-    // `@y` is f32[8, 4]: 128 bytes, 64 per node.
-    let mut checked = 0;
-    for (np, btl) in [
-        (1, Btl::SharedMemory),
-        (2, Btl::SharedMemory),
-        (2, Btl::Tcp),
-    ] {
-        for gather in [false, true] {
-            let out = dir.join(format!("out-{np}-{btl:?}-{gather}"));
-            let mut more = vec!["--time"];
-            if gather {
-                more.push("--gather-sinks");
-            }
-            let o = mpirun(np, btl, &prog, &run_args(&inputs, &out, &more));
-            let err = String::from_utf8_lossy(&o.stderr);
-            let what = format!("-np {np} {btl:?} gather {gather}");
-            assert!(o.status.success(), "{what}: {err}");
-            assert_eq!(files(&out), want, "{what}: the single-process files");
-            let got = sink_and_received(&err, np);
-            let want_bytes: Vec<(u64, u64)> = match (np, gather) {
+    // Each rank reads its own inputs: the only data that could move is the sinks'.
+    let cases: [(&str, String, Expect); 2] = [
+        // `@y` is f32[8, 4]: 128 bytes, 64 per node.
+        ("plain", mlp(8, 16, 12, 4), |np, gather| {
+            match (np, gather) {
                 (1, _) => vec![(128, 0)],
-                // Each rank reads its own inputs: the only data that could move is `@y`.
                 (_, false) => vec![(64, 0), (64, 0)],
                 (_, true) => vec![(128, 64), (0, 0)],
-            };
-            assert_eq!(
-                got, want_bytes,
-                "{what}: (sink bytes written, received):\n{err}"
-            );
-            checked += 1;
+            }
+        }),
+        // And `@yt` (64 per node), `@ys` (32 per node) and `@x` (512, rank 0's): gathered, rank
+        // 0 receives node 1's half of `%y` once per sink that reads it.
+        ("views", mlp_views(), |np, gather| match (np, gather) {
+            (1, _) => vec![(832, 0)],
+            (_, false) => vec![(672, 0), (160, 0)],
+            (_, true) => vec![(832, 160), (0, 0)],
+        }),
+    ];
+    let mut checked = 0;
+    for (name, src, expect) in cases {
+        let dir = scratch(&format!("sinks-{name}"));
+        let (prog, want, inputs) = mlp_program(&dir, &src);
+        for (np, btl) in [
+            (1, Btl::SharedMemory),
+            (2, Btl::SharedMemory),
+            (2, Btl::Tcp),
+        ] {
+            for gather in [false, true] {
+                let out = dir.join(format!("out-{np}-{btl:?}-{gather}"));
+                let mut more = vec!["--time"];
+                if gather {
+                    more.push("--gather-sinks");
+                }
+                let o = mpirun(np, btl, &prog, &run_args(&inputs, &out, &more));
+                let err = String::from_utf8_lossy(&o.stderr);
+                let what = format!("{name} -np {np} {btl:?} gather {gather}");
+                assert!(o.status.success(), "{what}: {err}");
+                assert_eq!(files(&out), want, "{what}: the single-process files");
+                let got = sink_and_received(&err, np);
+                assert_eq!(
+                    got,
+                    expect(np, gather),
+                    "{what}: (sink bytes, received):\n{err}"
+                );
+                checked += 1;
+            }
         }
+        let _ = std::fs::remove_dir_all(&dir);
     }
-    assert_eq!(checked, 6);
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(checked, 12);
 }
 
 /// The pid of the process of rank `rank` that `mpirun` (`parent`) started.
@@ -137,11 +170,10 @@ fn kill_at(phase: &str, prog: &Path, args: &[String], victim: usize) -> String {
     });
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut log = String::new();
-    let mut paused = 0;
-    while paused < 2 {
+    // Both ranks print the marker (only `phase` pauses); their lines may interleave.
+    while log.matches("tapc-test-pause").count() < 2 {
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(l) => {
-                paused += usize::from(l.contains(&format!("tapc-test-pause {phase}")));
                 log.push_str(&l);
                 log.push('\n');
             }
@@ -172,7 +204,7 @@ fn kill_at(phase: &str, prog: &Path, args: &[String], victim: usize) -> String {
 #[test]
 fn a_rank_killed_mid_run_or_mid_write_leaves_no_output_and_no_temporaries() {
     let dir = scratch("sinks-kill");
-    let (prog, want, inputs) = mlp_program(&dir);
+    let (prog, want, inputs) = mlp_program(&dir, &mlp(8, 16, 12, 4));
     let out = dir.join("out");
     let args = run_args(&inputs, &out, &[]);
     let mut checked = 0;

@@ -14,9 +14,9 @@
 //! data), waits for its sends, and sends its report to rank 0. Sinks (`sinks.rs`): rank 0
 //! stages every directly written sink before the run (header and full size) and broadcasts the
 //! staged paths; after the run each rank writes its windows of them at their offsets, an
-//! all-reduce agrees that all did, and rank 0 commits them with the sinks gathered to it
-//! (strided sinks, or all with `--gather-sinks`) and the trace, so that they are in place only
-//! after all ranks succeeded. A rank that fails prints its rank and the
+//! all-reduce agrees that all did, and rank 0 commits them with the trace (and, with
+//! `--gather-sinks`, the sinks gathered to it), so that they are in place only after all
+//! ranks succeeded. A rank that fails prints its rank and the
 //! reason (the executor's messages name the task) and calls `MPI_Abort` ([`Rank::fail`]).
 //!
 //! Each rank checks its own peak ([`Mode::footprint`]: its local plan's pieces, the source

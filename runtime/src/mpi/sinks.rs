@@ -1,14 +1,15 @@
 //! Sharded outputs (issue 17): each rank writes its own windows of every sink straight into the
 //! final `.npy` files, staged and committed all or nothing across the job.
 //!
-//! A sink is written *directly* when its view is C-contiguous in its buffer (file element `i`
-//! is buffer element `offset + i`) and no sink of the same buffer is strided, unless
-//! `--gather-sinks` is given; the others are gathered to rank 0 (the planned sink transfers)
-//! and written whole there, as before. The elements of a direct sink a rank owns are those its
-//! nodes wrote: on a rank other than 0, the runs of the sink transfers from its nodes; on rank
-//! 0 the rest of the view (what its nodes wrote, sources and constants). Each owned run is a
-//! sink of the rank's local plan (a 1-D view of the run, which keeps its piece alive until the
-//! writes) tagged with its place in the file ([`Out`]).
+//! Every sink is written *directly*, unless `--gather-sinks` is given (then every sink is
+//! gathered to rank 0, the planned sink transfers, and written whole there, as before). The
+//! elements of a sink a rank owns are those its nodes wrote: on a rank other than 0, the runs
+//! of the sink transfers from its nodes; on rank 0 the rest of the view (what its nodes wrote,
+//! sources and constants). Walking the sink's view in C order, each run of file elements the
+//! rank owns becomes a sink of the rank's local plan: a 1-D view of its buffer elements at one
+//! stride (which keeps its piece alive until the writes), tagged with its place in the file
+//! ([`Out`]). A sink computed by row blocks is so one run per rank; a transposed one a run per
+//! row of the file.
 //!
 //! The protocol ([`stage`], [`write_runs`], `run.rs`): rank 0 stages every direct sink in the
 //! output's staging directory (the [`Outputs`] transaction), writes its header and gives it its
@@ -19,8 +20,8 @@
 //! [`crate::signals`]); a staging directory left by a SIGKILLed rank 0 is swept by the next run
 //! writing there ([`crate::paths::sweep_stale`]).
 
-use super::dist::{intersect, normalize, Place, Runs};
-use crate::exec::SinkView;
+use super::dist::{intersect, normalize, region_runs, Place, Runs};
+use crate::exec::{runs, SinkView};
 use crate::npy::header_bytes;
 use crate::output::{create_staged, ensure_dir, sink_targets, Outputs};
 use crate::paths::Origin;
@@ -40,34 +41,16 @@ pub(super) enum Out {
     Run { sink: usize, first: u64 },
 }
 
-/// Whether the elements of a view of `shape` with `strides` are its C order, one after another.
-fn contiguous(shape: &[usize], strides: &[i64]) -> bool {
-    let mut want = 1i64;
-    for (&n, &st) in shape.iter().zip(strides).rev() {
-        if n > 1 && st != want {
-            return false;
-        }
-        want = want.saturating_mul(n as i64);
-    }
-    true
-}
-
-/// Per sink of `plan`, whether the ranks write it directly (see the module docs).
+/// Per sink of `plan`, whether the ranks write it directly: all of them, unless
+/// `--gather-sinks` (`gather`).
 pub(super) fn direct(plan: &Plan, gather: bool) -> Vec<bool> {
-    let flat = |s: &Sink| contiguous(&s.shape, &s.view.strides) && s.view.offset >= 0;
-    let strided: Vec<u32> = (plan.sinks.iter())
-        .filter(|s| !flat(s))
-        .map(|s| s.view.buffer)
-        .collect();
-    (plan.sinks.iter())
-        .map(|s| !gather && flat(s) && !strided.contains(&s.view.buffer))
-        .collect()
+    vec![!gather; plan.sinks.len()]
 }
 
 /// The buffer elements of sink `s` (a direct one) that rank `at` writes.
 fn owned(plan: &Plan, at: Place, s: &Sink) -> Runs {
-    let n = checked_numel(&s.shape).unwrap_or(0) as i64;
-    let view = [(s.view.offset, n)];
+    let shape: Vec<i64> = s.shape.iter().map(|&d| d as i64).collect();
+    let view = region_runs(s.view.offset, &shape, &s.view.strides);
     let remote = |mine: &dyn Fn(u32) -> bool| -> Runs {
         let runs = (plan.dist.transfers.iter())
             .filter(|t| t.before.is_none() && t.buffer == s.view.buffer && mine(t.from))
@@ -75,34 +58,59 @@ fn owned(plan: &Plan, at: Place, s: &Sink) -> Runs {
             .collect();
         intersect(&normalize(runs), &view)
     };
-    if n == 0 {
-        return vec![];
-    }
     if at.rank != 0 {
         return remote(&|node| at.rank_of(node) == at.rank);
     }
-    complement(&view, &remote(&|node| at.rank_of(node) != 0))
+    subtract(&view, &remote(&|node| at.rank_of(node) != 0))
 }
 
-/// The runs of `whole` (one run) not in `runs` (sorted, disjoint).
-fn complement(whole: &[(i64, i64)], runs: &[(i64, i64)]) -> Runs {
-    let (mut at, end) = (whole[0].0, whole[0].0 + whole[0].1);
-    let mut out = Vec::new();
-    for &(a, n) in runs {
-        if a > at {
-            out.push((at, a - at));
+/// The runs of `a` not in `b` (both sorted and disjoint).
+fn subtract(a: &[(i64, i64)], b: &[(i64, i64)]) -> Runs {
+    let (mut out, mut j) = (Vec::new(), 0);
+    for &(start, n) in a {
+        let (mut at, end) = (start, start + n);
+        while j < b.len() && b[j].0 + b[j].1 <= at {
+            j += 1;
         }
-        at = at.max(a + n);
+        let mut k = j;
+        while k < b.len() && b[k].0 < end {
+            if b[k].0 > at {
+                out.push((at, b[k].0 - at));
+            }
+            at = at.max(b[k].0 + b[k].1);
+            k += 1;
+        }
+        if end > at {
+            out.push((at, end - at));
+        }
     }
-    if end > at {
-        out.push((at, end - at));
+    out
+}
+
+/// The `(first k, count)` runs of the `k < len` whose element `off + k * step` is in `owned`.
+fn segments(off: i64, len: usize, step: i64, owned: &[(i64, i64)]) -> Runs {
+    if step == 1 {
+        let hit = intersect(&[(off, len as i64)], owned);
+        return hit.into_iter().map(|(a, n)| (a - off, n)).collect();
+    }
+    let has = |e: i64| {
+        let i = owned.partition_point(|r| r.0 <= e);
+        i > 0 && e < owned[i - 1].0 + owned[i - 1].1
+    };
+    let mut out: Runs = Vec::new();
+    for k in (0..len as i64).filter(|&k| has(off + k * step)) {
+        match out.last_mut() {
+            Some((k0, n)) if *k0 + *n == k => *n += 1,
+            _ => out.push((k, 1)),
+        }
     }
     out
 }
 
 /// The sinks of rank `at`'s local plan: on rank 0 the gathered sinks whole, then on every rank
-/// a 1-D sink per run it owns of each direct sink; `deps` maps a sink's dependencies to local
-/// tasks (`late`: the receives of gathered data, for the whole sinks).
+/// a 1-D sink per run of the file it owns of each direct sink (its elements in the buffer at
+/// one stride); `deps` maps a sink's dependencies to local tasks (`late`: the receives of
+/// gathered data, for the whole sinks).
 pub(super) fn local_sinks(
     plan: &Plan,
     at: Place,
@@ -122,22 +130,68 @@ pub(super) fn local_sinks(
         outs.push(Out::Whole(k));
     }
     for (k, s) in plan.sinks.iter().enumerate().filter(|(k, _)| direct[*k]) {
-        for (a, n) in owned(plan, at, s) {
-            sinks.push(Sink {
-                shape: vec![n as usize],
-                view: View {
-                    buffer: s.view.buffer,
-                    offset: a,
-                    strides: vec![1],
-                },
-                deps: deps(&s.deps),
-                ..s.clone()
-            });
-            let first = (a - s.view.offset) as u64;
-            outs.push(Out::Run { sink: k, first });
+        let mine = owned(plan, at, s);
+        if mine.is_empty() {
+            continue;
         }
+        let n = checked_numel(&s.shape).unwrap_or(0);
+        let base = Sink {
+            deps: deps(&s.deps),
+            ..s.clone()
+        };
+        let mut file = 0u64;
+        runs(
+            n,
+            &s.shape,
+            s.view.offset,
+            &s.view.strides,
+            |off, len, step| {
+                for (k0, m) in segments(off, len, step, &mine) {
+                    let first = file + k0 as u64;
+                    push_run(
+                        &mut sinks,
+                        &mut outs,
+                        &base,
+                        k,
+                        (off + k0 * step, m, step),
+                        first,
+                    );
+                }
+                file += len as u64;
+            },
+        );
     }
     (sinks, outs)
+}
+
+/// Adds the run of `m` buffer elements from `at` by `step` of sink `k` (`base`), file elements
+/// from `first` on, extending the last run when it continues it in the buffer and the file.
+fn push_run(
+    sinks: &mut Vec<Sink>,
+    outs: &mut Vec<Out>,
+    base: &Sink,
+    k: usize,
+    (at, m, step): (i64, i64, i64),
+    first: u64,
+) {
+    if let (Some(last), Some(Out::Run { sink, first: f })) = (sinks.last_mut(), outs.last()) {
+        let n = last.shape[0] as i64;
+        let (o, st) = (last.view.offset, last.view.strides[0]);
+        if *sink == k && st == step && o + n * step == at && *f + n as u64 == first {
+            last.shape[0] += m as usize;
+            return;
+        }
+    }
+    sinks.push(Sink {
+        shape: vec![m as usize],
+        view: View {
+            buffer: base.view.buffer,
+            offset: at,
+            strides: vec![step],
+        },
+        ..base.clone()
+    });
+    outs.push(Out::Run { sink: k, first });
 }
 
 /// On rank 0: stages every direct sink of `plan` as `out_dir/NAME.npy` in `outputs`, with its
