@@ -165,21 +165,6 @@ fn meminfo(key: &str) -> Option<u64> {
 /// allocator's arena, and the staging writer's buffer.
 const PER_THREAD: u64 = 16 << 20;
 
-/// Errors when running `plan` (with `inputs` bytes of inputs held) on `threads` workers needs
-/// more memory than the smallest of [`limits`]; the message names the biggest buffers.
-pub fn check(
-    plan: &Plan,
-    inputs: u64,
-    threads: usize,
-    max_memory: Option<u64>,
-) -> Result<u64, String> {
-    let held = Held {
-        inputs,
-        messages: 0,
-    };
-    check_held(plan, held, threads, max_memory)
-}
-
 /// What a process holds besides its plan's buffers: its inputs as read and (a rank of a
 /// distributed job) the messages it sends and receives.
 #[derive(Clone, Copy, Debug, Default)]
@@ -188,9 +173,10 @@ pub struct Held {
     pub messages: u64,
 }
 
-/// [`check`] with the messages a rank of a distributed job holds at most (named in the
-/// message when there are any).
-pub fn check_held(
+/// Errors when running `plan` on `threads` workers, holding `held` besides its buffers, needs
+/// more memory than the smallest of [`limits`]; the message names the biggest buffers (and
+/// the messages a rank of a distributed job holds, when there are any).
+pub fn check(
     plan: &Plan,
     held: Held,
     threads: usize,

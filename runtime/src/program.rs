@@ -125,7 +125,7 @@ fn steps(job: &Job, mode: &mut impl Mode) -> Result<Outcome, String> {
         inputs: peak.input_bytes,
         messages: peak.message_bytes,
     };
-    memory::check_held(peak.plan, held, threads, max)?;
+    memory::check(peak.plan, held, threads, max)?;
     mode.read(job, &files)?;
     let mut outputs = Outputs::new();
     if mode.writes_outputs() {
