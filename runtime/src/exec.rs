@@ -18,7 +18,7 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -125,9 +125,20 @@ impl AlignedBuf {
     }
 }
 
+/// Whether freed big buffers are kept for reuse ([`keep_freed_buffers`]).
+static KEEP_FREED: AtomicBool = AtomicBool::new(true);
+
+/// Whether big buffers freed by a run are kept for a later allocation of the same layout (the
+/// default; see `spare`). A rank of a distributed job turns it off: its memory plan promises
+/// that freed buffers are given back, and kept ones would stay resident beside the next.
+pub fn keep_freed_buffers(on: bool) {
+    KEEP_FREED.store(on, Ordering::Relaxed);
+}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        if self.layout.size() as u64 >= HUGE && spare::keep(self.ptr, self.layout) {
+        let keep = KEEP_FREED.load(Ordering::Relaxed) && self.layout.size() as u64 >= HUGE;
+        if keep && spare::keep(self.ptr, self.layout) {
             return;
         }
         // SAFETY: allocated in `new` with this layout.

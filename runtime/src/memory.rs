@@ -149,7 +149,18 @@ fn vm_size() -> Option<u64> {
 }
 
 fn meminfo(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    kb_field("/proc/meminfo", key)
+}
+
+/// The process's resident-set high-water mark (`VmHWM`): everything it touched, the program,
+/// its libraries and the allocator's slack included; `None` where `/proc` does not say.
+pub fn resident_peak() -> Option<u64> {
+    kb_field("/proc/self/status", "VmHWM:")
+}
+
+/// The `KEY N kB` line of `file`, in bytes.
+fn kb_field(file: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
     let kb: u64 = text
         .lines()
         .find_map(|l| l.strip_prefix(key))?

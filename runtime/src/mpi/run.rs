@@ -75,6 +75,8 @@ pub(crate) fn run_rank(job: &Job, encoded: &[u8]) -> Outcome {
     else {
         return Outcome::failed(job.prog, "cannot initialise MPI (run under `mpirun`)");
     };
+    // The rank's memory plan counts freed buffers as given back.
+    crate::exec::keep_freed_buffers(false);
     let world = universe.world();
     let at = Place {
         rank: world.rank() as u32,
@@ -241,8 +243,11 @@ impl Peaks {
                 v[2]
             )
         };
+        let rss = memory::resident_peak().map_or_else(String::new, |b| {
+            format!("; resident high-water {b} B (the whole process, MPI included)")
+        });
         format!(
-            "  rank {rank} peak memory: planned {}, measured {}\n",
+            "  rank {rank} peak memory: planned {}, measured {}{rss}\n",
             part(&self.planned),
             part(&self.measured)
         )
