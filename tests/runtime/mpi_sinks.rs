@@ -6,7 +6,7 @@
 //! next run).
 
 use super::mpi::{files, mpi_and_want, per_rank, scratch, write_inputs};
-use crate::common::mpi::{mlp, mpirun, mpirun_args, one_job, Btl};
+use crate::common::mpi::{mlp, mpirun, mpirun_args, mpirun_with, one_job, Btl};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -237,5 +237,30 @@ fn a_rank_killed_mid_run_or_mid_write_leaves_no_output_and_no_temporaries() {
         checked += 1;
     }
     assert_eq!(checked, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_task_failing_on_either_rank_after_the_sinks_are_staged_leaves_no_output() {
+    let dir = scratch("sinks-fail");
+    let (prog, _, inputs) = mlp_program(&dir, &mlp(8, 16, 12, 4));
+    let out = dir.join("out");
+    let args = run_args(&inputs, &out, &[]);
+    // Node r computes rows 4r..4r+4 of the hidden layer.
+    for (rank, rows) in [(0, "@[0:4, 0:12]"), (1, "@[4:8, 0:12]")] {
+        let fault = format!("panic:apply @linear.relu {rows}");
+        let o = mpirun_with(Some(60), 2, Btl::SharedMemory, &prog, &args, |c| {
+            c.env("TAPC_RT_TEST_FAULT", &fault);
+        });
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!matches!(o.status.code(), Some(124 | 137)), "hung:\n{err}");
+        assert!(!o.status.success(), "rank {rank}: {err}");
+        assert!(err.contains(&format!("rank {rank}: error: ")), "{err}");
+        assert_eq!(
+            files(&out),
+            vec![],
+            "rank {rank} failed: nothing in the output directory"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
