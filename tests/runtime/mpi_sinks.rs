@@ -124,6 +124,15 @@ fn ranks_write_their_own_rows_of_the_sinks_and_gather_sinks_sends_them_to_rank_0
     assert_eq!(checked, 12);
 }
 
+/// The plain MLP's program and single-process sinks in `dir`, its output directory and the
+/// arguments of a run into it.
+fn plain_run(dir: &Path) -> (PathBuf, Vec<(String, Vec<u8>)>, PathBuf, Vec<String>) {
+    let (prog, want, inputs) = mlp_program(dir, &mlp(8, 16, 12, 4));
+    let out = dir.join("out");
+    let args = run_args(&inputs, &out, &[]);
+    (prog, want, out, args)
+}
+
 /// The pid of the process of rank `rank` that `mpirun` (`parent`) started.
 fn rank_pid(parent: u32, rank: usize) -> Option<i32> {
     let want = format!("OMPI_COMM_WORLD_RANK={rank}");
@@ -204,9 +213,7 @@ fn kill_at(phase: &str, prog: &Path, args: &[String], victim: usize) -> String {
 #[test]
 fn a_rank_killed_mid_run_or_mid_write_leaves_no_output_and_no_temporaries() {
     let dir = scratch("sinks-kill");
-    let (prog, want, inputs) = mlp_program(&dir, &mlp(8, 16, 12, 4));
-    let out = dir.join("out");
-    let args = run_args(&inputs, &out, &[]);
+    let (prog, want, out, args) = plain_run(&dir);
     let mut checked = 0;
     for phase in ["run", "sinks"] {
         // Rank 1 killed: rank 0, terminated by mpirun, removes its staging directory.
@@ -243,9 +250,7 @@ fn a_rank_killed_mid_run_or_mid_write_leaves_no_output_and_no_temporaries() {
 #[test]
 fn a_task_failing_on_either_rank_after_the_sinks_are_staged_leaves_no_output() {
     let dir = scratch("sinks-fail");
-    let (prog, _, inputs) = mlp_program(&dir, &mlp(8, 16, 12, 4));
-    let out = dir.join("out");
-    let args = run_args(&inputs, &out, &[]);
+    let (prog, _, out, args) = plain_run(&dir);
     // Node r computes rows 4r..4r+4 of the hidden layer.
     for (rank, rows) in [(0, "@[0:4, 0:12]"), (1, "@[4:8, 0:12]")] {
         let fault = format!("panic:apply @linear.relu {rows}");
