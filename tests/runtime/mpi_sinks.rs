@@ -16,9 +16,12 @@ use std::time::{Duration, Instant};
 /// The batch-sharded MLP (8 rows, 4 outputs) on 2 nodes: each writes 4 rows of `@y`.
 const BATCH: &str = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
 
+/// The files of a directory, by name (what `files` returns).
+type Files = Vec<(String, Vec<u8>)>;
+
 /// The MLP of `src` (graph `@mlp`) batch-sharded: its program, its single-process sinks and
 /// its inputs, in `dir`.
-fn mlp_program(dir: &Path, src: &str) -> (PathBuf, Vec<(String, Vec<u8>)>, PathBuf) {
+fn mlp_program(dir: &Path, src: &str) -> (PathBuf, Files, PathBuf) {
     let file = dir.join("mlp.teg");
     std::fs::write(&file, src).unwrap();
     let inputs = dir.join("in");
@@ -126,7 +129,7 @@ fn ranks_write_their_own_rows_of_the_sinks_and_gather_sinks_sends_them_to_rank_0
 
 /// The plain MLP's program and single-process sinks in `dir`, its output directory and the
 /// arguments of a run into it.
-fn plain_run(dir: &Path) -> (PathBuf, Vec<(String, Vec<u8>)>, PathBuf, Vec<String>) {
+fn plain_run(dir: &Path) -> (PathBuf, Files, PathBuf, Vec<String>) {
     let (prog, want, inputs) = mlp_program(dir, &mlp(8, 16, 12, 4));
     let out = dir.join("out");
     let args = run_args(&inputs, &out, &[]);
