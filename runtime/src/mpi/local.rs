@@ -1,11 +1,11 @@
 //! One rank's *local plan*: the tasks of the nodes it owns (node `n` runs on rank `n mod R`)
 //! plus a send task after every producer whose output another rank reads and a receive task
-//! before every consumer of remote data, the sinks on rank 0, and the source windows the rank
-//! reads itself. [`local_plan`] builds it in phases: which transfers cross ranks and how the
-//! broadcasts group them ([`routes`]), where each transfer's ends attach on this rank
-//! ([`ends`]), the task list ([`Builder::tasks`]), the sinks ([`Builder::sinks`]) and the
-//! sources ([`sources`]); then every buffer becomes the pieces this rank touches
-//! ([`super::pieces`]).
+//! before every consumer of remote data, the windows of the sinks it writes, and the source
+//! windows the rank reads itself. [`local_plan`] builds it in phases: which transfers cross
+//! ranks and how the broadcasts group them ([`routes`]), where each transfer's ends attach on
+//! this rank ([`ends`]), the task list ([`Builder::tasks`]), the sinks it writes
+//! ([`super::sinks::local_sinks`]) and the sources ([`sources`]); then every buffer becomes the
+//! pieces this rank touches ([`super::pieces`]).
 //!
 //! Deadlock freedom: a receive task depends on every local task that precedes its consumer in
 //! the global plan order, so a worker blocked in a receive never holds up a task the sender
