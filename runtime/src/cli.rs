@@ -1,7 +1,7 @@
 //! The command line of a compiled program, parsed once ([`parse`]) into [`Args`] for both the
 //! single-process and the distributed run: `./out [--input NAME=PATH]... [PATH]...
 //! [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time]
-//! [--trace FILE] [--inputs-on-root]`, with its `--help` ([`help`]) and what a run printed
+//! [--trace FILE] [--inputs-on-root] [--gather-sinks]`, with its `--help` ([`help`]) and what a run printed
 //! ([`Outcome`]).
 //!
 //! Sources are bound here too, for every front end: [`bind`] matches values to the declared
@@ -42,7 +42,7 @@ impl Outcome {
     }
 }
 
-const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time] [--trace FILE.json] [--inputs-on-root]";
+const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time] [--trace FILE.json] [--inputs-on-root] [--gather-sinks]";
 
 /// The parsed command line of a compiled program.
 #[derive(Clone, Debug)]
@@ -55,6 +55,9 @@ pub struct Args {
     pub trace: Option<PathBuf>,
     /// Distributed programs: rank 0 reads every input and sends the windows (no shared FS).
     pub inputs_on_root: bool,
+    /// Distributed programs: every sink is gathered to rank 0, which writes it whole (else
+    /// each rank writes its own windows of each sink into the staged files).
+    pub gather_sinks: bool,
 }
 
 impl Default for Args {
@@ -67,6 +70,7 @@ impl Default for Args {
             time: false,
             trace: None,
             inputs_on_root: false,
+            gather_sinks: false,
         }
     }
 }
@@ -152,6 +156,7 @@ pub fn parse<S: AsRef<OsStr>>(prog: &str, args: &[S]) -> Result<Option<Args>, St
             "-h" | "--help" => return Ok(None),
             "--time" => a.time = true,
             "--inputs-on-root" => a.inputs_on_root = true,
+            "--gather-sinks" => a.gather_sinks = true,
             f if VALUED.contains(&f) => {
                 let Some(v) = inline.or_else(|| it.next().map(OsStr::to_os_string)) else {
                     return Err(usage(format!("`{f}` needs a value")));

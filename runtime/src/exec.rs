@@ -18,7 +18,7 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -125,9 +125,20 @@ impl AlignedBuf {
     }
 }
 
+/// Whether freed big buffers are kept for reuse ([`keep_freed_buffers`]).
+static KEEP_FREED: AtomicBool = AtomicBool::new(true);
+
+/// Whether big buffers freed by a run are kept for a later allocation of the same layout (the
+/// default; see `spare`). A rank of a distributed job turns it off: its memory plan promises
+/// that freed buffers are given back, and kept ones would stay resident beside the next.
+pub fn keep_freed_buffers(on: bool) {
+    KEEP_FREED.store(on, Ordering::Relaxed);
+}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        if self.layout.size() as u64 >= HUGE && spare::keep(self.ptr, self.layout) {
+        let keep = KEEP_FREED.load(Ordering::Relaxed) && self.layout.size() as u64 >= HUGE;
+        if keep && spare::keep(self.ptr, self.layout) {
             return;
         }
         // SAFETY: allocated in `new` with this layout.
@@ -298,6 +309,14 @@ impl SinkView<'_> {
 impl crate::output::Npy for SinkView<'_> {
     fn write_npy(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
         w.write_all(&crate::npy::header_bytes(self.dtype, self.shape))?;
+        self.write_data(w)
+    }
+}
+
+impl SinkView<'_> {
+    /// Writes the elements in C order as `.npy` data (no header): what a rank of a
+    /// distributed job writes of a sink at the sink's place in the file.
+    pub fn write_data(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
         let size = self.dtype.size_bytes();
         let mut chunk: Vec<u8> = Vec::with_capacity(1 << 16);
         let mut result = Ok(());
@@ -728,7 +747,7 @@ fn copy_in(data: &Data, dst: *mut u8) {
 
 /// Visits the element offsets of a view in C order, a contiguous innermost run at a time:
 /// `f(offset, run length, step)`, in elements.
-fn runs(
+pub(crate) fn runs(
     n: usize,
     shape: &[usize],
     offset: i64,

@@ -149,7 +149,18 @@ fn vm_size() -> Option<u64> {
 }
 
 fn meminfo(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    kb_field("/proc/meminfo", key)
+}
+
+/// The process's resident-set high-water mark (`VmHWM`): everything it touched, the program,
+/// its libraries and the allocator's slack included; `None` where `/proc` does not say.
+pub fn resident_peak() -> Option<u64> {
+    kb_field("/proc/self/status", "VmHWM:")
+}
+
+/// The `KEY N kB` line of `file`, in bytes.
+fn kb_field(file: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
     let kb: u64 = text
         .lines()
         .find_map(|l| l.strip_prefix(key))?
@@ -165,17 +176,27 @@ fn meminfo(key: &str) -> Option<u64> {
 /// allocator's arena, and the staging writer's buffer.
 const PER_THREAD: u64 = 16 << 20;
 
-/// Errors when running `plan` (with `inputs` bytes of inputs held) on `threads` workers needs
-/// more memory than the smallest of [`limits`]; the message names the biggest buffers.
+/// What a process holds besides its plan's buffers: its inputs as read and (a rank of a
+/// distributed job) the messages it sends and receives.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Held {
+    pub inputs: u64,
+    pub messages: u64,
+}
+
+/// Errors when running `plan` on `threads` workers, holding `held` besides its buffers, needs
+/// more memory than the smallest of [`limits`]; the message names the biggest buffers (and
+/// the messages a rank of a distributed job holds, when there are any).
 pub fn check(
     plan: &Plan,
-    inputs: u64,
+    held: Held,
     threads: usize,
     max_memory: Option<u64>,
 ) -> Result<u64, String> {
     let (buffers, live) = peak(plan);
     let need = buffers
-        .saturating_add(inputs)
+        .saturating_add(held.inputs)
+        .saturating_add(held.messages)
         .saturating_add(PER_THREAD.saturating_mul(threads as u64));
     let Some((room, from)) = limits(max_memory).into_iter().next() else {
         return Ok(need);
@@ -196,12 +217,16 @@ pub fn check(
             )
         })
         .collect();
+    let messages = match held.messages {
+        0 => String::new(),
+        m => format!(", {} of messages", human_bytes(m)),
+    };
     Err(format!(
-        "graph @{} needs {} of memory at its peak ({} of buffers, {} of inputs), more than the {} that {from} allows; its biggest buffers then: {}",
+        "graph @{} needs {} of memory at its peak ({} of buffers, {} of inputs{messages}), more than the {} that {from} allows; its biggest buffers then: {}",
         plan.graph,
         human_bytes(need),
         human_bytes(buffers),
-        human_bytes(inputs),
+        human_bytes(held.inputs),
         human_bytes(room),
         names.join(", ")
     ))

@@ -212,6 +212,24 @@ pub fn read_window_expecting(
     shape: &[usize],
     runs: &[(i64, i64)],
 ) -> Result<(Tensor, u64), NpyError> {
+    let numel = checked_numel(shape).unwrap_or(0);
+    let (mut t, n) = read_piece_expecting(path, source, dtype, shape, (0, numel), runs)?;
+    t.shape = shape.to_vec();
+    Ok((t, n))
+}
+
+/// [`read_window_expecting`] into a *piece* of the tensor only: the 1-D tensor of the
+/// `piece.1` elements (C order) from element `piece.0` on, of which the `runs` (every one
+/// inside the piece) are read and the rest are zero. What a rank of a distributed program
+/// holds of a source: only the windows it touches, never the whole tensor.
+pub fn read_piece_expecting(
+    path: &Path,
+    source: &str,
+    dtype: DType,
+    shape: &[usize],
+    piece: (usize, usize),
+    runs: &[(i64, i64)],
+) -> Result<(Tensor, u64), NpyError> {
     for_source(source, dtype, shape, |x| {
         let mut file = File::open(path).map_err(|e| NpyError::io("cannot read", path, e))?;
         let meta = file
@@ -220,15 +238,33 @@ pub fn read_window_expecting(
         if !meta.is_file() {
             let t = decode(BufReader::with_capacity(1 << 20, file), None, path, Some(x))?;
             let n = (checked_numel(&t.shape).unwrap_or(0) * dtype.size_bytes()) as u64;
-            return Ok((t, n));
+            return Ok((cut_piece(t, piece), n));
         }
         let h = read_header(&mut file, Some(meta.len()), path, Some(x))?;
         if h.fortran_order {
             let t = read_body(BufReader::with_capacity(1 << 20, file), &h, false, path)?;
-            return Ok((t, h.data_bytes as u64));
+            return Ok((cut_piece(t, piece), h.data_bytes as u64));
         }
-        read_runs(&mut file, &h, runs, path)
+        read_runs(&mut file, &h, piece, runs, path)
     })
+}
+
+/// Elements `piece.0 .. piece.0 + piece.1` of `t` (C order) as a 1-D tensor.
+fn cut_piece(t: Tensor, (at, len): (usize, usize)) -> Tensor {
+    fn cut<T: Clone>(v: Vec<T>, at: usize, len: usize) -> Vec<T> {
+        v[at.min(v.len())..(at + len).min(v.len())].to_vec()
+    }
+    let data = match t.data {
+        Data::F32(v) => Data::F32(cut(v, at, len)),
+        Data::F64(v) => Data::F64(cut(v, at, len)),
+        Data::I32(v) => Data::I32(cut(v, at, len)),
+        Data::I64(v) => Data::I64(cut(v, at, len)),
+        Data::Bool(v) => Data::Bool(cut(v, at, len)),
+    };
+    Tensor {
+        shape: vec![data.len()],
+        data,
+    }
 }
 
 /// Runs `read` with the expected dtype and shape of `source` (with or without its `@`) and
@@ -669,11 +705,13 @@ fn read_data(r: &mut impl Read, dtype: DType, numel: usize) -> Result<Data, Data
     Ok(crate::data_of!(dtype, T => fill::<T>(r, numel)?))
 }
 
-/// Reads the C-order element `runs` of the data after header `h` from a seekable file into a
-/// tensor of zeros (see [`read_window_expecting`]); returns it and the data bytes read.
+/// Reads the C-order element `runs` of the data after header `h` from a seekable file into
+/// `piece` (see [`read_piece_expecting`]), a 1-D tensor of zeros; returns it and the data
+/// bytes read.
 fn read_runs<R: Read + Seek>(
     r: &mut R,
     h: &Header,
+    (origin, size): (usize, usize),
     runs: &[(i64, i64)],
     path: &Path,
 ) -> Result<(Tensor, u64), NpyError> {
@@ -682,6 +720,7 @@ fn read_runs<R: Read + Seek>(
         start: u64,
         runs: &[(i64, i64)],
         dst: &mut [T],
+        origin: usize,
     ) -> Result<u64, DataError> {
         let mut buf = vec![0u8; (1 << 16) * T::N];
         let mut read = 0u64;
@@ -694,7 +733,7 @@ fn read_runs<R: Read + Seek>(
                 let want = (first + len - k).min(1 << 16) * T::N;
                 let got = read_up_to(r, &mut buf[..want]).map_err(DataError::Io)?;
                 for c in buf[..got - got % T::N].chunks_exact(T::N) {
-                    dst[k] = T::from_le(c).map_err(|b| DataError::Bool(k, b))?;
+                    dst[k - origin] = T::from_le(c).map_err(|b| DataError::Bool(k, b))?;
                     k += 1;
                 }
                 read += got as u64;
@@ -706,9 +745,10 @@ fn read_runs<R: Read + Seek>(
         Ok(read)
     }
     let ty = type_string(h.dtype, &h.shape);
+    let end = origin.saturating_add(size).min(h.numel) as i64;
     if let Some(&(a, n)) = runs
         .iter()
-        .find(|&&(a, n)| a < 0 || n < 0 || a.saturating_add(n) as u64 > h.numel as u64)
+        .find(|&&(a, n)| a < origin as i64 || n < 0 || a.saturating_add(n) > end)
     {
         return Err(NpyError::new(
             path,
@@ -716,12 +756,12 @@ fn read_runs<R: Read + Seek>(
             format!("elements {a}..{} are outside {ty}", a.saturating_add(n)),
         ));
     }
-    let mut data = Data::zeros(h.dtype, h.numel);
-    let got = crate::with_data!(&mut data, v => fill(r, h.len, runs, v));
+    let mut data = Data::zeros(h.dtype, end.saturating_sub(origin as i64).max(0) as usize);
+    let got = crate::with_data!(&mut data, v => fill(r, h.len, runs, v, origin));
     let read = got.map_err(|e| data_error(e, path, &ty, h.data_bytes))?;
     Ok((
         Tensor {
-            shape: h.shape.clone(),
+            shape: vec![data.len()],
             data,
         },
         read,

@@ -36,10 +36,12 @@ pub struct Job<'a> {
     pub kernels: &'a [KernelFn],
 }
 
-/// What a process holds at its peak: the buffers of `plan` and `input_bytes` of inputs.
+/// What a process holds at its peak: the buffers of `plan`, `input_bytes` of inputs and, on a
+/// rank of a distributed job, `message_bytes` of messages in flight (at most).
 pub struct Footprint<'a> {
     pub plan: &'a Plan,
     pub input_bytes: u64,
+    pub message_bytes: u64,
 }
 
 impl<'a> Footprint<'a> {
@@ -48,7 +50,11 @@ impl<'a> Footprint<'a> {
         let input_bytes = (Declared::of(plan).iter())
             .map(Declared::bytes)
             .fold(0, u64::saturating_add);
-        Footprint { plan, input_bytes }
+        Footprint {
+            plan,
+            input_bytes,
+            message_bytes: 0,
+        }
     }
 }
 
@@ -115,7 +121,11 @@ fn steps(job: &Job, mode: &mut impl Mode) -> Result<Outcome, String> {
     // Planned before anything is read or allocated: a run that cannot fit is one message.
     let peak = mode.footprint(job);
     let (threads, max) = (job.args.threads, job.args.max_memory);
-    memory::check(peak.plan, peak.input_bytes, threads, max)?;
+    let held = memory::Held {
+        inputs: peak.input_bytes,
+        messages: peak.message_bytes,
+    };
+    memory::check(peak.plan, held, threads, max)?;
     mode.read(job, &files)?;
     let mut outputs = Outputs::new();
     if mode.writes_outputs() {

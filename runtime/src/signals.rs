@@ -153,7 +153,8 @@ fn wait_for_signals() {
 /// Test-only hook: `TAPC_RT_TEST_PAUSE=PHASE:MS` makes output writing print
 /// `tapc-test-pause PHASE` to stderr and sleep `MS` milliseconds at each step of `PHASE`
 /// (`write`: after each staged file; `lock`: after each directory lock of a commit; `commit`:
-/// after each rename into place), so that tests
+/// after each rename into place; on a rank of a distributed job, `run`: the sinks staged,
+/// before computing, and `sinks`: after writing its windows of the sinks), so that tests
 /// can deliver signals or start concurrent runs at a known phase. Unset in normal runs.
 pub const TEST_PAUSE_VAR: &str = "TAPC_RT_TEST_PAUSE";
 

@@ -4,7 +4,7 @@
 use super::syspkg;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// The MPI runtime library, built once per test or bench binary.
 pub fn mpi_runtime() -> &'static Path {
@@ -123,9 +123,7 @@ pub fn mpirun_with(
     args: &[String],
     more: impl FnOnce(&mut Command),
 ) -> Output {
-    // One job at a time: the tests share two cores.
-    static ONE: Mutex<()> = Mutex::new(());
-    let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = one_job();
     let mut c = match secs {
         Some(s) => {
             let mut t = Command::new("timeout");
@@ -134,6 +132,21 @@ pub fn mpirun_with(
         }
         None => Command::new("mpirun"),
     };
+    mpirun_args(&mut c, np, btl);
+    c.arg(prog).args(args);
+    more(&mut c);
+    c.output().unwrap()
+}
+
+/// Held while an `mpirun` job runs: one job at a time, as the tests share two cores.
+pub fn one_job() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Adds to `mpirun` command `c` the arguments of `-np N --oversubscribe` over the chosen
+/// transport (pml ob1, so the btl is used) and the environment that lets root run it.
+pub fn mpirun_args(c: &mut Command, np: usize, btl: Btl) {
     c.args([
         "-np",
         &np.to_string(),
@@ -148,7 +161,4 @@ pub fn mpirun_with(
         Btl::SharedMemory => c.arg("self,vader"),
         Btl::Tcp => c.args(["self,tcp", "--mca", "btl_tcp_if_include", "lo"]),
     };
-    c.arg(prog).args(args);
-    more(&mut c);
-    c.output().unwrap()
 }

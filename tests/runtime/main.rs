@@ -1,6 +1,6 @@
 //! Compiled programs at run time, in one binary: reliability (signals, limits, concurrent
 //! runs, faults, corrupt plans), the path policy of every writer, and distributed execution
-//! under `mpirun`.
+//! under `mpirun` (its per-rank memory: `mpi_memory`; its sharded outputs: `mpi_sinks`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -8,5 +8,7 @@ mod common;
 mod mpi;
 mod mpi_build;
 mod mpi_forms;
+mod mpi_memory;
+mod mpi_sinks;
 mod paths;
 mod reliability;

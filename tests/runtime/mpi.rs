@@ -15,11 +15,11 @@ use common::mpi::{mlp, mpi_runtime, mpirun, mpirun_with, Btl, MLP_OPS};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn root() -> &'static Path {
+pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tapc-mpi-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -35,7 +35,7 @@ fn tapc(args: &[&str]) -> Output {
 }
 
 /// Compiles graph `graph` of `file` after `passes` to `out` (`--mpi` when `mpi`).
-fn compile(file: &Path, graph: &str, passes: &str, out: &Path, mpi: bool) {
+pub(crate) fn compile(file: &Path, graph: &str, passes: &str, out: &Path, mpi: bool) {
     let f = file.to_str().unwrap();
     let mut args = vec![
         f,
@@ -58,7 +58,7 @@ fn compile(file: &Path, graph: &str, passes: &str, out: &Path, mpi: bool) {
 }
 
 /// Writes deterministic inputs for graph `gi` of `file` into `dir`.
-fn write_inputs(file: &Path, gi: usize, dir: &Path) -> String {
+pub(crate) fn write_inputs(file: &Path, gi: usize, dir: &Path) -> String {
     let src = std::fs::read_to_string(file).unwrap();
     let (m, _) = common::compile_ok(&file.display().to_string(), &src);
     for (name, t) in common::inputs(&m, gi) {
@@ -67,7 +67,7 @@ fn write_inputs(file: &Path, gi: usize, dir: &Path) -> String {
     m.graphs[gi].name.clone()
 }
 
-fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
@@ -84,7 +84,7 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// Compiles graph `graph` of `file` after `passes` into `dir` twice: a single-process program,
 /// run on `inputs`, and a `--mpi` one. Returns the latter and the former's sink files.
-fn mpi_and_want(
+pub(crate) fn mpi_and_want(
     file: &Path,
     graph: &str,
     passes: &str,
@@ -207,6 +207,14 @@ fn measured_bytes(stderr: &str) -> u64 {
     line["bytes moved: ".len()..].parse().unwrap()
 }
 
+/// The bytes sent of sinks (`  @NAME: sent N B, ...` lines) in a `--time` report.
+fn sink_bytes_sent(stderr: &str) -> u64 {
+    (stderr.lines())
+        .filter_map(|l| l.strip_prefix("  @")?.split_once(": sent "))
+        .map(|(_, rest)| rest.split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
 #[test]
 fn bytes_moved_equal_the_cost_models_prediction() {
     let mut seen_nonzero = false;
@@ -220,8 +228,10 @@ fn bytes_moved_equal_the_cost_models_prediction() {
         compile(&file, &graph, COST, &prog, true);
         let predicted = predicted_bytes(&file);
         for btl in [Btl::SharedMemory, Btl::Tcp] {
-            // Sources start on node 0 in the model, so rank 0 sends the windows.
-            let args: Vec<String> = [
+            // Sources start on node 0 in the model, so rank 0 sends the windows; sinks end on
+            // node 0 (`--gather-sinks`). Written by their ranks, the sinks' remote parts do not
+            // move: the rest is the prediction.
+            let mut args: Vec<String> = [
                 "--input-dir",
                 inputs.to_str().unwrap(),
                 "--out-dir",
@@ -232,9 +242,19 @@ fn bytes_moved_equal_the_cost_models_prediction() {
             .map(String::from)
             .to_vec();
             let o = mpirun(2, btl, &prog, &args);
+            let direct = String::from_utf8_lossy(&o.stderr).into_owned();
+            assert!(o.status.success(), "{ex}: {direct}");
+            args.push("--gather-sinks".into());
+            let o = mpirun(2, btl, &prog, &args);
             let err = String::from_utf8_lossy(&o.stderr);
             assert!(o.status.success(), "{ex}: {err}");
             assert_eq!(measured_bytes(&err), predicted, "{ex} over {btl:?}:\n{err}");
+            let sinks = sink_bytes_sent(&err);
+            assert_eq!(
+                measured_bytes(&direct),
+                predicted - sinks,
+                "{ex} over {btl:?}, sinks written by their ranks:\n{direct}"
+            );
             seen_nonzero |= predicted > 0;
         }
         let _ = std::fs::remove_dir_all(&dir);
@@ -311,17 +331,23 @@ fn timed_run(inputs: &Path, out: &Path, on_root: bool) -> Vec<String> {
     args
 }
 
-/// `rank R bytes read from inputs: N` of every rank in a `--time` report, by rank.
-fn input_bytes(stderr: &str, ranks: usize) -> Vec<u64> {
+/// What follows `rank R WHAT` in the line of each rank of a `--time` report, by rank.
+pub(crate) fn per_rank<'a>(stderr: &'a str, ranks: usize, what: &str) -> Vec<&'a str> {
     (0..ranks)
         .map(|r| {
-            let key = format!("rank {r} bytes read from inputs: ");
-            let line = stderr
+            let key = format!("rank {r} {what}");
+            stderr
                 .lines()
                 .find_map(|l| l.trim_start().strip_prefix(key.as_str()))
-                .unwrap_or_else(|| panic!("no `{key}` in:\n{stderr}"));
-            line.parse().unwrap()
+                .unwrap_or_else(|| panic!("no `{key}` in:\n{stderr}"))
         })
+        .collect()
+}
+
+/// `rank R bytes read from inputs: N` of every rank in a `--time` report, by rank.
+fn input_bytes(stderr: &str, ranks: usize) -> Vec<u64> {
+    (per_rank(stderr, ranks, "bytes read from inputs: ").iter())
+        .map(|n| n.parse().unwrap())
         .collect()
 }
 
@@ -435,6 +461,10 @@ fn values_every_node_reads_are_broadcast_with_the_predicted_bytes() {
                 let mut args = timed_run(&inputs, &got_dir, on_root);
                 let trace = dir.join(format!("trace-{name}-{np}-{btl:?}-{on_root}.json"));
                 args.extend(["--trace".into(), trace.display().to_string()]);
+                // The model gathers the sinks on node 0: so does the run it is compared with.
+                if np == 4 && on_root {
+                    args.push("--gather-sinks".into());
+                }
                 let o = mpirun(np, btl, &prog, &args);
                 let err = String::from_utf8_lossy(&o.stderr);
                 let what = format!("{name} -np {np} {btl:?} inputs-on-root {on_root}");
@@ -548,7 +578,9 @@ fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
 }
 
 /// `--max-memory` is honoured under `mpirun`: a job that cannot fit is refused before any
-/// input is read, with the message the single-process program prints, and writes nothing.
+/// input is read, with the message the single-process program prints (on one rank, the same
+/// words; on two, each rank's own peak in the same form, with its messages), and writes
+/// nothing.
 #[test]
 fn max_memory_refuses_a_job_under_mpirun_with_the_single_process_message() {
     let file = root().join("examples/mlp.teg");
@@ -594,7 +626,13 @@ fn max_memory_refuses_a_job_under_mpirun_with_the_single_process_message() {
         assert!(!reports.is_empty(), "-np {np}: no rank reported:\n{err}");
         for r in reports {
             let (_, msg) = r.split_once(": error: ").unwrap();
-            assert_eq!(msg, want, "-np {np}:\n{err}");
+            if np == 1 {
+                assert_eq!(msg, want, "-np {np}:\n{err}");
+            } else {
+                // Each rank's own peak: its pieces, inputs and messages.
+                assert!(msg.starts_with("graph @mlp needs "), "{err}");
+                assert!(msg.contains(" of messages), more than the 64.0 KiB that --max-memory allows; its biggest buffers then: "), "{err}");
+            }
             checked += 1;
         }
         assert!(

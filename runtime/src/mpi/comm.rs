@@ -12,7 +12,7 @@ use mpi::ffi;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,8 @@ pub(super) struct Comm {
     /// Every MPI call goes through this lock (correct at any thread level MPI provides).
     lock: Mutex<()>,
     stats: Mutex<Stats>,
+    /// Bytes of message buffers (packed sends, posted receives) live now and at most.
+    held: (AtomicU64, AtomicU64),
 }
 
 /// One broadcast of the plan as this rank sees it.
@@ -64,6 +66,21 @@ static COMM: OnceLock<Comm> = OnceLock::new();
 impl Comm {
     fn rank_of(&self, node: u32) -> c_int {
         (node % self.size) as c_int
+    }
+
+    /// Counts `n` more bytes of message buffers (`add`) or `n` fewer.
+    fn hold(&self, n: u64, add: bool) {
+        if add {
+            let now = self.held.0.fetch_add(n, Ordering::Relaxed) + n;
+            self.held.1.fetch_max(now, Ordering::Relaxed);
+        } else {
+            self.held.0.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The most bytes of message buffers this rank held at once.
+    pub(super) fn held_peak(&self) -> u64 {
+        self.held.1.load(Ordering::Relaxed)
     }
 
     fn mpi<T>(&self, f: impl FnOnce() -> T) -> T {
@@ -105,6 +122,7 @@ impl Comm {
             buf: vec![0u8; t.bytes() as usize],
         };
         let (ptr, n) = (p.buf.as_mut_ptr() as *mut c_void, p.buf.len() as c_int);
+        self.hold(p.buf.len() as u64, true);
         let rc = self.mpi(|| start(ptr, n, &mut p.req));
         (rc == 0).then_some(p)
     }
@@ -158,6 +176,7 @@ impl Comm {
             group_of: local.group_of.clone(),
             lock: Mutex::new(()),
             stats: Mutex::new(vec![(0, 0, Duration::ZERO); transfers.len()]),
+            held: (AtomicU64::new(0), AtomicU64::new(0)),
         };
         COMM.set(comm)
             .map_err(|_| "the MPI runtime was started twice".to_string())?;
@@ -209,6 +228,7 @@ impl Comm {
             waited += self
                 .wait(&mut p.req)
                 .map_err(|_| "a send failed".to_string())?;
+            self.hold(p.buf.len() as u64, false);
         }
         Ok(waited)
     }
@@ -304,6 +324,7 @@ pub(super) unsafe extern "C-unwind" fn send_kernel(
     if let Ok(mut s) = c.stats.lock() {
         s[id].0 += sent;
     }
+    c.hold(buf.len() as u64, true);
     c.sends
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -332,7 +353,9 @@ pub(super) unsafe extern "C-unwind" fn recv_kernel(
     let Some(mut p) = c.recvs[id].lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return 4;
     };
-    recv_into(c, id, &mut p, *bases)
+    let rc = recv_into(c, id, &mut p, *bases);
+    c.hold(p.buf.len() as u64, false);
+    rc
 }
 
 /// Waits for the message `p` of transfer `id` and unpacks it into the buffer at `base`.

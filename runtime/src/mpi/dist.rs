@@ -22,6 +22,20 @@ pub struct Dist {
     pub broadcasts: Vec<Vec<u32>>,
 }
 
+/// Where a rank stands in a job of `size` ranks: node `n` runs on rank `n mod size`.
+#[derive(Clone, Copy, Debug)]
+pub struct Place {
+    pub rank: u32,
+    pub size: u32,
+}
+
+impl Place {
+    /// The rank that runs node `node`.
+    pub fn rank_of(self, node: u32) -> u32 {
+        node % self.size
+    }
+}
+
 /// The elements of a source's buffer that the tasks of one node read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Window {

@@ -1,17 +1,20 @@
 //! One rank's *local plan*: the tasks of the nodes it owns (node `n` runs on rank `n mod R`)
 //! plus a send task after every producer whose output another rank reads and a receive task
-//! before every consumer of remote data, the sinks on rank 0, and the source windows the rank
-//! reads itself. [`local_plan`] builds it in phases: which transfers cross ranks and how the
-//! broadcasts group them ([`routes`]), where each transfer's ends attach on this rank
-//! ([`ends`]), the task list ([`Builder::tasks`]), the sinks ([`Builder::sinks`]) and the
-//! sources ([`sources`]).
+//! before every consumer of remote data, the windows of the sinks it writes, and the source
+//! windows the rank reads itself. [`local_plan`] builds it in phases: which transfers cross
+//! ranks and how the broadcasts group them ([`routes`]), where each transfer's ends attach on
+//! this rank ([`ends`]), the task list ([`Builder::tasks`]), the sinks it writes
+//! ([`super::sinks::local_sinks`]) and the sources ([`sources`]); then every buffer becomes the
+//! pieces this rank touches ([`super::pieces`]).
 //!
 //! Deadlock freedom: a receive task depends on every local task that precedes its consumer in
 //! the global plan order, so a worker blocked in a receive never holds up a task the sender
 //! is waiting for (the earliest unfinished task of the whole job can always run).
 
-use super::dist::{normalize, Dist, Runs, Window};
-use crate::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task};
+use super::dist::{normalize, Dist, Place, Runs, Window};
+use super::pieces::{self, Read};
+use super::sinks::{self, Out};
+use crate::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task, Transfer};
 
 /// What a task of the local plan does.
 #[derive(Clone, Copy, PartialEq)]
@@ -25,9 +28,8 @@ pub(super) enum Role {
 pub(super) struct Local {
     pub plan: Plan,
     pub roles: Vec<Role>,
-    /// Sources this rank reads from files, by global index, with the element runs it reads
-    /// (`None`: the whole file).
-    pub reads: Vec<(usize, Option<Runs>)>,
+    /// What this rank reads from files, per source of its plan (a piece of a global source).
+    pub reads: Vec<Read>,
     /// Point-to-point transfers this rank receives.
     pub incoming: Vec<usize>,
     /// Per broadcast of the plan, the ranks it involves, its root first (only the root when
@@ -37,19 +39,13 @@ pub(super) struct Local {
     pub group_of: Vec<Option<usize>>,
     /// Per broadcast, its transfers that move data between ranks.
     pub casts: Vec<Vec<usize>>,
-}
-
-/// Where this rank stands in the job.
-#[derive(Clone, Copy)]
-pub(super) struct Place {
-    pub rank: u32,
-    pub size: u32,
-}
-
-impl Place {
-    pub fn rank_of(self, node: u32) -> u32 {
-        node % self.size
-    }
+    /// What each sink of `plan` is (a gathered sink, or a run of a directly written one).
+    pub outs: Vec<Out>,
+    /// Per sink of the whole plan, whether the ranks write it directly.
+    pub direct: Vec<bool>,
+    /// The most bytes of message buffers the rank holds: every receive is posted before the
+    /// run and every packed send is kept until the run ends, so all of them.
+    pub messages: u64,
 }
 
 /// The transfers that move data between ranks and the broadcasts that group them.
@@ -64,11 +60,14 @@ struct Routes {
     casts: Vec<Vec<usize>>,
 }
 
-fn routes(d: &Dist, at: Place, inputs_on_root: bool) -> Routes {
-    let active: Vec<bool> = d
-        .transfers
-        .iter()
-        .map(|t| at.rank_of(t.from) != at.rank_of(t.to) && (t.after.is_some() || inputs_on_root))
+/// The transfers and broadcasts of `d`; `direct`: the buffers of sinks written directly by the
+/// ranks (their sink transfers do not run).
+fn routes(d: &Dist, at: Place, inputs_on_root: bool, direct: &[u32]) -> Routes {
+    let runs = |t: &Transfer| {
+        (t.after.is_some() || inputs_on_root) && (t.before.is_some() || !direct.contains(&t.buffer))
+    };
+    let active: Vec<bool> = (d.transfers.iter())
+        .map(|t| at.rank_of(t.from) != at.rank_of(t.to) && runs(t))
         .collect();
     let mut r = Routes {
         group_of: vec![None; d.transfers.len()],
@@ -240,20 +239,6 @@ impl Builder<'_> {
             .map(|&g| self.local[g as usize])
             .collect()
     }
-
-    /// The sinks, on rank 0 only: after their local producers and the receives of `late`.
-    fn sinks(&self, late: &[u32]) -> Vec<Sink> {
-        if self.at.rank != 0 {
-            return vec![];
-        }
-        let sink = |s: &Sink| {
-            let mut s = s.clone();
-            s.deps = self.local_deps(&s.deps);
-            s.deps.extend_from_slice(late);
-            s
-        };
-        self.plan.sinks.iter().map(sink).collect()
-    }
 }
 
 /// The sources this rank reads itself (those its tasks or sinks use, unless rank 0 reads for
@@ -291,9 +276,21 @@ fn sources(plan: &Plan, at: Place, tasks: &[Task], sinks: &[Sink], on_root: bool
 }
 
 /// This rank's local plan; the send and receive kernels are `send_kernel` and the next index.
-pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, on_root: bool) -> Local {
+/// `gather`: `--gather-sinks` (every sink gathered to rank 0).
+pub(super) fn local_plan(
+    plan: &Plan,
+    at: Place,
+    send_kernel: u32,
+    on_root: bool,
+    gather: bool,
+) -> Local {
     let d = &plan.dist;
-    let r = routes(d, at, on_root);
+    let direct = sinks::direct(plan, gather);
+    let direct_buffers: Vec<u32> = (plan.sinks.iter().zip(&direct))
+        .filter(|(_, &on)| on)
+        .map(|(s, _)| s.view.buffer)
+        .collect();
+    let r = routes(d, at, on_root, &direct_buffers);
     let e = ends(d, at, &r, plan.tasks.len());
     let mut b = Builder {
         plan,
@@ -304,17 +301,23 @@ pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, on_root: bool
         local: vec![u32::MAX; plan.tasks.len()],
     };
     let late = b.tasks(&e);
-    let sinks = b.sinks(&late);
+    let (sinks, outs) = sinks::local_sinks(plan, at, &direct, &|g| b.local_deps(g), &late);
     let (buffers, local_sources, reads) = sources(plan, at, &b.tasks, &sinks, on_root);
+    let whole = Plan {
+        graph: plan.graph.clone(),
+        buffers,
+        sources: local_sources,
+        tasks: b.tasks,
+        sinks,
+        dist: Default::default(),
+    };
+    let (plan, reads) = pieces::split(whole, &reads);
+    let messages = message_bytes(d, at, &r, &e, &b.roles);
     Local {
-        plan: Plan {
-            graph: plan.graph.clone(),
-            buffers,
-            sources: local_sources,
-            tasks: b.tasks,
-            sinks,
-            dist: Default::default(),
-        },
+        messages,
+        outs,
+        direct,
+        plan,
         roles: b.roles,
         reads,
         incoming: e.incoming,
@@ -322,4 +325,21 @@ pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, on_root: bool
         group_of: r.group_of,
         casts: r.casts,
     }
+}
+
+/// The bytes of every message buffer of this rank (see [`Local::messages`]).
+fn message_bytes(d: &Dist, at: Place, r: &Routes, e: &Ends, roles: &[Role]) -> u64 {
+    let bytes = |k: usize| d.transfers[k].bytes();
+    let recv: u64 = e.incoming.iter().map(|&k| bytes(k)).sum();
+    let cast: u64 = (r.groups.iter().enumerate())
+        .filter(|(_, ranks)| ranks.len() > 1 && ranks[1..].contains(&at.rank))
+        .map(|(g, _)| bytes(d.broadcasts[g][0] as usize))
+        .sum();
+    let sent: u64 = (roles.iter())
+        .filter_map(|r| match r {
+            Role::Send(k) => Some(bytes(*k)),
+            _ => None,
+        })
+        .sum();
+    recv + cast + sent
 }

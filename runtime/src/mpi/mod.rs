@@ -2,7 +2,9 @@
 //! transfers) and is always built; the rest runs it under `mpirun` and needs the `mpi` cargo
 //! feature (rsmpi against the system's Open MPI): `run` is one rank's run (the same steps as a
 //! single process, `crate::program`, in the rank's own mode), `local` builds the rank's part
-//! of the plan, and `comm` moves the data (the send and receive kernels).
+//! of the plan (`pieces`: of each buffer, only the windows the rank touches), and `comm`
+//! moves the data (the send and receive kernels); `sinks` writes each rank's windows of the
+//! sinks into the staged files.
 
 #[cfg(feature = "mpi")]
 mod comm;
@@ -10,4 +12,8 @@ pub mod dist;
 #[cfg(feature = "mpi")]
 mod local;
 #[cfg(feature = "mpi")]
+mod pieces;
+#[cfg(feature = "mpi")]
 pub(crate) mod run;
+#[cfg(feature = "mpi")]
+mod sinks;

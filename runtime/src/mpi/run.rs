@@ -6,36 +6,49 @@
 //! peers that it is the same (a hash) and that they were all started with the same run
 //! options ([`AGREED`]: else rank 0 names the options and ranks that differ and aborts the
 //! job, before any input is read), and builds its local plan (`local.rs`: its nodes' tasks
-//! plus send and receive tasks). It reads the windows of the sources its tasks read
+//! plus send and receive tasks, each buffer cut to the pieces the rank touches). It reads the
+//! windows of the sources its tasks read
 //! ([`Rank::read`]), or with `--inputs-on-root` rank 0 reads them for everyone. Running
 //! ([`Rank::execute`]) posts every receive (`comm.rs`), runs the local plan on the ordinary
 //! multithreaded executor with `--threads` workers (and a progress thread when the rank moves
-//! data), waits for its sends, and sends its report to rank 0. Rank 0 collects the sinks
-//! (transfers planned at compile time) and every rank's report, and stages the sinks, so that
-//! they are written only after all ranks succeeded. A rank that fails prints its rank and the
+//! data), waits for its sends, and sends its report to rank 0. Sinks (`sinks.rs`): rank 0
+//! stages every directly written sink before the run (header and full size) and broadcasts the
+//! staged paths; after the run each rank writes its windows of them at their offsets, an
+//! all-reduce agrees that all did, and rank 0 commits them with the trace (and, with
+//! `--gather-sinks`, the sinks gathered to it), so that they are in place only after all
+//! ranks succeeded. A rank that fails prints its rank and the
 //! reason (the executor's messages name the task) and calls `MPI_Abort` ([`Rank::fail`]).
 //!
-//! For now every rank checks the whole plan's peak against the memory it may use (each rank
-//! allocates full-size buffers for what it touches), so `--max-memory` refuses a job with the
-//! same message as one process; a rank's own peak plugs in as its [`Mode::footprint`].
+//! Each rank checks its own peak ([`Mode::footprint`]: its local plan's pieces, the source
+//! pieces it reads and its message buffers) against the memory it may use, before any input is
+//! read, with the message one process prints; `--time` prints that planned peak and the
+//! measured one (the executor's allocation high-water mark, the inputs held, the most message
+//! bytes held at once).
 
 use super::comm::{recv_kernel, send_kernel, Comm, Stats};
-use super::local::{local_plan, Local, Place, Role};
+use super::dist::Place;
+use super::local::{local_plan, Local, Role};
+use super::sinks::{self, Out};
 use crate::cli::{Args, Outcome};
-use crate::exec::{execute, KernelFn, Report};
+use crate::exec::{execute_with, KernelFn, Report, SinkView};
+use crate::memory;
 use crate::npy;
-use crate::output::{Npy, Outputs};
+use crate::output::{self, Npy, Outputs};
 use crate::paths::shown;
 use crate::plan::Plan;
-use crate::program::{self, Done, Job, Mode};
+use crate::program::{self, Done, Footprint, Job, Mode};
+use crate::signals;
+use crate::tensor::checked_numel;
 use crate::tensor::Tensor;
+use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::ffi::c_int;
+use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -62,6 +75,8 @@ pub(crate) fn run_rank(job: &Job, encoded: &[u8]) -> Outcome {
     else {
         return Outcome::failed(job.prog, "cannot initialise MPI (run under `mpirun`)");
     };
+    // The rank's memory plan counts freed buffers as given back.
+    crate::exec::keep_freed_buffers(false);
     let world = universe.world();
     let at = Place {
         rank: world.rank() as u32,
@@ -107,7 +122,8 @@ impl Mode for Rank {
         self.check_same_plan()?;
         self.check_same_options(job.args)?;
         let nk = job.kernels.len() as u32;
-        let local = local_plan(job.plan, self.at, nk, job.args.inputs_on_root);
+        let gather = job.args.gather_sinks;
+        let local = local_plan(job.plan, self.at, nk, job.args.inputs_on_root, gather);
         let transfers = &job.plan.dist.transfers;
         if let Some(t) = transfers.iter().find(|t| t.bytes() > c_int::MAX as u64) {
             return Err(format!("transfer of {} is over 2 GiB", t.value));
@@ -116,10 +132,27 @@ impl Mode for Rank {
         Ok(())
     }
 
+    /// This rank's own peak: its local plan's pieces, the source pieces it reads and its
+    /// messages.
+    fn footprint<'a>(&'a self, job: &Job<'a>) -> Footprint<'a> {
+        match &self.local {
+            Some(l) => Footprint {
+                plan: &l.plan,
+                input_bytes: held_inputs(l),
+                message_bytes: l.messages,
+            },
+            None => Footprint::whole(job.plan),
+        }
+    }
+
     fn read(&mut self, job: &Job, files: &[PathBuf]) -> Result<(), String> {
         let local = self.local.as_ref().ok_or_else(not_prepared)?;
-        for (k, runs) in &local.reads {
-            let (t, n) = read_source(job.plan, *k, &files[*k], runs.as_deref())?;
+        for r in &local.reads {
+            let s = &job.plan.sources[r.source];
+            let file = &files[r.source];
+            let (t, n) =
+                npy::read_piece_expecting(file, &s.name, s.dtype, &s.shape, r.piece, &r.runs)
+                    .map_err(|e| e.to_string())?;
             self.inputs.push(t);
             self.input_bytes += n;
         }
@@ -132,15 +165,22 @@ impl Mode for Rank {
 
     fn execute(&mut self, job: &Job, outputs: &mut Outputs) -> Result<Option<Done>, String> {
         let local = self.local.as_ref().ok_or_else(not_prepared)?;
+        let staged = self.stage_direct(job, local, outputs)?;
+        signals::test_pause("run");
         let c = Comm::install(&self.world, &job.plan.dist.transfers, local)?;
         c.post_receives(local, &job.plan.dist.broadcasts, self.at.rank)?;
         self.world.barrier();
         let start = mpi::time();
-        let (sinks, report) = self.run_local(job, local, c)?;
+        let (written, report) = self.run_local(job, local, c, &staged, outputs)?;
         let send_wait = c.wait_sends()?;
+        signals::test_pause("sinks");
+        self.agree()?;
         let stats = c.stats();
+        let peaks = Peaks::of(local, &report, c.held_peak());
         let mine = RankReport {
-            summary: self.summary(job.plan, local, &report, &stats, send_wait),
+            summary: self.summary(job.plan, local, &report, &stats, send_wait)
+                + &peaks.line(self.at.rank)
+                + &format!("  rank {} sink bytes written: {written}\n", self.at.rank),
             trace: (job.args.trace.as_ref()).map_or_else(String::new, |_| {
                 trace_events(local, &report, self.at.rank as i32, start)
             }),
@@ -149,11 +189,9 @@ impl Mode for Rank {
         let Some(all) = self.gather(mine) else {
             return Ok(None);
         };
-        let items: Vec<(&str, &dyn Npy)> = (sinks.iter())
-            .map(|(n, t)| (n.as_str(), t as &dyn Npy))
-            .collect();
+        let names = job.plan.sinks.iter().map(|s| s.name.as_str());
         Ok(Some(Done {
-            paths: program::stage_sinks(job, outputs, &items)?,
+            paths: output::sink_targets(&job.args.out_dir, names).map_err(|e| e.to_string())?,
             trace: job.args.trace.as_ref().map(|_| trace_json(&all)),
             time: (job.args.time).then(|| time_summary(job.plan, self.at, local, &all)),
         }))
@@ -169,27 +207,79 @@ impl Mode for Rank {
     }
 }
 
-fn not_prepared() -> String {
-    "internal error: the rank's plan was used before it was built".to_string()
+/// The bytes of the source pieces a rank holds as read (see [`crate::mpi::pieces`]).
+fn held_inputs(local: &Local) -> u64 {
+    let elem = |k: usize| local.plan.sources[k].dtype.size_bytes() as u64;
+    (local.reads.iter().enumerate())
+        .map(|(k, r)| r.piece.1 as u64 * elem(k))
+        .sum()
 }
 
-/// Reads what this rank needs of source `k` from `file`: the element `runs`, or the whole
-/// file (`None`); returns the tensor and the bytes read.
-fn read_source(
-    plan: &Plan,
-    k: usize,
-    file: &Path,
-    runs: Option<&[(i64, i64)]>,
-) -> Result<(Tensor, u64), String> {
-    let s = &plan.sources[k];
-    let read = match runs {
-        Some(runs) => npy::read_window_expecting(file, &s.name, s.dtype, &s.shape, runs),
-        None => npy::read_expecting(file, &s.name, s.dtype, &s.shape).map(|t| {
-            let bytes = t.data.len() * s.dtype.size_bytes();
-            (t, bytes as u64)
-        }),
-    };
-    read.map_err(|e| e.to_string())
+/// A rank's planned and measured peak memory: (buffers, inputs, messages) each.
+struct Peaks {
+    planned: [u64; 3],
+    measured: [u64; 3],
+}
+
+impl Peaks {
+    /// The plan's figures (those the memory check used) and the run's: the executor's
+    /// allocation high-water mark and the most message bytes held at once.
+    fn of(local: &Local, report: &Report, messages: u64) -> Peaks {
+        let inputs = held_inputs(local);
+        Peaks {
+            planned: [memory::peak(&local.plan).0, inputs, local.messages],
+            measured: [report.peak_bytes, inputs, messages],
+        }
+    }
+
+    /// The `--time` line: `rank R peak memory: planned N B (...), measured N B (...)`.
+    fn line(&self, rank: u32) -> String {
+        let part = |v: &[u64; 3]| {
+            format!(
+                "{} B (buffers {}, inputs {}, messages {})",
+                v.iter().sum::<u64>(),
+                v[0],
+                v[1],
+                v[2]
+            )
+        };
+        let rss = memory::resident_peak().map_or_else(String::new, |b| {
+            format!("; resident high-water {b} B (the whole process, MPI included)")
+        });
+        format!(
+            "  rank {rank} peak memory: planned {}, measured {}{rss}\n",
+            part(&self.planned),
+            part(&self.measured)
+        )
+    }
+}
+
+/// The sinks of a rank's run, read in place: on rank 0 the gathered ones are staged whole,
+/// and every rank writes its runs of the direct ones into the staged files
+/// ([`sinks::write_runs`]). Returns the sink bytes this rank wrote.
+fn write_sinks(
+    job: &Job,
+    local: &Local,
+    views: &[SinkView],
+    staged: &[Option<PathBuf>],
+    outputs: &mut Outputs,
+) -> Result<u64, String> {
+    let whole: Vec<(&str, &dyn Npy)> = (views.iter().zip(&local.outs))
+        .filter(|(_, o)| matches!(o, Out::Whole(_)))
+        .map(|(v, _)| (v.name, v as &dyn Npy))
+        .collect();
+    if !whole.is_empty() {
+        program::stage_sinks(job, outputs, &whole)?;
+    }
+    let whole_bytes: u64 = (views.iter().zip(&local.outs))
+        .filter(|(_, o)| matches!(o, Out::Whole(_)))
+        .map(|(v, _)| (checked_numel(v.shape).unwrap_or(0) * v.dtype.size_bytes()) as u64)
+        .sum();
+    Ok(whole_bytes + sinks::write_runs(job.plan, views, &local.outs, staged)?)
+}
+
+fn not_prepared() -> String {
+    "internal error: the rank's plan was used before it was built".to_string()
 }
 
 impl Rank {
@@ -236,7 +326,9 @@ impl Rank {
         job: &Job,
         local: &Local,
         c: &'static Comm,
-    ) -> Result<(Vec<(String, Tensor)>, Report), String> {
+        staged: &[Option<PathBuf>],
+        outputs: &mut Outputs,
+    ) -> Result<(u64, Report), String> {
         let mut table: Vec<KernelFn> = job.kernels.to_vec();
         table.push(send_kernel);
         table.push(recv_kernel);
@@ -250,10 +342,55 @@ impl Rank {
                 let stop = &stop;
                 sc.spawn(move || c.progress(stop, every));
             }
-            let run = execute(&local.plan, &table, &refs, &opts);
+            let run = execute_with(&local.plan, &table, &refs, &opts, |views| {
+                write_sinks(job, local, views, staged, outputs)
+            });
             stop.store(true, Ordering::Relaxed);
             run
         })
+    }
+
+    /// On rank 0, stages the sinks the ranks write directly ([`sinks::stage`]); every rank
+    /// gets their staged paths (a broadcast).
+    fn stage_direct(
+        &self,
+        job: &Job,
+        local: &Local,
+        outputs: &mut Outputs,
+    ) -> Result<Vec<Option<PathBuf>>, String> {
+        if !local.direct.contains(&true) {
+            return Ok(vec![None; job.plan.sinks.len()]);
+        }
+        let root = self.world.process_at_rank(0);
+        let mut bytes = Vec::new();
+        if self.at.rank == 0 {
+            let staged = sinks::stage(job.plan, &local.direct, outputs, &job.args.out_dir)?;
+            for p in &staged {
+                bytes.push(u8::from(p.is_some()));
+                bytes.extend_from_slice(p.as_ref().map_or(&[][..], |p| p.as_os_str().as_bytes()));
+                bytes.push(0);
+            }
+        }
+        let mut len = bytes.len() as u64;
+        root.broadcast_into(&mut len);
+        bytes.resize(len as usize, 0);
+        root.broadcast_into(&mut bytes[..]);
+        let paths = bytes.split(|&b| b == 0).take(job.plan.sinks.len());
+        Ok(paths
+            .map(|p| (p.first() == Some(&1)).then(|| PathBuf::from(OsStr::from_bytes(&p[1..]))))
+            .collect())
+    }
+
+    /// The agreement that every rank wrote its windows of the sinks: an all-reduce (a rank that
+    /// failed aborted the job instead of joining it).
+    fn agree(&self) -> Result<(), String> {
+        let (mine, mut all) = (1u32, 0u32);
+        self.world
+            .all_reduce_into(&mine, &mut all, SystemOperation::min());
+        match all {
+            1 => Ok(()),
+            _ => Err("a rank failed to write its part of the sinks".into()),
+        }
     }
 
     /// Sends this rank's report to rank 0; on rank 0, returns every rank's, in rank order.
@@ -351,7 +488,13 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// `--inputs-on-root` decides which rank reads which input, the sinks and the trace are
 /// written by rank 0 alone, and `--time` and `--trace` decide what every rank records and
 /// sends to rank 0. `--threads`, `--max-memory` and the inputs are each rank's own.
-const AGREED: [&str; 4] = ["--inputs-on-root", "--out-dir", "--trace", "--time"];
+const AGREED: [&str; 5] = [
+    "--inputs-on-root",
+    "--out-dir",
+    "--trace",
+    "--time",
+    "--gather-sinks",
+];
 
 /// Each of the [`AGREED`] options of `args`: its name, its value as messages show it, and a
 /// hash of its value as given (paths as bytes).
@@ -374,6 +517,7 @@ fn agreed(args: &Args) -> [(&'static str, String, u64); AGREED.len()] {
         (AGREED[1], format!("`{}`", shown(&args.out_dir)), fnv1a(out)),
         (AGREED[2], trace, fnv1a(&trace_bytes)),
         (AGREED[3], flag(args.time), args.time as u64),
+        (AGREED[4], flag(args.gather_sinks), args.gather_sinks as u64),
     ]
 }
 

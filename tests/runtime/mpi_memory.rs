@@ -1,0 +1,225 @@
+//! Distributed memory under `mpirun` (issue 17): each rank allocates only the pieces of each
+//! buffer it touches and reads only its source windows, checks its own planned peak against
+//! `--max-memory` before reading any input, and `--time` prints each rank's planned and
+//! measured peak and its resident high-water mark. A program whose single-process need is at
+//! least 3× `--max-memory` runs on 4 ranks, each under that limit (planned, and resident as the
+//! system saw it), and gives the single-process sinks; on 1 rank it is refused before any input
+//! is read.
+
+use super::mpi::{files, mpi_and_want, per_rank, scratch};
+use crate::common::mpi::{mpirun, Btl};
+use std::path::Path;
+use tapc_runtime::tensor::{Data, Tensor};
+
+/// Row-sharded on 4 nodes (the shard pass lines the later steps up with the first).
+const ROWS: &str = "canonicalize,shard{parts=4,dim=i},fuse,canonicalize";
+
+/// Bytes per worker thread the memory check adds (`runtime/src/memory.rs`, `PER_THREAD`).
+const PER_THREAD: u64 = 16 << 20;
+
+/// A 5-point heat stencil over `steps` steps of a `rows`×`cols` grid (each step keeps the
+/// interior: no boundary to materialise), sunk as the row sums of the last grid.
+fn heat(rows: usize, cols: usize, steps: usize) -> String {
+    let mut g = format!(
+        "op @step(x: f32[M, N]) -> (y: f32[M - 2, N - 2]) {{
+  y[i, j] = x[i + 1, j + 1] * 0.5 + (x[i, j + 1] + x[i + 2, j + 1] + x[i + 1, j] + x[i + 1, j + 2]) * 0.125
+}}
+op @rowsum(x: f32[M, N]) -> (y: f32[M]) {{
+  y[i] = sum[j](x[i, j])
+}}
+graph @heat {{
+  %u0 = source @u : f32[{rows}, {cols}]
+"
+    );
+    for s in 1..=steps {
+        g.push_str(&format!("  %u{s} = apply @step(%u{})\n", s - 1));
+    }
+    g.push_str(&format!(
+        "  %e = apply @rowsum(%u{steps})\n  sink @e %e\n}}\n"
+    ));
+    g
+}
+
+/// `c = a · b` for `a: f32[m, k]`, `b: f32[k, n]`.
+fn matmul(m: usize, k: usize, n: usize) -> String {
+    format!(
+        "op @matmul(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {{
+  c[i, j] = sum[k](a[i, k] * b[k, j])
+}}
+graph @mm {{
+  %a = source @a : f32[{m}, {k}]
+  %b = source @b : f32[{k}, {n}]
+  %c = apply @matmul(%a, %b)
+  sink @c %c
+}}
+"
+    )
+}
+
+/// Writes `NAME.npy`, an f32 `rows`×`cols` tensor of deterministic values, into `dir`.
+fn write_f32(dir: &Path, name: &str, rows: usize, cols: usize) {
+    let v: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
+        .collect();
+    let t = Tensor::new(vec![rows, cols], Data::F32(v)).unwrap();
+    tapc_runtime::npy::write(&dir.join(format!("{name}.npy")), &t).unwrap();
+}
+
+/// The bytes of `N.N UNIT` (as `human_bytes` prints them) after `key` in `text`.
+fn bytes_after(text: &str, key: &str) -> f64 {
+    let at = text
+        .find(key)
+        .unwrap_or_else(|| panic!("no `{key}` in:\n{text}"))
+        + key.len();
+    let mut words = text[at..].split_whitespace();
+    let num: f64 = words.next().unwrap().parse().unwrap();
+    let unit = match words.next().unwrap() {
+        "GiB" => 1u64 << 30,
+        "MiB" => 1 << 20,
+        "KiB" => 1 << 10,
+        _ => 1,
+    };
+    num * unit as f64
+}
+
+/// Every rank's `[planned, measured, inputs held, resident high-water]` peak from `rank R peak
+/// memory: planned P B (buffers B, inputs I, messages M), measured M B (...); resident
+/// high-water H B (...)` of a `--time` report.
+fn peaks(stderr: &str, ranks: usize) -> Vec<[u64; 4]> {
+    let after = |s: &str, key: &str| -> u64 {
+        let rest = s.split(key).nth(1).unwrap();
+        rest.split([' ', ',']).next().unwrap().parse().unwrap()
+    };
+    let keys = ["planned ", "measured ", "inputs ", "resident high-water "];
+    (per_rank(stderr, ranks, "peak memory: ").iter())
+        .map(|l| keys.map(|k| after(l, k)))
+        .collect()
+}
+
+/// A program and the limit it must run under on 4 ranks.
+struct Case {
+    name: &'static str,
+    teg: String,
+    graph: &'static str,
+    /// f32 sources: name, rows, columns.
+    sources: Vec<(&'static str, usize, usize)>,
+    /// `--max-memory`, as given and in bytes.
+    limit: (&'static str, u64),
+    /// The bytes of the sources each rank holds: exactly its windows.
+    held: [u64; 4],
+}
+
+/// Runs `case` on 1 rank (refused: more than the limit, before any input is read) and on 4
+/// (each rank under the limit, the single-process sinks, measured peaks within 10% of the
+/// planned ones); returns the ranks whose peaks were checked.
+fn runs_on_4_ranks_under_a_third_of_its_need(case: &Case) -> usize {
+    let dir = scratch(&format!("memory-{}", case.name));
+    let file = dir.join(format!("{}.teg", case.name));
+    std::fs::write(&file, &case.teg).unwrap();
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    for &(name, rows, cols) in &case.sources {
+        write_f32(&inputs, name, rows, cols);
+    }
+    let (prog, want) = mpi_and_want(&file, case.graph, ROWS, &inputs, &dir.join("build"));
+    let (limit, limit_bytes) = case.limit;
+    let out = dir.join("out");
+    let args = |more: &[String]| -> Vec<String> {
+        let mut a: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--out-dir"]
+            .map(String::from)
+            .to_vec();
+        a.push(out.display().to_string());
+        a.extend(["--max-memory", limit, "--threads", "1"].map(String::from));
+        a.extend(more.iter().cloned());
+        a
+    };
+    // One rank: refused before reading (the first source is bound to a missing file).
+    let missing = format!("{}=/nonexistent/in.npy", case.sources[0].0);
+    let o = mpirun(
+        1,
+        Btl::SharedMemory,
+        &prog,
+        &args(&["--input".into(), missing]),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{}: 1 rank ran:\n{err}", case.name);
+    let graph = format!("rank 0: error: graph @{} needs ", case.graph);
+    assert!(err.contains(&graph), "{}:\n{err}", case.name);
+    assert!(err.contains("that --max-memory allows"), "{err}");
+    assert!(
+        !err.contains("cannot read"),
+        "{}: read an input:\n{err}",
+        case.name
+    );
+    assert!(!out.exists(), "{}: no output", case.name);
+    let need = bytes_after(&err, "needs ");
+    assert!(
+        need >= 3.0 * limit_bytes as f64,
+        "{}: one process needs {need} B, less than 3 × {limit}",
+        case.name
+    );
+    // Four ranks: each under the limit.
+    let o = mpirun(4, Btl::SharedMemory, &prog, &args(&["--time".into()]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}: 4 ranks failed:\n{err}", case.name);
+    assert_eq!(files(&out), want, "{}: the single-process sinks", case.name);
+    let mut checked = 0;
+    for (r, [planned, measured, held, resident]) in peaks(&err, 4).into_iter().enumerate() {
+        // What the system saw: the whole process, its program and Open MPI included.
+        assert!(
+            resident <= limit_bytes,
+            "{}: rank {r} was resident with {resident} B, over {limit}",
+            case.name
+        );
+        assert_eq!(
+            held, case.held[r],
+            "{}: rank {r} holds its windows",
+            case.name
+        );
+        assert!(
+            planned + PER_THREAD <= limit_bytes,
+            "{}: rank {r} plans {planned} B:\n{err}",
+            case.name
+        );
+        let off = (measured as f64 - planned as f64).abs() / planned as f64;
+        assert!(
+            off <= 0.10,
+            "{}: rank {r} measured {measured} B against {planned} B planned",
+            case.name
+        );
+        checked += 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    checked
+}
+
+#[test]
+fn a_heat_stencil_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_it() {
+    let cases = [
+        // A 64 MiB grid, 4 steps: one process needs 208 MiB, a rank 64 MiB (about 66 resident).
+        Case {
+            name: "heat",
+            teg: heat(4096, 4096, 4),
+            graph: "heat",
+            sources: vec![("u", 4096, 4096)],
+            limit: ("69MiB", 69 << 20),
+            // Step 1's 4094 output rows split 1024, 1024, 1023, 1023: each reads 2 halo rows.
+            held: [1026, 1026, 1025, 1025].map(|rows| rows * 4096 * 4),
+        },
+        // A 128 MiB matrix times a thin one: one process needs 274 MiB, a rank 81 MiB (80 resident).
+        Case {
+            name: "matmul",
+            teg: matmul(8192, 4096, 32),
+            graph: "mm",
+            sources: vec![("a", 8192, 4096), ("b", 4096, 32)],
+            limit: ("86MiB", 86 << 20),
+            // 2048 rows of `@a` and all of `@b` each.
+            held: [(2048 * 4096 + 4096 * 32) * 4; 4],
+        },
+    ];
+    let checked: usize = cases
+        .iter()
+        .map(runs_on_4_ranks_under_a_third_of_its_need)
+        .sum();
+    assert_eq!(checked, 8, "every rank's peak of both programs was checked");
+}
