@@ -254,13 +254,7 @@ fn cut_piece(t: Tensor, (at, len): (usize, usize)) -> Tensor {
     fn cut<T: Clone>(v: Vec<T>, at: usize, len: usize) -> Vec<T> {
         v[at.min(v.len())..(at + len).min(v.len())].to_vec()
     }
-    let data = match t.data {
-        Data::F32(v) => Data::F32(cut(v, at, len)),
-        Data::F64(v) => Data::F64(cut(v, at, len)),
-        Data::I32(v) => Data::I32(cut(v, at, len)),
-        Data::I64(v) => Data::I64(cut(v, at, len)),
-        Data::Bool(v) => Data::Bool(cut(v, at, len)),
-    };
+    let data = crate::map_data!(t.data, v => cut(v, at, len));
     Tensor {
         shape: vec![data.len()],
         data,
