@@ -107,7 +107,8 @@ fn mpi_and_want(
 }
 
 const SHARD: &str = "canonicalize,shard{parts=3},fuse,canonicalize";
-const COST: &str = "canonicalize,cost{nodes=2},fuse,canonicalize";
+/// Sources on node 0 in the model (`sources=root`), as `--inputs-on-root` runs.
+const COST: &str = "canonicalize,cost{nodes=2,sources=root},fuse,canonicalize";
 
 #[test]
 fn examples_and_filetests_match_the_single_process_program_on_1_to_4_ranks() {
@@ -188,9 +189,9 @@ fn bytes_moved(line: &str) -> u64 {
         .unwrap()
 }
 
-/// The model's bytes moved for the plan `cost{nodes=2}` chooses.
+/// The model's bytes moved for the plan `cost{nodes=2,sources=root}` chooses.
 fn predicted_bytes(file: &Path) -> u64 {
-    let text = cost_report(file, "canonicalize,cost{nodes=2}");
+    let text = cost_report(file, "canonicalize,cost{nodes=2,sources=root}");
     let line = text
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("chosen:"))
@@ -387,7 +388,10 @@ const READ_BY_ALL: &str = "graph @bc {
 
 /// The model's bytes moved for `file` after `passes` as placed, on `nodes` nodes.
 fn placed_bytes(file: &Path, passes: &str, nodes: u32) -> u64 {
-    let text = cost_report(file, &format!("{passes},cost{{nodes={nodes},evals=1}}"));
+    let text = cost_report(
+        file,
+        &format!("{passes},cost{{nodes={nodes},evals=1,sources=root}}"),
+    );
     let line = text
         .lines()
         .find(|l| l.trim_start().starts_with("unsharded:"))
