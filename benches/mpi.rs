@@ -12,8 +12,7 @@
 //!
 //! `cargo bench --bench mpi [-- --runs N] [--only SUBSTRING]` (e.g. `--only tcp`; set
 //! `TAPC_MPI_PROGRESS_US=0` for runs without the progress thread). Rank 0 reads the inputs
-//! and sends the windows (`--inputs-on-root`), which is what the cost model assumes (sources
-//! on node 0).
+//! and sends the windows (`--inputs-on-root`), which the cost model is told (`sources=root`).
 
 #[path = "../tests/common/mpi.rs"]
 mod mpi;
@@ -103,7 +102,7 @@ fn predict(dir: &Path, teg: &str, nodes: u32, toml: &str, tag: &str) -> (f64, f6
     let machine = dir.join(format!("machine-{nodes}-{tag}.toml"));
     std::fs::write(&machine, toml).unwrap();
     let passes = format!(
-        "{PASSES},cost{{nodes={nodes},evals=1,machine={}}}",
+        "{PASSES},cost{{nodes={nodes},evals=1,sources=root,machine={}}}",
         machine.display()
     );
     let report = tapc(&["opt", teg, "--passes", &passes, "--emit", "cost"]);

@@ -28,7 +28,7 @@
 //! to = 1
 //! bandwidth = 1e9
 //! latency = 1e-5
-//! [sources]             # where each source starts (default node 0)
+//! [sources]             # where each source starts (default "shared")
 //! w1 = 1                # on node 1
 //! x = "split"           # rows (axis 0) split evenly over all nodes, as `shard` splits
 //! b = "shared"          # on storage every node reads: each reads only its windows
@@ -162,8 +162,9 @@ pub const LOCAL_LATENCY: f64 = 5e-6;
 impl Machine {
     /// `nodes` identical nodes of [`LOCAL_FLOPS`] flop/s, [`LOCAL_MEM_BANDWIDTH`] bytes/s of
     /// memory bandwidth and [`LOCAL_MEMORY`] bytes, fully connected by links of
-    /// [`LOCAL_BANDWIDTH`] bytes/s and [`LOCAL_LATENCY`] s; every source starts on node 0 and
-    /// sinks are collected on node 0.
+    /// [`LOCAL_BANDWIDTH`] bytes/s and [`LOCAL_LATENCY`] s; every source is on shared storage
+    /// (each node reads its windows, as MPI ranks do without `--inputs-on-root`) and sinks are
+    /// collected on node 0.
     pub fn default_local(nodes: u32) -> Machine {
         Machine::uniform(
             nodes.max(1) as usize,
@@ -174,7 +175,8 @@ impl Machine {
         )
     }
 
-    /// `n` identical, fully connected nodes (memory bandwidth [`LOCAL_MEM_BANDWIDTH`]).
+    /// `n` identical, fully connected nodes (memory bandwidth [`LOCAL_MEM_BANDWIDTH`]), sources
+    /// shared, sinks gathered on node 0.
     pub fn uniform(n: usize, flops: f64, memory: f64, bandwidth: f64, latency: f64) -> Machine {
         let node = Node {
             flops,
@@ -188,7 +190,7 @@ impl Machine {
             bandwidth: vec![vec![bandwidth; n]; n],
             latency: vec![vec![latency; n]; n],
             sources: HashMap::new(),
-            default_source: Placement::Node(0),
+            default_source: Placement::Shared,
             sink_node: 0,
             distributed_sinks: false,
             sized: true,

@@ -188,7 +188,7 @@ graph @g {{
 fn sources_declared_shared_or_split_and_distributed_sinks_move_what_they_should() {
     let mlp = common::example("mlp.teg");
     let dp = vec![Gene::split(0, &[0, 1]); 3];
-    let root = problem(&mlp, &[("nodes", "2")]);
+    let root = problem(&mlp, &[("nodes", "2"), ("sources", "root")]);
     let shared = problem(&mlp, &[("nodes", "2"), ("sources", "shared")]);
     assert_eq!(shared.evaluate(&dp)[2], 2560.0);
     let quiet = problem(
@@ -273,7 +273,7 @@ fn the_per_node_peak_counts_windows_and_max_memory_rejects_plans_over_it() {
         assert!(chosen.obj[3] <= 96.0 * MIB, "{}", p.describe(&chosen.plan));
         assert_eq!(p.evaluate(&chosen.plan)[3], chosen.obj[3]);
     }
-    let root = problem(&big, &[("nodes", "4")]);
+    let root = problem(&big, &[("nodes", "4"), ("sources", "root")]);
     let (front, _) = pareto::search(&root, &cfg);
     assert!(front.iter().all(|pt| pt.obj[3] >= 128.0 * MIB));
     assert!(cost::choose(&front, 0, limit).is_none());
@@ -318,7 +318,7 @@ fn a_value_read_whole_by_three_nodes_arrives_by_broadcast() {
   sink @y %y
 }
 ";
-    let p = problem(&src, &[("nodes", "4")]);
+    let p = problem(&src, &[("nodes", "4"), ("sources", "root")]);
     let plan = [Gene::split(0, &[0, 1, 2, 3])];
     assert!(p.valid(&plan));
     let o = p.evaluate(&plan);
@@ -361,7 +361,7 @@ fn the_cost_pass_under_max_memory_applies_a_plan_that_fits() {
     for node in 1..4 {
         assert!(printed.contains(&format!(" on {node} ")), "{printed}");
     }
-    let (printed, report) = run("cost{nodes=4,max_memory=96MiB,evals=4000}");
+    let (printed, report) = run("cost{nodes=4,max_memory=96MiB,sources=root,evals=4000}");
     assert!(report.contains("chosen: none"), "{report}");
     assert!(!printed.contains(" on 1 "), "{printed}");
 }

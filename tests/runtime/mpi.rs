@@ -107,7 +107,8 @@ pub(crate) fn mpi_and_want(
 }
 
 const SHARD: &str = "canonicalize,shard{parts=3},fuse,canonicalize";
-const COST: &str = "canonicalize,cost{nodes=2},fuse,canonicalize";
+/// Sources on node 0 in the model (`sources=root`), as `--inputs-on-root` runs.
+const COST: &str = "canonicalize,cost{nodes=2,sources=root},fuse,canonicalize";
 
 #[test]
 fn examples_and_filetests_match_the_single_process_program_on_1_to_4_ranks() {
@@ -188,9 +189,9 @@ fn bytes_moved(line: &str) -> u64 {
         .unwrap()
 }
 
-/// The model's bytes moved for the plan `cost{nodes=2}` chooses.
+/// The model's bytes moved for the plan `cost{nodes=2,sources=root}` chooses.
 fn predicted_bytes(file: &Path) -> u64 {
-    let text = cost_report(file, "canonicalize,cost{nodes=2}");
+    let text = cost_report(file, "canonicalize,cost{nodes=2,sources=root}");
     let line = text
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("chosen:"))
@@ -413,7 +414,10 @@ const READ_BY_ALL: &str = "graph @bc {
 
 /// The model's bytes moved for `file` after `passes` as placed, on `nodes` nodes.
 fn placed_bytes(file: &Path, passes: &str, nodes: u32) -> u64 {
-    let text = cost_report(file, &format!("{passes},cost{{nodes={nodes},evals=1}}"));
+    let text = cost_report(
+        file,
+        &format!("{passes},cost{{nodes={nodes},evals=1,sources=root}}"),
+    );
     let line = text
         .lines()
         .find(|l| l.trim_start().starts_with("unsharded:"))
@@ -506,6 +510,19 @@ fn values_every_node_reads_are_broadcast_with_the_predicted_bytes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `@op @[range]` of the shard of `op` that the [`COST`] plan of `file` places on node 1 (which
+/// one is the search's choice: plans mirrored on the two nodes cost the same).
+fn on_node_1(file: &Path, op: &str) -> String {
+    let o = tapc(&["opt", file.to_str().unwrap(), "--passes", COST]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!("apply {op}(")) && l.contains(" on 1 "))
+        .unwrap_or_else(|| panic!("no shard of {op} on node 1 in:\n{text}"));
+    let range = &line[line.find(" @[").expect("a shard range") + 1..line.find(" on 1 ").unwrap()];
+    format!("{op} {range}")
+}
+
 #[test]
 fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     let file = root().join("examples/mlp.teg");
@@ -533,7 +550,9 @@ fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     assert!(err.contains(": rank "), "{err}");
     assert!(err.contains("b2"), "{err}");
     assert!(files(&out).is_empty(), "no sink is written");
-    // A task that panics on rank 1 only (the runtime's test hook) names its rank and task.
+    // A task that panics on rank 1 only (the runtime's test hook) names its rank and task:
+    // the shard of @linear.relu the chosen plan places on node 1.
+    let task = on_node_1(&file, "@linear.relu");
     let args: Vec<String> = [
         "--input-dir",
         data.to_str().unwrap(),
@@ -543,12 +562,12 @@ fn a_failing_rank_is_reported_aborts_the_job_and_leaves_no_outputs() {
     .map(String::from)
     .to_vec();
     let o = mpirun_with(None, 2, Btl::SharedMemory, &prog, &args, |c| {
-        c.env("TAPC_RT_TEST_FAULT", "panic:@linear.relu @[0:64, 0:256]");
+        c.env("TAPC_RT_TEST_FAULT", format!("panic:{task}"));
     });
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("rank 1: error:"), "{err}");
-    assert!(err.contains("apply @linear.relu @[0:64, 0:256]"), "{err}");
+    assert!(err.contains(&format!("apply {task}")), "{err}");
     assert!(files(&out).is_empty(), "no sink is written");
     // A bad progress-thread setting (`TAPC_MPI_PROGRESS_US`) is an error, not a default.
     let o = mpirun_with(None, 2, Btl::Tcp, &prog, &args, |c| {
