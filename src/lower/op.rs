@@ -362,10 +362,7 @@ impl Cx<'_> {
         (vars.len() == indices.len()).then_some(())?;
         // A value that failed (reported) is poisoned: the op is left out, but the rest of its
         // kernel can still be checked (see `Stub::kernel`).
-        let value = value.unwrap_or_else(|| KExpr {
-            kind: KExprKind::Access(POISONED.into(), Vec::new()),
-            span: value_span,
-        });
+        let value = value.unwrap_or_else(|| poisoned(value_span));
         Some(Stmt {
             target: target.text.clone(),
             indices: vars,
@@ -393,14 +390,18 @@ impl Cx<'_> {
             ExprKind::Access { base, indices } => self.access(base, indices)?,
             ExprKind::Reduce { kind, vars, body } => self.reduce(kind, vars, body)?,
             ExprKind::Call { func, args } => self.call(func, args, e.span)?,
-            ExprKind::Unary(op, a) => KExprKind::Unary(unop(*op), Box::new(self.kexpr(a)?)),
+            ExprKind::Unary(op, a) => KExprKind::Unary(unop(*op), self.operand(a)),
             ExprKind::Binary(op, a, b) => {
-                let a = self.kexpr(a);
-                let b = self.kexpr(b);
-                KExprKind::Binary(binop(*op), Box::new(a?), Box::new(b?))
+                KExprKind::Binary(binop(*op), self.operand(a), self.operand(b))
             }
         };
         Some(KExpr { kind, span: e.span })
+    }
+
+    /// Sub-expression `e`, poisoned where it failed (reported): the verifier then still checks
+    /// the rest of its statement (the names of the other operands, say).
+    fn operand(&mut self, e: &ast::Expr) -> Box<KExpr> {
+        Box::new(self.kexpr(e).unwrap_or_else(|| poisoned(e.span)))
     }
 
     /// `base[indices]`: every index affine (checked by the verifier) or a `..i` list.
@@ -452,14 +453,14 @@ impl Cx<'_> {
                 )),
             }
         }
-        let body = self.kexpr(body);
+        let body = self.operand(body);
         (vs.len() == vars.len()).then_some(())?;
-        Some(KExprKind::Reduce(red?, vs, Box::new(body?)))
+        Some(KExprKind::Reduce(red?, vs, body))
     }
 
     /// `f(args)`: a known function with its number of arguments.
     fn call(&mut self, func: &ast::Name, args: &[ast::Expr], span: Span) -> Option<KExprKind> {
-        let args: Vec<_> = args.iter().map(|a| self.kexpr(a)).collect();
+        let args: Vec<_> = args.iter().map(|a| *self.operand(a)).collect();
         let Some(f) = Func::from_name(&func.text) else {
             self.report(
                 err(codes::UNKNOWN_FUNCTION, format!("unknown function `{}`", func.text), func.span, "not a kernel function")
@@ -481,7 +482,15 @@ impl Cx<'_> {
             ));
             return None;
         }
-        Some(KExprKind::Call(f, args.into_iter().collect::<Option<_>>()?))
+        Some(KExprKind::Call(f, args))
+    }
+}
+
+/// The stand-in for a kernel expression that failed to lower (see [`POISONED`]).
+fn poisoned(span: Span) -> KExpr {
+    KExpr {
+        kind: KExprKind::Access(POISONED.into(), Vec::new()),
+        span,
     }
 }
 

@@ -31,6 +31,10 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 /// tests can check that a panic becomes an error response and the server carries on.
 const TEST_PANIC_VAR: &str = "TAPC_LSP_TEST_PANIC";
 
+/// Test hook: every compilation first sleeps this many milliseconds, so tests can send an
+/// edit while one runs (and see that the stale compilation is not published).
+const TEST_SLOW_VAR: &str = "TAPC_LSP_TEST_SLOW_COMPILE_MS";
+
 /// How long the server waits after a message for more before it compiles changed documents:
 /// far longer than the gap between the messages of one burst, short beside the 100 ms that
 /// diagnostics may take after an edit (docs/benchmarks.md).
@@ -106,6 +110,10 @@ pub fn serve(conn: &Connection, log: &Log) -> Result<bool, Error> {
         pending: VecDeque::new(),
         stats: Stats::default(),
         panic_on: std::env::var(TEST_PANIC_VAR).ok(),
+        slow: std::env::var(TEST_SLOW_VAR)
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map(Duration::from_millis),
         log: log.clone(),
     };
     let mut shut_down = false;
@@ -200,6 +208,7 @@ struct State {
     pending: VecDeque<Message>,
     stats: Stats,
     panic_on: Option<String>,
+    slow: Option<Duration>,
     log: Log,
 }
 
@@ -258,6 +267,9 @@ impl State {
                 None => None,
                 Some((text, version)) => {
                     self.stats.compiles += 1;
+                    if let Some(pause) = self.slow {
+                        std::thread::sleep(pause);
+                    }
                     let new = || Document::new(text.clone(), *version);
                     match catch_unwind(AssertUnwindSafe(new)) {
                         Ok(doc) => Some(doc),

@@ -49,8 +49,12 @@ impl Call<'_> {
         }
     }
 
-    /// The reference kernel (or the kernel) lowered against `outputs`.
-    fn lower(&self, stmts: &[Stmt], outputs: &[TensorType]) -> R<kernel::Lowered> {
+    /// Kernel statements lowered against `outputs`, with the errors of those that failed.
+    fn lower(
+        &self,
+        stmts: &[Stmt],
+        outputs: &[TensorType],
+    ) -> R<(kernel::Lowered, Vec<Diagnostic>)> {
         let c = self;
         kernel::lower(c.op, stmts, c.b, c.args, outputs, c.range, c.site)
     }
@@ -120,9 +124,10 @@ pub fn instantiate_with(
         range,
         site,
     };
-    // Costs (and projections) that fail are reported with the bounds, not instead of them.
+    // Failed statements, costs and projections are reported with the bounds of the rest, not
+    // instead of them.
     let (mut inst, deferred) = match &op.body {
-        OpBody::Kernel(stmts) => (from_kernel(&call, stmts)?, Vec::new()),
+        OpBody::Kernel(stmts) => from_kernel(&call, stmts)?,
         OpBody::Extern(sig) => from_extern(&call, sig)?,
     };
     inst.sharded = range.is_some();
@@ -236,8 +241,10 @@ pub(super) fn declared_outputs(
         .collect()
 }
 
-fn from_kernel(c: &Call, stmts: &[Stmt]) -> R<Instance> {
-    let low = c.lower(stmts, c.full)?;
+/// A kernel op's instance, with the errors of the statements that failed: it holds the others,
+/// whose bounds are still checked.
+fn from_kernel(c: &Call, stmts: &[Stmt]) -> R<(Instance, Vec<Diagnostic>)> {
+    let (low, errs) = c.lower(stmts, c.full)?;
     let mut inst = Instance {
         inputs: c.args.to_vec(),
         outputs: low.outputs,
@@ -250,7 +257,7 @@ fn from_kernel(c: &Call, stmts: &[Stmt]) -> R<Instance> {
         sharded: false,
     };
     inst.signature = derive_signature(c.op, &inst);
-    Ok(inst)
+    Ok((inst, errs))
 }
 
 /// An extern op's instance: its declared index space, projections and costs, and its
@@ -419,7 +426,10 @@ fn with_reference_kernel(c: &Call, sig: &ExternSig, mut inst: Instance) -> R<Ins
     if sig.kernel.is_empty() {
         return Ok(inst);
     }
-    let low = c.lower(&sig.kernel, &inst.outputs)?;
+    let low = match c.lower(&sig.kernel, &inst.outputs)? {
+        (low, errs) if errs.is_empty() => low,
+        (_, errs) => return Err(errs),
+    };
     let declared: Vec<&str> = inst.vars.iter().map(|v| v.name.as_str()).collect();
     let got: Vec<&str> = low.vars[..low.parallel]
         .iter()

@@ -54,6 +54,9 @@ struct Lx<'a> {
 type R<T> = Result<T, ()>;
 
 /// Lowers `stmts` of `op`; `outputs` are the full output types, `range` the shard's sub-range.
+/// When some statements fail, what lowered is kept: the statements that lowered (their
+/// accesses can still be bounds-checked) with the errors of the others. `Err` when the index
+/// space itself fails.
 pub fn lower(
     op: &OpDef,
     stmts: &[Stmt],
@@ -62,7 +65,7 @@ pub fn lower(
     outputs: &[TensorType],
     range: Option<&[(i64, i64)]>,
     site: Site,
-) -> Result<Lowered, Vec<Diagnostic>> {
+) -> Result<(Lowered, Vec<Diagnostic>), Vec<Diagnostic>> {
     let mut lx = Lx {
         op,
         b,
@@ -113,22 +116,20 @@ pub fn lower(
             );
         }
     }
-    if !lx.errs.is_empty() {
-        return Err(lx.errs);
-    }
     let outputs = (0..op.outputs.len())
         .map(|k| {
             let vars = &parallel.out_vars[k];
             outputs[k].with_shape(vars.iter().map(|&v| lx.vars[v].extent()).collect())
         })
         .collect();
-    Ok(Lowered {
+    let low = Lowered {
         vars: lx.vars,
         parallel: n,
         temps: lx.temps,
         stmts: out,
         outputs,
-    })
+    };
+    Ok((low, lx.errs))
 }
 
 /// The op's index space: variable names (expanded) and, per output, the vars of its dims.
@@ -678,10 +679,9 @@ impl Lx<'_> {
         span: Span,
         scope: &mut HashMap<String, Scope>,
     ) -> R<(CExpr, Ty)> {
-        let mut cargs = Vec::new();
-        for a in args {
-            cargs.push(self.expr(a, scope)?);
-        }
+        // Every argument is checked, whichever fails.
+        let cargs: Vec<_> = args.iter().map(|a| self.expr(a, scope)).collect();
+        let mut cargs = cargs.into_iter().collect::<R<Vec<_>>>()?;
         let bad = |lx: &mut Self, what: &str| {
             lx.err(
                 codes::DTYPE_MISMATCH,
@@ -771,7 +771,9 @@ impl Lx<'_> {
         span: Span,
         scope: &mut HashMap<String, Scope>,
     ) -> R<(CExpr, Ty)> {
-        let (x, y) = (self.expr(a, scope)?, self.expr(b, scope)?);
+        // Both sides are checked: a mistake in one does not hide the other's.
+        let (x, y) = (self.expr(a, scope), self.expr(b, scope));
+        let (x, y) = (x?, y?);
         let logic = matches!(op, BinOp::And | BinOp::Or);
         let cmp = matches!(
             op,

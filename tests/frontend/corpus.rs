@@ -5,10 +5,11 @@
 //! in the message (and counts it against the recall printed), it does not excuse it.
 //!
 //! [`INTERACTING`] are files whose mistakes interact (issue 21): a broken op and its applies,
-//! an unclosed last graph or op, a poisoned argument, a failed temporary, a cost, extent or
-//! projection that cannot be evaluated. Over the whole corpus at least 98% of the planted
-//! mistakes must be reported on their line and the unannotated diagnostics be at most 5% of
-//! them; the per-file comparison is stricter still (every one, and no unannotated error).
+//! an unclosed last graph or op, a poisoned argument, a failed temporary or sub-expression, a
+//! cost, extent or projection that cannot be evaluated. Over the whole corpus at least 98% of
+//! the planted mistakes must be reported on their line and the unannotated diagnostics be at
+//! most 5% of them; the per-file comparison is stricter still (every one, and no unannotated
+//! error).
 
 use crate::support::annotations::{self, Severity};
 use std::path::Path;
@@ -50,9 +51,9 @@ const INTERACTING: [&str; 16] = [
 ];
 
 /// At least this many files and planted mistakes are checked (35 files with 138 mistakes, then
-/// the 16 interacting files with 65).
+/// the 16 interacting files with 66).
 const MIN_FILES: usize = 51;
-const MIN_PLANTED: usize = 203;
+const MIN_PLANTED: usize = 204;
 
 #[test]
 fn corpus_full_recall_no_cascades() {

@@ -1,6 +1,8 @@
 //! A burst of edits over stdio: 50 `didChange` notifications written to the server at once are
 //! coalesced (fewer compilations than edits, counted by the `tapc/stats` request), nothing
-//! stale is published, and the diagnostics published last are those of the final text.
+//! stale is published, and the diagnostics published last are those of the final text. And a
+//! compilation that an edit arriving while it runs makes stale is not published (the test hook
+//! `TAPC_LSP_TEST_SLOW_COMPILE_MS` makes each compilation slow enough to send one).
 
 use crate::lsp::started;
 use serde_json::{json, Value};
@@ -77,5 +79,33 @@ fn a_burst_of_edits_is_compiled_once_and_only_the_last_text_is_published() {
     let superseded = stats["superseded"].as_u64().unwrap();
     assert_eq!(published_n + superseded, compiles + 1, "{stats}");
     assert_eq!(published_n as usize, others.len() + 2, "{stats} {others:?}");
+    assert_eq!(c.shutdown(), Some(0));
+}
+
+#[test]
+fn a_compilation_made_stale_by_an_edit_is_not_published() {
+    // Each compilation takes 2 s, so the edit sent 0.3 s after the one being compiled arrives
+    // while it runs.
+    let mut c = crate::lsp_client::Client::start(&[("TAPC_LSP_TEST_SLOW_COMPILE_MS", "2000")]);
+    c.initialize();
+    c.open(URI, BASE);
+    assert!(c.diagnostics(URI, 1).is_empty());
+    c.send_raw(&change(2, "stale"));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    c.send_raw(&change(3, "last"));
+    let d = c.diagnostics(URI, 3);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(
+        d[0]["message"].as_str().unwrap().contains("`%last`"),
+        "{d:?}"
+    );
+    let stats = c.request("tapc/stats", Value::Null);
+    assert_eq!(
+        stats,
+        json!({"compiles": 3, "published": 2, "superseded": 1}),
+        "{stats}"
+    );
+    // Version 2 was compiled but never published.
+    assert_eq!(published(&c.notifications), Vec::<i64>::new());
     assert_eq!(c.shutdown(), Some(0));
 }
