@@ -542,6 +542,9 @@ impl<'ctx> Gen<'_, 'ctx> {
         let f = d.is_float();
         let s = match (r, d) {
             (_, DType::Bool) => return unsupported(format!("{} over bool", r.name())),
+            // Their start: the identity of max / min (see `kernel/reduce.rs`).
+            (Reduction::ArgMax, _) => return self.identity(Reduction::Max, d),
+            (Reduction::ArgMin, _) => return self.identity(Reduction::Min, d),
             (Reduction::Sum, _) if f => Scalar::F(0.0),
             (Reduction::Sum, _) => Scalar::I(0),
             (Reduction::Prod, _) if f => Scalar::F(1.0),
@@ -561,7 +564,25 @@ impl<'ctx> Gen<'_, 'ctx> {
             Reduction::Prod => self.binary(BinOp::Mul, acc, x, d),
             Reduction::Max => self.extremum(acc, x, d, true),
             Reduction::Min => self.extremum(acc, x, d, false),
+            Reduction::ArgMax | Reduction::ArgMin => {
+                unsupported(format!("{} is not a combination of values", r.name()))
+            }
         }
+    }
+
+    /// Whether `argmax` (`max`) or `argmin` moves from `best` to the later `x` of dtype `d`
+    /// (`interp::scalar::arg_takes`): never from a NaN, always to a NaN, else to a strictly
+    /// greater (less) value.
+    pub fn arg_takes(&self, x: V<'ctx>, best: V<'ctx>, d: DType, max: bool) -> R<V<'ctx>> {
+        let op = if max { BinOp::Gt } else { BinOp::Lt };
+        let better = self.binary(op, x, best, d)?;
+        if !d.is_float() {
+            return Ok(better);
+        }
+        let (x, best) = self.both(x, best);
+        let x_nan = self.fcmp(FloatPredicate::UNO, x, x);
+        let best_ok = self.fcmp(FloatPredicate::ORD, best, best);
+        Ok(self.bin(Op::And, best_ok, self.bin(Op::Or, x_nan, better)))
     }
 
     /// Combines the lanes of `v` pairwise (halves first) down to a scalar.

@@ -168,20 +168,35 @@ pub fn identity(r: Reduction, d: DType) -> Scalar {
                 Scalar::I(1)
             }
         }
-        Reduction::Max if float => Scalar::F(f64::NEG_INFINITY),
-        Reduction::Min if float => Scalar::F(f64::INFINITY),
+        Reduction::Max | Reduction::ArgMax if float => Scalar::F(f64::NEG_INFINITY),
+        Reduction::Min | Reduction::ArgMin if float => Scalar::F(f64::INFINITY),
         // The integer MIN / MAX of the dtype (u64's MAX as its bits).
-        Reduction::Max => Scalar::I(d.int_range().map_or(i64::MIN, |r| r.0 as i64)),
-        Reduction::Min => Scalar::I(d.int_range().map_or(i64::MAX, |r| r.1 as i64)),
+        Reduction::Max | Reduction::ArgMax => {
+            Scalar::I(d.int_range().map_or(i64::MIN, |r| r.0 as i64))
+        }
+        Reduction::Min | Reduction::ArgMin => {
+            Scalar::I(d.int_range().map_or(i64::MAX, |r| r.1 as i64))
+        }
     }
 }
 
+/// Whether `argmax` (`max`) or `argmin` moves from `best` to the later element `x` of dtype `d`:
+/// never from a NaN, always to a NaN, else to a strictly greater (less) value; so ties keep the
+/// first index and the first NaN wins, as in numpy.
+pub fn arg_takes(x: Scalar, best: Scalar, d: DType, max: bool) -> bool {
+    let nan = |s: Scalar| matches!(s, Scalar::F(v) if v.is_nan());
+    let op = if max { BinOp::Gt } else { BinOp::Lt };
+    !nan(best) && (nan(x) || binary(op, x, best, d).as_bool())
+}
+
+/// One step of a reduction (`argmax`/`argmin` step with [`arg_takes`]).
 pub fn combine(r: Reduction, acc: Scalar, x: Scalar, d: DType) -> Scalar {
     match r {
         Reduction::Sum => binary(BinOp::Add, acc, x, d),
         Reduction::Prod => binary(BinOp::Mul, acc, x, d),
         Reduction::Max => extremum(acc, x, d, true),
         Reduction::Min => extremum(acc, x, d, false),
+        Reduction::ArgMax | Reduction::ArgMin => unreachable!("kernel.rs steps argmax/argmin"),
     }
 }
 

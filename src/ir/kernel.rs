@@ -229,6 +229,11 @@ pub enum Reduction {
     Max,
     Min,
     Prod,
+    /// The i64 index (the reduction variable's value) of the first greatest element, a NaN
+    /// counting as greatest (numpy's `argmax`); one reduction variable.
+    ArgMax,
+    /// The same for the least element (numpy's `argmin`).
+    ArgMin,
 }
 
 impl Reduction {
@@ -238,7 +243,14 @@ impl Reduction {
             Reduction::Max => "max",
             Reduction::Min => "min",
             Reduction::Prod => "prod",
+            Reduction::ArgMax => "argmax",
+            Reduction::ArgMin => "argmin",
         }
+    }
+
+    /// `argmax` or `argmin`: the result is an index, not a combination of the values.
+    pub fn is_arg(self) -> bool {
+        matches!(self, Reduction::ArgMax | Reduction::ArgMin)
     }
     pub fn from_name(s: &str) -> Option<Reduction> {
         Some(match s {
@@ -246,6 +258,8 @@ impl Reduction {
             "max" => Reduction::Max,
             "min" => Reduction::Min,
             "prod" => Reduction::Prod,
+            "argmax" => Reduction::ArgMax,
+            "argmin" => Reduction::ArgMin,
             _ => return None,
         })
     }

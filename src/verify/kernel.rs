@@ -657,7 +657,10 @@ impl Lx<'_> {
             );
             return Err(());
         }
-        let vars = ids.into_iter().map(|(v, _)| v).collect();
+        let vars: Vec<usize> = ids.into_iter().map(|(v, _)| v).collect();
+        if kind.is_arg() {
+            return self.arg_reduce(kind, vars, (body_c, ty), span);
+        }
         Ok((
             CExpr {
                 kind: CKind::Reduce {
@@ -668,6 +671,45 @@ impl Lx<'_> {
                 dtype: placeholder(ty),
             },
             ty,
+        ))
+    }
+
+    /// `argmax`/`argmin`: one reduction variable; the body keeps its dtype (a weak one takes
+    /// its default, i64 or f64) and the result is an i64 index.
+    fn arg_reduce(
+        &mut self,
+        kind: Reduction,
+        vars: Vec<usize>,
+        body: (CExpr, Ty),
+        span: Span,
+    ) -> R<(CExpr, Ty)> {
+        if vars.len() != 1 {
+            self.err(
+                codes::BAD_REDUCTION,
+                format!(
+                    "`{}` takes one reduction variable, not {}",
+                    kind.name(),
+                    vars.len()
+                ),
+                span,
+                "one variable, e.g. `argmax[k](x[i, k])`",
+            );
+            return Err(());
+        }
+        let want = default_of(body.1);
+        let body = self.coerce(body, want, span)?;
+        let t = Ty::Known(DType::I64);
+        let kind = CKind::Reduce {
+            kind,
+            vars,
+            body: Box::new(body),
+        };
+        Ok((
+            CExpr {
+                kind,
+                dtype: DType::I64,
+            },
+            t,
         ))
     }
 

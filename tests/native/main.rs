@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod argmax;
 mod compile_scaling;
 mod dtype_reductions;
 mod dtypes;
