@@ -17,6 +17,9 @@ pub fn fix(s: Scalar, d: DType) -> Scalar {
 
 /// `a op b` for operands of dtype `d` (an arithmetic result has that dtype too).
 pub fn binary(op: BinOp, a: Scalar, b: Scalar, d: DType) -> Scalar {
+    if let (true, Scalar::I(x), Scalar::I(y)) = (op.is_bitwise(), a, b) {
+        return Scalar::I(wrap_int(bitwise(op, x, y, d), d));
+    }
     if d.is_unsigned() {
         if let (Scalar::I(x), Scalar::I(y)) = (a, b) {
             return unsigned_binary(op, x as u64, y as u64, d);
@@ -61,6 +64,24 @@ fn unsigned_binary(op: BinOp, x: u64, y: u64, d: DType) -> Scalar {
     fix(Scalar::I(r as i64), d)
 }
 
+/// `& | ^ << >>` on integers of dtype `d` (held sign-extended, or zero-extended for unsigned
+/// dtypes; a u64 as its bits). A shift amount outside `0..width` (negative, or at least the
+/// width) shifts every bit out: `<<` gives 0, `>>` gives 0, or -1 for a negative signed value.
+fn bitwise(op: BinOp, x: i64, y: i64, d: DType) -> i64 {
+    let width = d.bits() as i64;
+    let inside = (0..width).contains(&y);
+    match op {
+        BinOp::BitAnd => x & y,
+        BinOp::BitOr => x | y,
+        BinOp::BitXor => x ^ y,
+        BinOp::Shl if inside => x << y,
+        BinOp::Shr if inside && d.is_unsigned() => ((x as u64) >> y) as i64,
+        BinOp::Shr if inside => x >> y,
+        BinOp::Shr if d.is_signed_int() && x < 0 => -1,
+        _ => 0,
+    }
+}
+
 fn compare(op: BinOp, o: Option<std::cmp::Ordering>) -> bool {
     use std::cmp::Ordering::*;
     match (op, o) {
@@ -81,6 +102,7 @@ pub fn unary(op: UnOp, a: Scalar, d: DType) -> Scalar {
         match (op, a) {
             (UnOp::Neg, Scalar::F(x)) => Scalar::F(-x),
             (UnOp::Neg, Scalar::I(x)) => Scalar::I(x.wrapping_neg()),
+            (UnOp::BitNot, Scalar::I(x)) => Scalar::I(!x),
             (UnOp::Not, Scalar::B(b)) => Scalar::B(!b),
             _ => unreachable!("the verifier checked the operand type"),
         },

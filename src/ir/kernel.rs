@@ -359,13 +359,33 @@ pub enum BinOp {
     Ne,
     And,
     Or,
+    /// Bitwise `&`, `|`, `^` of integers.
+    BitAnd,
+    BitOr,
+    BitXor,
+    /// `<<` and `>>` of integers (`>>` is arithmetic for signed dtypes); see docs/teg.md §12
+    /// for shift amounts outside `0..width`.
+    Shl,
+    Shr,
 }
 
-/// A unary operator of kernel expressions (`-x`, `!x`).
+impl BinOp {
+    /// `& | ^ << >>`: integer operands, a result of their dtype.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
+        )
+    }
+}
+
+/// A unary operator of kernel expressions (`-x`, `!x`, `~x`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnOp {
     Neg,
     Not,
+    /// Bitwise complement of an integer.
+    BitNot,
 }
 
 /// The tensor a kernel statement whose value failed to lower reads instead (not a valid name):

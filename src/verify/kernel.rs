@@ -423,11 +423,13 @@ impl Lx<'_> {
                 let ty = match op {
                     UnOp::Neg if a.1 != Ty::Known(DType::Bool) => a.1,
                     UnOp::Not if a.1 == Ty::Known(DType::Bool) => a.1,
+                    UnOp::BitNot if a.1 == Ty::WeakInt => a.1,
+                    UnOp::BitNot if matches!(a.1, Ty::Known(d) if d.is_int()) => a.1,
                     _ => {
-                        let what = if *op == UnOp::Neg {
-                            "`-` needs a number"
-                        } else {
-                            "`!` needs a bool"
+                        let what = match op {
+                            UnOp::Neg => "`-` needs a number",
+                            UnOp::Not => "`!` needs a bool",
+                            UnOp::BitNot => "`~` needs an integer",
                         };
                         self.err(
                             codes::DTYPE_MISMATCH,
@@ -841,6 +843,22 @@ impl Lx<'_> {
             );
             return Err(());
         }
+        let int = matches!(ty, Ty::WeakInt) || matches!(ty, Ty::Known(d) if d.is_int());
+        if op.is_bitwise() && !int {
+            self.err(
+                codes::DTYPE_MISMATCH,
+                format!(
+                    "bitwise operators need integers, not {}",
+                    match ty {
+                        Ty::Known(d) => d.name(),
+                        _ => "a float literal",
+                    }
+                ),
+                span,
+                "cast to an integer dtype first",
+            );
+            return Err(());
+        }
         if cmp {
             // Comparisons fix their operands' type now; the result is always bool.
             let d = default_of(ty);
@@ -1004,7 +1022,7 @@ fn settle(e: &mut CExpr, want: DType) {
             e.dtype = want;
         }
         CKind::Binary(..) => {}
-        CKind::Unary(UnOp::Neg, a) | CKind::Reduce { body: a, .. } => {
+        CKind::Unary(UnOp::Neg | UnOp::BitNot, a) | CKind::Reduce { body: a, .. } => {
             settle(a, want);
             e.dtype = want;
         }

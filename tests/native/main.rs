@@ -6,6 +6,7 @@
 mod common;
 
 mod argmax;
+mod bitwise;
 mod compile_scaling;
 mod dtype_reductions;
 mod dtypes;
