@@ -105,7 +105,7 @@ fn weak(e: &CExpr) -> W {
             W::Strong => W::Strong,
             _ => W::Float,
         },
-        CKind::Unary(UnOp::Neg, a) => weak(a),
+        CKind::Unary(UnOp::Neg | UnOp::BitNot, a) => weak(a),
         CKind::Unary(UnOp::Not, _) => W::Strong,
         CKind::Binary(op, _, _) if is_cmp(*op) || matches!(op, BinOp::And | BinOp::Or) => W::Strong,
         CKind::Binary(_, a, b) => join(weak(a), weak(b)),

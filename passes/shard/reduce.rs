@@ -69,6 +69,7 @@ fn combine_op(m: &mut Module, kind: Reduction, dtype: DType, span: Span) -> Stri
         Reduction::Prod => KExprKind::Binary(BinOp::Mul, Box::new(at("a")), Box::new(at("b"))),
         Reduction::Max => KExprKind::Call(Func::Max, vec![at("a"), at("b")]),
         Reduction::Min => KExprKind::Call(Func::Min, vec![at("a"), at("b")]),
+        Reduction::ArgMax | Reduction::ArgMin => unreachable!("the_reduction refuses argmax"),
     };
     let stmt = Stmt {
         target: "y".into(),
@@ -186,6 +187,16 @@ fn the_reduction<'o>(
     let KExprKind::Reduce(kind, _, _) = &red.kind else {
         unreachable!("find_reduce returns reductions")
     };
+    if kind.is_arg() {
+        // Partial indices cannot be combined without their values.
+        return Err(err(
+            format!(
+                "`{var}` is reduced by `{}`, whose partial results do not combine",
+                kind.name()
+            ),
+            span,
+        ));
+    }
     Ok((st, red, *kind))
 }
 

@@ -356,6 +356,10 @@ impl<'ctx> Gen<'_, 'ctx> {
                 Add => self.bin(Op::Add, a, b),
                 Sub => self.bin(Op::Sub, a, b),
                 Mul => self.bin(Op::Mul, a, b),
+                BitAnd => self.bin(Op::And, a, b),
+                BitOr => self.bin(Op::Or, a, b),
+                BitXor => self.bin(Op::Xor, a, b),
+                Shl | Shr => self.shift(op == Shl, a, b, d),
                 Div if d.is_unsigned() => self.unsigned_div(a, b, d, Op::UDiv),
                 Rem if d.is_unsigned() => self.unsigned_div(a, b, d, Op::URem),
                 Div => self.floor_div(a, b, d, false),
@@ -368,6 +372,22 @@ impl<'ctx> Gen<'_, 'ctx> {
                 _ => order(true)?,
             },
         })
+    }
+
+    /// `a << b` (`left`) or `a >> b` (arithmetic for signed dtypes) without poison: an amount
+    /// outside `0..width` shifts every bit out (0, or -1 for `>>` of a negative signed value).
+    fn shift(&self, left: bool, a: V<'ctx>, b: V<'ctx>, d: DType) -> V<'ctx> {
+        let (a, b) = self.both(a, b);
+        let c = |v: i64| self.c_like(a, self.konst(Scalar::I(v), d));
+        let width = d.bits() as i64;
+        let inside = self.icmp(IntPredicate::ULT, b, c(width));
+        let safe = self.select(inside, b, c(0));
+        let (op, out) = match (left, d.is_unsigned()) {
+            (true, _) => (Op::Shl, c(0)),
+            (false, true) => (Op::LShr, c(0)),
+            (false, false) => (Op::AShr, self.bin(Op::AShr, a, c(width - 1))),
+        };
+        self.select(inside, self.bin(op, a, safe), out)
     }
 
     /// An integer (or bool) comparison in the signed or unsigned order; `None` for another
@@ -450,6 +470,10 @@ impl<'ctx> Gen<'_, 'ctx> {
             (UnOp::Neg, d) if d.is_int() => {
                 let z = self.c_like(a, self.konst(Scalar::I(0), d));
                 self.bin(Op::Sub, z, a)
+            }
+            (UnOp::BitNot, d) if d.is_int() => {
+                let ones = self.c_like(a, self.konst(Scalar::I(-1), d));
+                self.bin(Op::Xor, a, ones)
             }
             (UnOp::Not, DType::Bool) => {
                 let t = self.c_like(a, self.konst(Scalar::B(true), d));
@@ -542,6 +566,9 @@ impl<'ctx> Gen<'_, 'ctx> {
         let f = d.is_float();
         let s = match (r, d) {
             (_, DType::Bool) => return unsupported(format!("{} over bool", r.name())),
+            // Their start: the identity of max / min (see `kernel/reduce.rs`).
+            (Reduction::ArgMax, _) => return self.identity(Reduction::Max, d),
+            (Reduction::ArgMin, _) => return self.identity(Reduction::Min, d),
             (Reduction::Sum, _) if f => Scalar::F(0.0),
             (Reduction::Sum, _) => Scalar::I(0),
             (Reduction::Prod, _) if f => Scalar::F(1.0),
@@ -561,7 +588,25 @@ impl<'ctx> Gen<'_, 'ctx> {
             Reduction::Prod => self.binary(BinOp::Mul, acc, x, d),
             Reduction::Max => self.extremum(acc, x, d, true),
             Reduction::Min => self.extremum(acc, x, d, false),
+            Reduction::ArgMax | Reduction::ArgMin => {
+                unsupported(format!("{} is not a combination of values", r.name()))
+            }
         }
+    }
+
+    /// Whether `argmax` (`max`) or `argmin` moves from `best` to the later `x` of dtype `d`
+    /// (`interp::scalar::arg_takes`): never from a NaN, always to a NaN, else to a strictly
+    /// greater (less) value.
+    pub fn arg_takes(&self, x: V<'ctx>, best: V<'ctx>, d: DType, max: bool) -> R<V<'ctx>> {
+        let op = if max { BinOp::Gt } else { BinOp::Lt };
+        let better = self.binary(op, x, best, d)?;
+        if !d.is_float() {
+            return Ok(better);
+        }
+        let (x, best) = self.both(x, best);
+        let x_nan = self.fcmp(FloatPredicate::UNO, x, x);
+        let best_ok = self.fcmp(FloatPredicate::ORD, best, best);
+        Ok(self.bin(Op::And, best_ok, self.bin(Op::Or, x_nan, better)))
     }
 
     /// Combines the lanes of `v` pairwise (halves first) down to a scalar.

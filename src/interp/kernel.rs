@@ -14,6 +14,8 @@ enum P {
     Var(usize, DType),
     Load(Src, Affine),
     Reduce(Reduction, Vec<(usize, i64, i64)>, Box<P>, DType),
+    /// `argmax` (true) or `argmin` over one variable `(v, lo, hi)`; the body's dtype.
+    Arg(bool, (usize, i64, i64), Box<P>, DType),
     /// The dtype of the first argument, then the result's.
     Call(Func, Vec<P>, DType, DType),
     Unary(crate::ir::kernel::UnOp, Box<P>, DType),
@@ -74,6 +76,12 @@ impl Ctx<'_> {
                 };
                 P::Load(src.clone(), lin)
             }
+            CKind::Reduce { kind, vars, body } if kind.is_arg() => {
+                let v = vars[0];
+                let (lo, hi) = self.inst.vars[v].range;
+                let max = *kind == Reduction::ArgMax;
+                P::Arg(max, (v, lo, hi), Box::new(self.prepare(body)), body.dtype)
+            }
             CKind::Reduce { kind, vars, body } => {
                 let vs = vars
                     .iter()
@@ -125,6 +133,20 @@ fn eval_p(p: &P, env: &mut Env) -> Scalar {
                 acc = scalar::combine(*kind, acc, x, *d);
             });
             acc
+        }
+        P::Arg(max, (v, lo, hi), body, d) => {
+            let mut best = (scalar::identity(Reduction::Max, *d), *lo);
+            if !*max {
+                best.0 = scalar::identity(Reduction::Min, *d);
+            }
+            for i in *lo..*hi {
+                env.vars[*v] = i;
+                let x = eval_p(body, env);
+                if scalar::arg_takes(x, best.0, *d, *max) {
+                    best = (x, i);
+                }
+            }
+            Scalar::I(best.1)
         }
         P::Call(f, args, a0, d) => {
             let vals: Vec<Scalar> = args.iter().map(|a| eval_p(a, env)).collect();

@@ -17,6 +17,9 @@ pub fn fix(s: Scalar, d: DType) -> Scalar {
 
 /// `a op b` for operands of dtype `d` (an arithmetic result has that dtype too).
 pub fn binary(op: BinOp, a: Scalar, b: Scalar, d: DType) -> Scalar {
+    if let (true, Scalar::I(x), Scalar::I(y)) = (op.is_bitwise(), a, b) {
+        return Scalar::I(wrap_int(bitwise(op, x, y, d), d));
+    }
     if d.is_unsigned() {
         if let (Scalar::I(x), Scalar::I(y)) = (a, b) {
             return unsigned_binary(op, x as u64, y as u64, d);
@@ -61,6 +64,24 @@ fn unsigned_binary(op: BinOp, x: u64, y: u64, d: DType) -> Scalar {
     fix(Scalar::I(r as i64), d)
 }
 
+/// `& | ^ << >>` on integers of dtype `d` (held sign-extended, or zero-extended for unsigned
+/// dtypes; a u64 as its bits). A shift amount outside `0..width` (negative, or at least the
+/// width) shifts every bit out: `<<` gives 0, `>>` gives 0, or -1 for a negative signed value.
+fn bitwise(op: BinOp, x: i64, y: i64, d: DType) -> i64 {
+    let width = d.bits() as i64;
+    let inside = (0..width).contains(&y);
+    match op {
+        BinOp::BitAnd => x & y,
+        BinOp::BitOr => x | y,
+        BinOp::BitXor => x ^ y,
+        BinOp::Shl if inside => x << y,
+        BinOp::Shr if inside && d.is_unsigned() => ((x as u64) >> y) as i64,
+        BinOp::Shr if inside => x >> y,
+        BinOp::Shr if d.is_signed_int() && x < 0 => -1,
+        _ => 0,
+    }
+}
+
 fn compare(op: BinOp, o: Option<std::cmp::Ordering>) -> bool {
     use std::cmp::Ordering::*;
     match (op, o) {
@@ -81,6 +102,7 @@ pub fn unary(op: UnOp, a: Scalar, d: DType) -> Scalar {
         match (op, a) {
             (UnOp::Neg, Scalar::F(x)) => Scalar::F(-x),
             (UnOp::Neg, Scalar::I(x)) => Scalar::I(x.wrapping_neg()),
+            (UnOp::BitNot, Scalar::I(x)) => Scalar::I(!x),
             (UnOp::Not, Scalar::B(b)) => Scalar::B(!b),
             _ => unreachable!("the verifier checked the operand type"),
         },
@@ -168,20 +190,35 @@ pub fn identity(r: Reduction, d: DType) -> Scalar {
                 Scalar::I(1)
             }
         }
-        Reduction::Max if float => Scalar::F(f64::NEG_INFINITY),
-        Reduction::Min if float => Scalar::F(f64::INFINITY),
+        Reduction::Max | Reduction::ArgMax if float => Scalar::F(f64::NEG_INFINITY),
+        Reduction::Min | Reduction::ArgMin if float => Scalar::F(f64::INFINITY),
         // The integer MIN / MAX of the dtype (u64's MAX as its bits).
-        Reduction::Max => Scalar::I(d.int_range().map_or(i64::MIN, |r| r.0 as i64)),
-        Reduction::Min => Scalar::I(d.int_range().map_or(i64::MAX, |r| r.1 as i64)),
+        Reduction::Max | Reduction::ArgMax => {
+            Scalar::I(d.int_range().map_or(i64::MIN, |r| r.0 as i64))
+        }
+        Reduction::Min | Reduction::ArgMin => {
+            Scalar::I(d.int_range().map_or(i64::MAX, |r| r.1 as i64))
+        }
     }
 }
 
+/// Whether `argmax` (`max`) or `argmin` moves from `best` to the later element `x` of dtype `d`:
+/// never from a NaN, always to a NaN, else to a strictly greater (less) value; so ties keep the
+/// first index and the first NaN wins, as in numpy.
+pub fn arg_takes(x: Scalar, best: Scalar, d: DType, max: bool) -> bool {
+    let nan = |s: Scalar| matches!(s, Scalar::F(v) if v.is_nan());
+    let op = if max { BinOp::Gt } else { BinOp::Lt };
+    !nan(best) && (nan(x) || binary(op, x, best, d).as_bool())
+}
+
+/// One step of a reduction (`argmax`/`argmin` step with [`arg_takes`]).
 pub fn combine(r: Reduction, acc: Scalar, x: Scalar, d: DType) -> Scalar {
     match r {
         Reduction::Sum => binary(BinOp::Add, acc, x, d),
         Reduction::Prod => binary(BinOp::Mul, acc, x, d),
         Reduction::Max => extremum(acc, x, d, true),
         Reduction::Min => extremum(acc, x, d, false),
+        Reduction::ArgMax | Reduction::ArgMin => unreachable!("kernel.rs steps argmax/argmin"),
     }
 }
 

@@ -243,6 +243,11 @@ pub enum Reduction {
     Max,
     Min,
     Prod,
+    /// The i64 index (the reduction variable's value) of the first greatest element, a NaN
+    /// counting as greatest (numpy's `argmax`); one reduction variable.
+    ArgMax,
+    /// The same for the least element (numpy's `argmin`).
+    ArgMin,
 }
 
 impl Reduction {
@@ -252,7 +257,14 @@ impl Reduction {
             Reduction::Max => "max",
             Reduction::Min => "min",
             Reduction::Prod => "prod",
+            Reduction::ArgMax => "argmax",
+            Reduction::ArgMin => "argmin",
         }
+    }
+
+    /// `argmax` or `argmin`: the result is an index, not a combination of the values.
+    pub fn is_arg(self) -> bool {
+        matches!(self, Reduction::ArgMax | Reduction::ArgMin)
     }
     pub fn from_name(s: &str) -> Option<Reduction> {
         Some(match s {
@@ -260,6 +272,8 @@ impl Reduction {
             "max" => Reduction::Max,
             "min" => Reduction::Min,
             "prod" => Reduction::Prod,
+            "argmax" => Reduction::ArgMax,
+            "argmin" => Reduction::ArgMin,
             _ => return None,
         })
     }
@@ -359,13 +373,33 @@ pub enum BinOp {
     Ne,
     And,
     Or,
+    /// Bitwise `&`, `|`, `^` of integers.
+    BitAnd,
+    BitOr,
+    BitXor,
+    /// `<<` and `>>` of integers (`>>` is arithmetic for signed dtypes); see docs/teg.md §12
+    /// for shift amounts outside `0..width`.
+    Shl,
+    Shr,
 }
 
-/// A unary operator of kernel expressions (`-x`, `!x`).
+impl BinOp {
+    /// `& | ^ << >>`: integer operands, a result of their dtype.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
+        )
+    }
+}
+
+/// A unary operator of kernel expressions (`-x`, `!x`, `~x`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnOp {
     Neg,
     Not,
+    /// Bitwise complement of an integer.
+    BitNot,
 }
 
 /// The tensor a kernel statement whose value failed to lower reads instead (not a valid name):

@@ -41,6 +41,11 @@ pub(super) fn binop(op: ast::BinOp) -> BinOp {
         ast::BinOp::NotEq => BinOp::Ne,
         ast::BinOp::AndAnd => BinOp::And,
         ast::BinOp::OrOr => BinOp::Or,
+        ast::BinOp::Amp => BinOp::BitAnd,
+        ast::BinOp::Pipe => BinOp::BitOr,
+        ast::BinOp::Caret => BinOp::BitXor,
+        ast::BinOp::Shl => BinOp::Shl,
+        ast::BinOp::Shr => BinOp::Shr,
     }
 }
 
@@ -49,6 +54,7 @@ pub(super) fn unop(op: ast::UnOp) -> UnOp {
     match op {
         ast::UnOp::Minus => UnOp::Neg,
         ast::UnOp::Bang => UnOp::Not,
+        ast::UnOp::Tilde => UnOp::BitNot,
     }
 }
 

@@ -65,6 +65,8 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("select", "select(c: bool, a, b)"),
     ("sum", "sum[k](e): reduction over k"),
     ("prod", "prod[k](e): reduction over k"),
+    ("argmax", "argmax[k](e): i64 index of the first greatest e"),
+    ("argmin", "argmin[k](e): i64 index of the first least e"),
 ];
 
 /// Right-hand sides of graph statements, with their forms.
@@ -438,7 +440,7 @@ fn targets(body: &[Token], outputs: &[String]) -> Vec<String> {
 fn index_vars(body: &[Token]) -> Vec<String> {
     let mut out: Vec<String> = assignments(body).into_iter().flat_map(|(_, v)| v).collect();
     for k in 0..body.len().saturating_sub(1) {
-        let reduce = matches!(&body[k].0, Tok::Ident(f) if ["sum", "prod", "max", "min"].contains(&f.as_str()));
+        let reduce = matches!(&body[k].0, Tok::Ident(f) if crate::ir::kernel::Reduction::from_name(f).is_some());
         if (reduce || body[k].0 == Tok::Index) && body[k + 1].0 == Tok::LBracket {
             let end = body[k + 1..]
                 .iter()

@@ -131,10 +131,14 @@ fn stmt(st: &Stmt) -> Line {
 const OR: u8 = 1;
 const AND: u8 = 2;
 const CMP: u8 = 3;
-const ADD: u8 = 4;
-const MUL: u8 = 5;
-const UNARY: u8 = 6;
-const ATOM: u8 = 7;
+const BIT_OR: u8 = 4;
+const BIT_XOR: u8 = 5;
+const BIT_AND: u8 = 6;
+const SHIFT: u8 = 7;
+const ADD: u8 = 8;
+const MUL: u8 = 9;
+const UNARY: u8 = 10;
+const ATOM: u8 = 11;
 
 fn binop_prec(op: BinOp) -> (u8, &'static str) {
     match op {
@@ -151,6 +155,11 @@ fn binop_prec(op: BinOp) -> (u8, &'static str) {
         BinOp::Mul => (MUL, "*"),
         BinOp::Div => (MUL, "/"),
         BinOp::Rem => (MUL, "%"),
+        BinOp::BitOr => (BIT_OR, "|"),
+        BinOp::BitXor => (BIT_XOR, "^"),
+        BinOp::BitAnd => (BIT_AND, "&"),
+        BinOp::Shl => (SHIFT, "<<"),
+        BinOp::Shr => (SHIFT, ">>"),
     }
 }
 
@@ -230,6 +239,7 @@ fn kexpr(e: &KExpr) -> (u8, String) {
         ),
         KExprKind::Unary(UnOp::Neg, a) => unary("-", kexpr(a)),
         KExprKind::Unary(UnOp::Not, a) => unary("!", kexpr(a)),
+        KExprKind::Unary(UnOp::BitNot, a) => unary("~", kexpr(a)),
         KExprKind::Binary(op, a, b) => {
             let (prec, sym) = binop_prec(*op);
             join(kexpr(a), sym, prec, kexpr(b))

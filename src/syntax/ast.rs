@@ -137,13 +137,24 @@ pub enum BinOp {
     AndAnd,
     /// `||`
     OrOr,
+    /// `&`
+    Amp,
+    /// `|`
+    Pipe,
+    /// `^`
+    Caret,
+    /// `<<`
+    Shl,
+    /// `>>`
+    Shr,
 }
 
-/// A prefix operator as written: `-` or `!`.
+/// A prefix operator as written: `-`, `!` or `~`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnOp {
     Minus,
     Bang,
+    Tilde,
 }
 
 #[derive(Clone, Debug)]

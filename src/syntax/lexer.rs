@@ -102,6 +102,18 @@ pub enum Tok {
     AndAnd,
     #[token("||")]
     OrOr,
+    #[token("&")]
+    Amp,
+    #[token("|")]
+    Pipe,
+    #[token("^")]
+    Caret,
+    #[token("~")]
+    Tilde,
+    #[token("<<")]
+    Shl,
+    #[token(">>")]
+    Shr,
 }
 
 impl fmt::Display for Tok {
@@ -161,6 +173,12 @@ impl Tok {
             Tok::Bang => "!",
             Tok::AndAnd => "&&",
             Tok::OrOr => "||",
+            Tok::Amp => "&",
+            Tok::Pipe => "|",
+            Tok::Caret => "^",
+            Tok::Tilde => "~",
+            Tok::Shl => "<<",
+            Tok::Shr => ">>",
         }
     }
 
@@ -189,6 +207,12 @@ impl Tok {
                 | Tok::AndAnd
                 | Tok::OrOr
                 | Tok::Bang
+                | Tok::Amp
+                | Tok::Pipe
+                | Tok::Caret
+                | Tok::Tilde
+                | Tok::Shl
+                | Tok::Shr
                 | Tok::DotDot
         )
     }

@@ -424,11 +424,13 @@ impl Lx<'_> {
                 let ty = match op {
                     UnOp::Neg if a.1 != Ty::Known(DType::Bool) => a.1,
                     UnOp::Not if a.1 == Ty::Known(DType::Bool) => a.1,
+                    UnOp::BitNot if a.1 == Ty::WeakInt => a.1,
+                    UnOp::BitNot if matches!(a.1, Ty::Known(d) if d.is_int()) => a.1,
                     _ => {
-                        let what = if *op == UnOp::Neg {
-                            "`-` needs a number"
-                        } else {
-                            "`!` needs a bool"
+                        let what = match op {
+                            UnOp::Neg => "`-` needs a number",
+                            UnOp::Not => "`!` needs a bool",
+                            UnOp::BitNot => "`~` needs an integer",
                         };
                         self.err(
                             codes::DTYPE_MISMATCH,
@@ -658,7 +660,10 @@ impl Lx<'_> {
             );
             return Err(());
         }
-        let vars = ids.into_iter().map(|(v, _)| v).collect();
+        let vars: Vec<usize> = ids.into_iter().map(|(v, _)| v).collect();
+        if kind.is_arg() {
+            return self.arg_reduce(kind, vars, (body_c, ty), span);
+        }
         Ok((
             CExpr {
                 kind: CKind::Reduce {
@@ -669,6 +674,45 @@ impl Lx<'_> {
                 dtype: placeholder(ty),
             },
             ty,
+        ))
+    }
+
+    /// `argmax`/`argmin`: one reduction variable; the body keeps its dtype (a weak one takes
+    /// its default, i64 or f64) and the result is an i64 index.
+    fn arg_reduce(
+        &mut self,
+        kind: Reduction,
+        vars: Vec<usize>,
+        body: (CExpr, Ty),
+        span: Span,
+    ) -> R<(CExpr, Ty)> {
+        if vars.len() != 1 {
+            self.err(
+                codes::BAD_REDUCTION,
+                format!(
+                    "`{}` takes one reduction variable, not {}",
+                    kind.name(),
+                    vars.len()
+                ),
+                span,
+                "one variable, e.g. `argmax[k](x[i, k])`",
+            );
+            return Err(());
+        }
+        let want = default_of(body.1);
+        let body = self.coerce(body, want, span)?;
+        let t = Ty::Known(DType::I64);
+        let kind = CKind::Reduce {
+            kind,
+            vars,
+            body: Box::new(body),
+        };
+        Ok((
+            CExpr {
+                kind,
+                dtype: DType::I64,
+            },
+            t,
         ))
     }
 
@@ -798,6 +842,22 @@ impl Lx<'_> {
                 "arithmetic and ordering need numbers, not bool".into(),
                 span,
                 "bool operand",
+            );
+            return Err(());
+        }
+        let int = matches!(ty, Ty::WeakInt) || matches!(ty, Ty::Known(d) if d.is_int());
+        if op.is_bitwise() && !int {
+            self.err(
+                codes::DTYPE_MISMATCH,
+                format!(
+                    "bitwise operators need integers, not {}",
+                    match ty {
+                        Ty::Known(d) => d.name(),
+                        _ => "a float literal",
+                    }
+                ),
+                span,
+                "cast to an integer dtype first",
             );
             return Err(());
         }
@@ -964,7 +1024,7 @@ fn settle(e: &mut CExpr, want: DType) {
             e.dtype = want;
         }
         CKind::Binary(..) => {}
-        CKind::Unary(UnOp::Neg, a) | CKind::Reduce { body: a, .. } => {
+        CKind::Unary(UnOp::Neg | UnOp::BitNot, a) | CKind::Reduce { body: a, .. } => {
             settle(a, want);
             e.dtype = want;
         }

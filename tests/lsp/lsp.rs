@@ -479,3 +479,16 @@ fn every_position_of_a_half_typed_file_answers_without_error() {
     assert!(answered > 100);
     assert_eq!(c.shutdown(), Some(0));
 }
+
+#[test]
+fn hover_shows_the_new_dtypes_in_signatures() {
+    let src = SRC.replace("f32", "bf16");
+    let mut c = started();
+    c.open(URI, &src);
+    assert!(c.diagnostics(URI, 1).is_empty());
+    let h = c.request("textDocument/hover", at(&src, "apply @linear", 0));
+    let text = h["contents"]["value"].as_str().unwrap();
+    assert!(text.contains("bf16["), "{text}");
+    assert!(!text.contains("f32"), "{text}");
+    assert_eq!(c.shutdown(), Some(0));
+}

@@ -45,7 +45,11 @@ graph @g {{
     )
 }
 
-fn jit(src: &str, ins: &HashMap<String, Tensor>, threads: usize) -> Vec<(String, Tensor)> {
+pub(super) fn jit(
+    src: &str,
+    ins: &HashMap<String, Tensor>,
+    threads: usize,
+) -> Vec<(String, Tensor)> {
     let (m, facts) = common::compile_ok("dtype", src);
     let opts = Options {
         threads,
@@ -56,7 +60,7 @@ fn jit(src: &str, ins: &HashMap<String, Tensor>, threads: usize) -> Vec<(String,
         .0
 }
 
-fn interp(src: &str, ins: &HashMap<String, Tensor>) -> Vec<(String, Tensor)> {
+pub(super) fn interp(src: &str, ins: &HashMap<String, Tensor>) -> Vec<(String, Tensor)> {
     let (m, facts) = common::compile_ok("dtype", src);
     tapc::interp::run(&m, &m.graphs[0], &facts[0], ins).unwrap_or_else(|d| panic!("{}", d.message))
 }
@@ -92,7 +96,7 @@ fn reductions_and_functions_match_the_interpreter_for_every_new_dtype() {
 
 /// Runs `src` (one source `@x`) in the interpreter and the JIT; both must give `want` for
 /// every sink, in order.
-fn both_give(src: &str, x: Tensor, want: &[Data]) {
+pub(super) fn both_give(src: &str, x: Tensor, want: &[Data]) {
     let ins = HashMap::from([("x".to_string(), x)]);
     for (how, got) in [
         ("interpreter", interp(src, &ins)),

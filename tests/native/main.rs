@@ -5,6 +5,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod argmax;
+mod bitwise;
 mod compile_scaling;
 mod dtype_reductions;
 mod dtypes;

@@ -15,6 +15,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
         cx: &Cx<'ctx>,
     ) -> R<Vec<V<'ctx>>> {
         let g = self.g;
+        if kind.is_arg() {
+            return self.arg_reduce(kind == Reduction::ArgMax, vars[0], body, cx);
+        }
         if let (None, [_], Some(&r)) = (cx.lane, cx.groups.as_slice(), vars.last()) {
             if self.inst.extent(r) >= 4 && self.contiguous_loads(body, r) > 0 && d != DType::Bool {
                 return self.reduce_along(kind, vars, r, body, d, cx);
@@ -27,6 +30,34 @@ impl<'ctx> K<'_, '_, 'ctx> {
         self.reduce_loops(vars, init, &mut |k, acc| {
             k.accumulate(kind, body, d, &acc, &cx)
         })
+    }
+
+    /// `argmax` (`max`) or `argmin` over variable `v`, in index order, never vectorised along
+    /// `v`: per group, the best value and its index, moved by `Gen::arg_takes`; the index
+    /// starts at `v`'s first value (the result of an empty reduction).
+    fn arg_reduce(&mut self, max: bool, v: usize, body: &CExpr, cx: &Cx<'ctx>) -> R<Vec<V<'ctx>>> {
+        let g = self.g;
+        let (bd, n) = (body.dtype, cx.groups.len());
+        let vec = cx.lane.is_some_and(|l| self.depends(body, &[l]));
+        let lane = |x: V<'ctx>| if vec { g.splat(x) } else { x };
+        let start = if max { Reduction::Max } else { Reduction::Min };
+        let mut init = vec![lane(g.identity(start, bd)?); n];
+        init.extend(vec![lane(g.i64c(self.inst.vars[v].range.0).into()); n]);
+        let index = CExpr {
+            kind: CKind::Var(v),
+            dtype: DType::I64,
+        };
+        let cx = cx.clone();
+        let out = self.reduce_loops(&[v], init, &mut |k, acc| {
+            let (xs, is) = (k.eval(body, &cx)?, k.eval(&index, &cx)?);
+            let takes = (0..n)
+                .map(|j| k.g.arg_takes(xs[j], acc[j], bd, max))
+                .collect::<R<Vec<_>>>()?;
+            let best = (0..n).map(|j| k.g.select(takes[j], xs[j], acc[j]));
+            let index = (0..n).map(|j| k.g.select(takes[j], is[j], acc[n + j]));
+            Ok(best.chain(index).collect())
+        })?;
+        Ok(out[n..].to_vec())
     }
 
     /// Evaluates `body` for `cx` and combines it into `acc` (one per group); unless
