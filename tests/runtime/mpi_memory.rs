@@ -34,7 +34,10 @@ graph @heat {{
     );
     for s in 1..=steps {
         let x = if boundary {
-            g.push_str(&format!("  %p{s} = pad %u{} [1:1, 1:1] constant 0.0\n", s - 1));
+            g.push_str(&format!(
+                "  %p{s} = pad %u{} [1:1, 1:1] constant 0.0\n",
+                s - 1
+            ));
             format!("%p{s}")
         } else {
             format!("%u{}", s - 1)
@@ -238,5 +241,8 @@ fn heat_stencils_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_it
         .iter()
         .map(runs_on_4_ranks_under_a_third_of_its_need)
         .sum();
-    assert_eq!(checked, 12, "every rank's peak of the three programs was checked");
+    assert_eq!(
+        checked, 12,
+        "every rank's peak of the three programs was checked"
+    );
 }
