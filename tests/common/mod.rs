@@ -103,6 +103,17 @@ pub fn before_after(
 /// `src` compiled and run through `pipeline`, which must succeed: the module and its facts.
 #[allow(dead_code)] // Not every test binary runs pipelines.
 pub fn after_pipeline(what: &str, src: &str, pipeline: &str) -> (Module, Vec<GraphFacts>) {
+    let (m, cx) = pipeline_context(what, src, pipeline);
+    (m, cx.facts)
+}
+
+/// [`after_pipeline`] with the pass context (its facts and the passes' reports).
+#[allow(dead_code)] // Not every test binary runs pipelines.
+pub fn pipeline_context(
+    what: &str,
+    src: &str,
+    pipeline: &str,
+) -> (Module, tapc::passes::manager::PipelineOutput) {
     use tapc::passes::manager::{run_pipeline, RunConfig};
     let (mut m, facts) = compile_ok(what, src);
     let cx = run_pipeline(
@@ -113,7 +124,7 @@ pub fn after_pipeline(what: &str, src: &str, pipeline: &str) -> (Module, Vec<Gra
         &mut String::new(),
     )
     .unwrap_or_else(|d| panic!("{what}: {pipeline} failed: {}", d.message));
-    (m, cx.facts)
+    (m, cx)
 }
 
 /// A fresh, empty directory `tapc-NAME-PID` under the system's temporary directory.

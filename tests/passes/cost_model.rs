@@ -334,18 +334,9 @@ fn a_value_read_whole_by_three_nodes_arrives_by_broadcast() {
 /// nodes; with the sources on node 0 it chooses none and says so.
 #[test]
 fn the_cost_pass_under_max_memory_applies_a_plan_that_fits() {
-    use tapc::passes::manager::{run_pipeline, RunConfig};
     let big = format!("{MM}{BIG_MATMUL}");
     let run = |pipeline: &str| {
-        let (mut m, facts) = common::compile_ok("big", &big);
-        let cx = run_pipeline(
-            &mut m,
-            facts,
-            pipeline,
-            &RunConfig::default(),
-            &mut String::new(),
-        )
-        .unwrap_or_else(|d| panic!("{pipeline}: {}", d.message));
+        let (m, cx) = common::pipeline_context("big", &big, pipeline);
         let report = cx.report("cost").expect("report").to_string();
         (tapc::print::print_module(&m), report)
     };
