@@ -113,8 +113,12 @@ impl AlignedBuf {
         }
         // Not zeroed: every element a task or sink reads was written by an earlier task (and
         // zeroing would touch every page of big buffers up front, before any kernel runs).
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc(layout) };
+        let ptr = if bytes >= HUGE {
+            big::map(layout)
+        } else {
+            // SAFETY: the layout has a non-zero size.
+            unsafe { alloc(layout) }
+        };
         if ptr.is_null() {
             return Err(format!("out of memory allocating {bytes} bytes"));
         }
@@ -122,6 +126,54 @@ impl AlignedBuf {
             advise_huge(ptr, size);
         }
         Ok(AlignedBuf { ptr, layout })
+    }
+}
+
+/// Big buffers are mappings of their own, so freeing one gives its pages back to the system at
+/// once: through malloc, a freed buffer can stay in the heap (glibc raises its mmap threshold
+/// after a big free), and a rank's resident memory then depends on the order tasks ran in.
+mod big {
+    use std::alloc::Layout;
+
+    /// A private anonymous mapping of `layout` (aligned by mapping an alignment more and
+    /// unmapping the ends), or null.
+    pub(super) fn map(layout: Layout) -> *mut u8 {
+        let (size, align) = (layout.size(), layout.align());
+        let Some(len) = size.checked_add(align) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: a fresh mapping, checked for failure; only its unused ends are unmapped.
+        unsafe {
+            let raw = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if raw == libc::MAP_FAILED {
+                return std::ptr::null_mut();
+            }
+            let start = raw as usize;
+            let head = start.next_multiple_of(align) - start;
+            if head > 0 {
+                libc::munmap(raw, head);
+            }
+            let tail = len - head - size;
+            if tail > 0 {
+                libc::munmap((start + head + size) as *mut libc::c_void, tail);
+            }
+            (start + head) as *mut u8
+        }
+    }
+
+    /// Unmaps a buffer from [`map`].
+    pub(super) fn unmap(ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` is the start of a mapping of `layout.size()` bytes made by `map`.
+        unsafe {
+            libc::munmap(ptr.cast(), layout.size());
+        }
     }
 }
 
@@ -140,6 +192,9 @@ impl Drop for AlignedBuf {
         let keep = KEEP_FREED.load(Ordering::Relaxed) && self.layout.size() as u64 >= HUGE;
         if keep && spare::keep(self.ptr, self.layout) {
             return;
+        }
+        if self.layout.size() as u64 >= HUGE {
+            return big::unmap(self.ptr, self.layout);
         }
         // SAFETY: allocated in `new` with this layout.
         unsafe { dealloc(self.ptr, self.layout) }

@@ -158,6 +158,11 @@ pub fn resident_peak() -> Option<u64> {
     kb_field("/proc/self/status", "VmHWM:")
 }
 
+/// The process's resident set now (`VmRSS`); `None` where `/proc` does not say.
+pub fn resident_now() -> Option<u64> {
+    kb_field("/proc/self/status", "VmRSS:")
+}
+
 /// The `KEY N kB` line of `file`, in bytes.
 fn kb_field(file: &str, key: &str) -> Option<u64> {
     let text = std::fs::read_to_string(file).ok()?;

@@ -67,6 +67,8 @@ struct Rank {
     inputs: Vec<Tensor>,
     /// Bytes this rank read from its input files.
     input_bytes: u64,
+    /// The process's resident bytes once MPI is up, before the run allocates anything.
+    resident_at_start: Option<u64>,
 }
 
 /// Runs this rank's part of `job` (`encoded`: the plan's encoding).
@@ -92,6 +94,7 @@ pub(crate) fn run_rank(job: &Job, encoded: &[u8]) -> Outcome {
         progress_every: None,
         inputs: Vec::new(),
         input_bytes: 0,
+        resident_at_start: memory::resident_now(),
     };
     program::run(job, &mut rank)
 }
@@ -179,7 +182,7 @@ impl Mode for Rank {
         let peaks = Peaks::of(local, &report, c.held_peak());
         let mine = RankReport {
             summary: self.summary(job.plan, local, &report, &stats, send_wait)
-                + &peaks.line(self.at.rank)
+                + &peaks.line(self.at.rank, self.resident_at_start)
                 + &format!("  rank {} sink bytes written: {written}\n", self.at.rank),
             trace: (job.args.trace.as_ref()).map_or_else(String::new, |_| {
                 trace_events(local, &report, self.at.rank as i32, start)
@@ -233,7 +236,7 @@ impl Peaks {
     }
 
     /// The `--time` line: `rank R peak memory: planned N B (...), measured N B (...)`.
-    fn line(&self, rank: u32) -> String {
+    fn line(&self, rank: u32, resident_at_start: Option<u64>) -> String {
         let part = |v: &[u64; 3]| {
             format!(
                 "{} B (buffers {}, inputs {}, messages {})",
@@ -243,8 +246,9 @@ impl Peaks {
                 v[2]
             )
         };
+        let start = resident_at_start.map_or_else(String::new, |b| format!("; {b} B at start"));
         let rss = memory::resident_peak().map_or_else(String::new, |b| {
-            format!("; resident high-water {b} B (the whole process, MPI included)")
+            format!("; resident high-water {b} B (the whole process, MPI included{start})")
         });
         format!(
             "  rank {rank} peak memory: planned {}, measured {}{rss}\n",
