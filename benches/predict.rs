@@ -111,7 +111,7 @@ fn load(src: &str) -> (Module, Vec<GraphFacts>) {
 fn inputs(m: &Module) -> HashMap<String, Tensor> {
     let mut out = HashMap::new();
     for n in &m.graphs[0].nodes {
-        let NodeKind::Source { name, ty } = &n.kind else {
+        let NodeKind::Source { name, ty, .. } = &n.kind else {
             continue;
         };
         let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();

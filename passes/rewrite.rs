@@ -193,7 +193,11 @@ pub fn isolate(g: &Graph, nodes: &[usize]) -> Option<(Graph, Vec<usize>)> {
             if !map.contains_key(&v) {
                 let def = g.value(v);
                 let (name, ty, span) = (def.name.clone(), def.ty.clone()?, def.span);
-                let source = NodeKind::Source { name, ty };
+                let source = NodeKind::Source {
+                    name,
+                    ty,
+                    state: false,
+                };
                 define(&mut new, g, (source, span), &[v], &mut map);
             }
         }

@@ -489,7 +489,7 @@ impl Builder<'_> {
     fn node(&mut self, i: usize, kind: &NodeKind, facts: &GraphFacts) -> Result<(), Diagnostic> {
         let results = &self.g.nodes[i].results;
         match kind {
-            NodeKind::Source { name, ty } => {
+            NodeKind::Source { name, ty, .. } => {
                 let loc = self.source(name, ty);
                 self.locs[results[0].index()] = Some(loc);
             }
@@ -502,7 +502,7 @@ impl Builder<'_> {
                 self.locs[results[0].index()] = Some(loc);
             }
             NodeKind::Apply(a) => self.apply(i, a, facts)?,
-            NodeKind::Sink { name, value } => self.sink(name, *value),
+            NodeKind::Sink { name, value, .. } => self.sink(name, *value),
             NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
         }
         Ok(())

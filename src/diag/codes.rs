@@ -54,6 +54,10 @@ codes! {
     BAD_SEQUENCE = "E0051": "a sequence point naming something that is not a sink or apply";
     CYCLE = "E0052": "a cycle through sequence points";
     BAD_PIN = "E0053": "a pin naming something that is not a value defined above";
+    STATE_WITHOUT_UPDATE = "E0060": "a state that no `update` gives a next value";
+    UPDATE_WITHOUT_STATE = "E0061": "an `update` naming no state of its graph";
+    TWO_UPDATES = "E0062": "a state updated twice";
+    UPDATE_TYPE = "E0063": "an update whose value's type differs from its state's";
     BAD_SIGNATURE = "E0070": "an invalid explicit signature in an extern op";
     NO_KERNEL = "E0071": "evaluation of an extern op that has no reference kernel";
     BAD_RANGE = "E0080": "an invalid sharded index range or placement";

@@ -41,7 +41,7 @@ pub fn run(
                 .map_or("this node".into(), |v| format!("`%{}`", g.value(*v).name))
         };
         let out: Vec<Value> = match &n.kind {
-            NodeKind::Source { name, ty } => vec![bind_source(name, ty, sources, n.span)?],
+            NodeKind::Source { name, ty, .. } => vec![bind_source(name, ty, sources, n.span)?],
             NodeKind::Generator(gen) => {
                 vec![generate(&gen.kind, &gen.ty).map_err(|e| oom(e, value_name()))?]
             }
@@ -66,7 +66,7 @@ pub fn run(
                     })?
                     .map_err(|e| oom(e, format!("the results of `@{}`", a.op)))?
             }
-            NodeKind::Sink { name, value } => {
+            NodeKind::Sink { name, value, .. } => {
                 // The last use moves the value out instead of copying it.
                 let data = if last_use[value.index()] == i {
                     vals[value.index()].take().expect("defined above").data

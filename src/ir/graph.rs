@@ -41,16 +41,22 @@ pub struct Node {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum NodeKind {
+    /// `source @name : ty`, or with `state`, `state @name : ty`: an input read before the
+    /// first step whose next value is given by the `update @name` sink (docs/teg.md §8).
     Source {
         name: String,
         ty: TensorType,
+        state: bool,
     },
     Apply(Apply),
     View(View),
     Generator(Generator),
+    /// `sink @name %v`, or with `update`, `update @name %v`: the value of state `@name` for
+    /// the next step, written as the output `name` after the last one.
     Sink {
         name: String,
         value: ValueId,
+        update: bool,
     },
     Sequence {
         before: Vec<SeqRef>,
@@ -290,7 +296,7 @@ impl Graph {
     }
     pub fn sinks(&self) -> impl Iterator<Item = (&str, ValueId)> {
         self.nodes.iter().filter_map(|n| match &n.kind {
-            NodeKind::Sink { name, value } => Some((name.as_str(), *value)),
+            NodeKind::Sink { name, value, .. } => Some((name.as_str(), *value)),
             _ => None,
         })
     }
@@ -306,8 +312,34 @@ impl Graph {
     }
     pub fn sources(&self) -> impl Iterator<Item = (&str, &TensorType, ValueId)> {
         self.nodes.iter().filter_map(|n| match &n.kind {
-            NodeKind::Source { name, ty } => Some((name.as_str(), ty, n.results[0])),
+            NodeKind::Source { name, ty, .. } => Some((name.as_str(), ty, n.results[0])),
             _ => None,
         })
+    }
+    /// The state sources (`state @name : ty`), in declaration order.
+    pub fn states(&self) -> impl Iterator<Item = (&str, &TensorType, ValueId)> {
+        self.nodes.iter().filter_map(|n| match &n.kind {
+            NodeKind::Source {
+                name,
+                ty,
+                state: true,
+            } => Some((name.as_str(), ty, n.results[0])),
+            _ => None,
+        })
+    }
+    /// The `update @name %v` statements: each state's next value.
+    pub fn updates(&self) -> impl Iterator<Item = (&str, ValueId)> {
+        self.nodes.iter().filter_map(|n| match &n.kind {
+            NodeKind::Sink {
+                name,
+                value,
+                update: true,
+            } => Some((name.as_str(), *value)),
+            _ => None,
+        })
+    }
+    /// Whether the graph declares state (runs of more than one step carry it).
+    pub fn has_state(&self) -> bool {
+        self.states().next().is_some()
     }
 }

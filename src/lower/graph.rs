@@ -5,6 +5,7 @@
 
 use super::cx::{err, Cx};
 use super::instr::lower_instr;
+use super::state::{source_word, update_word, StateBook};
 use crate::diag::{codes, Span};
 use crate::ir::graph::*;
 use crate::ir::TensorType;
@@ -35,10 +36,12 @@ impl Cx<'_> {
             applies_broken_op: false,
             arg_spans: Vec::new(),
             defined_in_text: defined_in_text(g),
+            states: StateBook::default(),
         };
         for st in &g.stmts {
             self.graph_stmt(&mut gb, st);
         }
+        gb.states.finish(self);
         // A statement with a syntax error (already reported) leaves the graph incomplete.
         let parsed = !g
             .stmts
@@ -63,7 +66,16 @@ impl Cx<'_> {
                 };
                 None
             }
-            GraphStmt::Sink { sink, value, .. } => self.sink(gb, sink, value),
+            GraphStmt::Sink { sink, value, .. } => self.sink(gb, sink, value, false),
+            GraphStmt::WordSink {
+                word, sink, value, ..
+            } => {
+                if update_word(self, word) && gb.states.update(self, sink) {
+                    self.sink(gb, sink, value, true)
+                } else {
+                    None
+                }
+            }
             GraphStmt::Sequence { before, after, .. } => self.sequence(gb, before, after),
             GraphStmt::Word { word, target, .. } => self.word(gb, word, target),
         };
@@ -88,6 +100,10 @@ impl Cx<'_> {
         s: &ast::SourceRhs,
         span: Span,
     ) -> Option<()> {
+        let state = source_word(self, &s.word)?;
+        if state {
+            gb.states.state(&s.source);
+        }
         let ty = self.concrete_type(&s.ty)?;
         if let Some(prev) = gb.sources.insert(s.source.text.clone(), s.source.span) {
             self.report(
@@ -113,17 +129,19 @@ impl Cx<'_> {
         let kind = NodeKind::Source {
             name: s.source.text.clone(),
             ty: ty.clone(),
+            state,
         };
         gb.push(self, kind, results, vec![Some(ty)], span);
         Some(())
     }
 
-    /// `sink @name %v`.
+    /// `sink @name %v`, or `update @name %v`.
     fn sink(
         &mut self,
         gb: &mut GraphBuilder,
         sink: &ast::Name,
         value: &ast::Name,
+        update: bool,
     ) -> Option<NodeKind> {
         let v = gb.resolve(self, value)?;
         if let Some(prev) = gb.sinks.insert(sink.text.clone(), sink.span) {
@@ -141,6 +159,7 @@ impl Cx<'_> {
         Some(NodeKind::Sink {
             name: sink.text.clone(),
             value: v,
+            update,
         })
     }
 
@@ -174,7 +193,7 @@ impl Cx<'_> {
                     word.span,
                     "not a statement",
                 )
-                .note("graph statements are `%v = ...`, `sink @name %v`, `sequence ... -> ...` and `pin %v`"),
+                .note("graph statements are `%v = ...`, `sink @name %v`, `update @name %v`, `sequence ... -> ...` and `pin %v`"),
             );
             return None;
         }
@@ -397,6 +416,7 @@ struct GraphBuilder<'o> {
     /// Every value the graph's text defines, at its first definition: a use above it is
     /// "used before its definition", not "not defined".
     defined_in_text: HashMap<String, Span>,
+    states: StateBook,
 }
 
 /// The first definition of each value name in a graph's statements.

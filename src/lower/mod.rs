@@ -14,6 +14,7 @@ mod graph;
 mod instr;
 mod literal;
 mod op;
+mod state;
 
 use crate::diag::{Diagnostics, Span};
 use crate::ir::graph::ApplySpans;

@@ -292,8 +292,18 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         _ => String::new(),
     };
     let body = match &n.kind {
-        NodeKind::Source { name, ty } => return format!("{results} = source @{name} : {ty}"),
-        NodeKind::Sink { name, value } => return format!("sink @{name} {}", val(g, *value)),
+        NodeKind::Source { name, ty, state } => {
+            let word = if *state { "state" } else { "source" };
+            return format!("{results} = {word} @{name} : {ty}");
+        }
+        NodeKind::Sink {
+            name,
+            value,
+            update,
+        } => {
+            let word = if *update { "update" } else { "sink" };
+            return format!("{word} @{name} {}", val(g, *value));
+        }
         NodeKind::Pin { value } => return format!("pin {}", val(g, *value)),
         NodeKind::Sequence { before, after } => {
             let r = |x: &SeqRef| match x {

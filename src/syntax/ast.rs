@@ -217,6 +217,13 @@ pub enum GraphStmt {
         target: (bool, Name),
         span: Span,
     },
+    /// `WORD @name %v`: `update @w %v` is the only one; the word is checked in lowering.
+    WordSink {
+        word: Name,
+        sink: Name,
+        value: Name,
+        span: Span,
+    },
     /// `%a = ...` whose right-hand side has a syntax error (already reported).
     Broken {
         results: Vec<Name>,
@@ -270,6 +277,7 @@ impl GraphStmt {
             | GraphStmt::Sink { span, .. }
             | GraphStmt::Sequence { span, .. }
             | GraphStmt::Word { span, .. }
+            | GraphStmt::WordSink { span, .. }
             | GraphStmt::Broken { span, .. }
             | GraphStmt::Error(span) => *span,
         }
@@ -299,6 +307,8 @@ pub enum Rhs {
 pub struct SourceRhs {
     pub source: Name,
     pub ty: TypeExpr,
+    /// The word that replaces `source` (`state @w : type`), checked in lowering.
+    pub word: Option<Name>,
 }
 
 #[derive(Clone, Debug)]

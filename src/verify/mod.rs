@@ -146,6 +146,7 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
     }
     size::check_graph(g, &facts.instances, diags);
     check_acyclic(g, diags);
+    check_updates(g, diags);
     facts
 }
 
@@ -346,6 +347,35 @@ fn undefined_op(ops: &[&str], name: &str, span: Span) -> Diagnostic {
     match crate::diag::suggest::closest(name, ops.iter().copied()) {
         Some(best) => d.note(format!("help: did you mean `@{best}`?")),
         None => d,
+    }
+}
+
+/// Each `update @w %v` gives `%v` the type of state `@w` (E0063); lowering checked the names.
+fn check_updates(g: &Graph, diags: &mut Diagnostics) {
+    for n in &g.nodes {
+        let NodeKind::Sink {
+            name,
+            value,
+            update: true,
+        } = &n.kind
+        else {
+            continue;
+        };
+        let state = g.states().find(|(s, ..)| s == name).map(|(_, t, _)| t);
+        let (Some(want), Some(got)) = (state, g.ty(*value)) else {
+            continue;
+        };
+        if want != got {
+            diags.push(
+                Diagnostic::error(
+                    codes::UPDATE_TYPE,
+                    format!("update of state `@{name}` has type {got}, the state {want}"),
+                )
+                .primary(n.span, format!("expected {want}, found {got}"))
+                .secondary(g.value(*value).span, format!("defined here as {got}"))
+                .note("a state keeps one type across steps: the update must have its type"),
+            );
+        }
     }
 }
 

@@ -27,7 +27,7 @@ impl Problem {
         let mut w = Walk::new(g, facts, machine, max_parts.clamp(1, MAX_PARTS));
         for (ni, node) in g.nodes.iter().enumerate() {
             match &node.kind {
-                NodeKind::Source { name, ty } => w.source(node, name, ty),
+                NodeKind::Source { name, ty, .. } => w.source(node, name, ty),
                 NodeKind::Generator(_) => w.define(node, vec![Root::Free], true),
                 NodeKind::View(v) => w.view(node, v),
                 NodeKind::Sink { value, .. } => w.sink(*value),
