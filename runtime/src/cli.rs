@@ -1,7 +1,7 @@
 //! The command line of a compiled program, parsed once ([`parse`]) into [`Args`] for both the
 //! single-process and the distributed run: `./out [--input NAME=PATH]... [PATH]...
 //! [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time]
-//! [--trace FILE] [--inputs-on-root] [--gather-sinks]`, with its `--help` ([`help`]) and what a run printed
+//! [--trace FILE] [--inputs-on-root] [--gather-sinks] [--steps N] [--log-every K]`, with its `--help` ([`help`]) and what a run printed
 //! ([`Outcome`]).
 //!
 //! Sources are bound here too, for every front end: [`bind`] matches values to the declared
@@ -16,6 +16,7 @@ use crate::memory::parse_bytes;
 use crate::npy;
 use crate::paths::shown;
 use crate::plan::Plan;
+use crate::steps::{parse_count, Steps};
 use crate::tensor::{checked_numel, type_string, DType, Tensor};
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
@@ -42,7 +43,7 @@ impl Outcome {
     }
 }
 
-const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time] [--trace FILE.json] [--inputs-on-root] [--gather-sinks]";
+const USAGE: &str = "usage: PROGRAM [--input NAME=PATH.npy]... [PATH.npy]... [--input-dir DIR] [--out-dir DIR] [--threads N] [--max-memory BYTES] [--time] [--trace FILE.json] [--inputs-on-root] [--gather-sinks] [--steps N] [--log-every K]";
 
 /// The parsed command line of a compiled program.
 #[derive(Clone, Debug)]
@@ -58,6 +59,8 @@ pub struct Args {
     /// Distributed programs: every sink is gathered to rank 0, which writes it whole (else
     /// each rank writes its own windows of each sink into the staged files).
     pub gather_sinks: bool,
+    /// `--steps N` and `--log-every K` (see [`crate::steps`]).
+    pub steps: Steps,
 }
 
 impl Default for Args {
@@ -71,6 +74,7 @@ impl Default for Args {
             trace: None,
             inputs_on_root: false,
             gather_sinks: false,
+            steps: Steps::default(),
         }
     }
 }
@@ -106,6 +110,8 @@ impl Args {
                     _ => return Err(format!("`--threads {value}` must be a positive integer")),
                 }
             }
+            "--steps" => self.steps.count = parse_count(flag, value)?,
+            "--log-every" => self.steps.log_every = Some(parse_count(flag, value)?),
             "--max-memory" => {
                 self.max_memory = Some(parse_bytes(value).ok_or_else(|| {
                     format!("`--max-memory {value}` must be a size such as 512MiB or 8G")
@@ -118,7 +124,9 @@ impl Args {
 }
 
 /// The options that take a value.
-const VALUED: [&str; 6] = [
+const VALUED: [&str; 8] = [
+    "--steps",
+    "--log-every",
     "--input",
     "--input-dir",
     "--out-dir",
@@ -196,10 +204,11 @@ pub fn args_or_usage<S: AsRef<OsStr>>(
 /// `--help`: the usage, the graph, and the type of every source and sink.
 pub fn help(plan: &Plan) -> String {
     let mut s = format!("{USAGE}\ncomputes graph @{}\n", plan.graph);
-    let sources = plan
-        .sources
-        .iter()
-        .map(|p| ("source", &p.name, p.dtype, &p.shape));
+    let sources = plan.sources.iter().enumerate().map(|(k, p)| {
+        let state = plan.states.iter().any(|&(s, _)| s as usize == k);
+        let kind = if state { "state" } else { "source" };
+        (kind, &p.name, p.dtype, &p.shape)
+    });
     let sinks = plan
         .sinks
         .iter()

@@ -22,6 +22,7 @@ pub mod paths;
 pub mod plan;
 pub mod program;
 pub mod signals;
+pub mod steps;
 pub mod tensor;
 
 /// Which build of the runtime this is (`tapc` links programs with the staticlib of its own build).

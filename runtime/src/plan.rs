@@ -28,7 +28,7 @@ pub use crate::mpi::dist::{Dist, Transfer, Window};
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Bytes of the checksum that ends an encoded plan.
 const SUM: usize = 8;
 
@@ -73,6 +73,9 @@ pub struct Plan {
     pub sinks: Vec<Sink>,
     /// Placement and transfers of a distributed (`--mpi`) plan; empty otherwise.
     pub dist: Dist,
+    /// The graph's state, `(source, sink)` by index: over `--steps N`, the source takes the
+    /// sink's value of the step before (docs/teg.md §8, `state` and `update`).
+    pub states: Vec<(u32, u32)>,
 }
 
 /// One allocation, 64-byte aligned.
@@ -269,6 +272,11 @@ impl Plan {
             w.u32s(&[x.node, x.buffer, x.elem]);
             w.runs(&x.runs);
         }
+        w.u32(self.states.len() as u32);
+        for &(source, sink) in &self.states {
+            w.u32(source);
+            w.u32(sink);
+        }
         let sum = checksum(&w.0);
         w.u64(sum);
         w.0
@@ -284,6 +292,7 @@ impl Plan {
         let tasks = r.list(R::task)?;
         let sinks = r.list(R::sink)?;
         let dist = r.dist()?;
+        let states = r.list(R::state)?;
         if r.at != r.b.len() {
             return Err("corrupt plan: trailing bytes".into());
         }
@@ -294,6 +303,7 @@ impl Plan {
             tasks,
             sinks,
             dist,
+            states,
         })
     }
 
@@ -385,8 +395,37 @@ impl Plan {
                 return bad(format!("sink @{} reads outside its buffer", s.name));
             }
         }
+        self.validate_states()?;
         let sizes: Vec<u64> = self.buffers.iter().map(|b| b.bytes).collect();
         self.dist.validate(self.tasks.len(), &sizes)
+    }
+
+    /// Each state pairs a source and a sink of one type, each in at most one pair.
+    fn validate_states(&self) -> Result<(), String> {
+        for (i, &(k, j)) in self.states.iter().enumerate() {
+            let (Some(src), Some(sink)) =
+                (self.sources.get(k as usize), self.sinks.get(j as usize))
+            else {
+                return Err(format!(
+                    "corrupt plan: state {i} names source {k} and sink {j}"
+                ));
+            };
+            let twice = self.states[..i].iter().any(|&(a, b)| a == k || b == j);
+            if src.dtype != sink.dtype || src.shape != sink.shape || twice {
+                return Err(format!(
+                    "corrupt plan: state {i} (@{}) is not one source and its update",
+                    src.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The source index that state sink `j` feeds, if it is an update.
+    pub fn state_of_sink(&self, j: usize) -> Option<usize> {
+        (self.states.iter())
+            .find(|&&(_, s)| s as usize == j)
+            .map(|&(k, _)| k as usize)
     }
 }
 
@@ -534,6 +573,10 @@ impl<'a> R<'a> {
             },
             deps: self.u32s()?,
         })
+    }
+
+    fn state(&mut self) -> Result<(u32, u32), String> {
+        Ok((self.u32()?, self.u32()?))
     }
 
     fn dist(&mut self) -> Result<Dist, String> {
@@ -699,6 +742,7 @@ mod tests {
                 deps: vec![0],
             }],
             dist: Dist::default(),
+            states: vec![],
         }
     }
 

@@ -17,11 +17,12 @@
 //! process.
 
 use crate::cli::{self, Args, Declared, Outcome};
-use crate::exec::{execute_with, KernelFn, Options};
+use crate::exec::{execute_with, KernelFn, Options, SinkView};
 use crate::memory;
 use crate::output::{self, Npy, Outputs};
 use crate::paths::{shown, Origin};
 use crate::plan::Plan;
+use crate::steps::{log_step, Steps};
 use crate::tensor::{type_string, Tensor};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -65,6 +66,8 @@ pub struct Done {
     pub paths: Vec<PathBuf>,
     pub trace: Option<String>,
     pub time: Option<String>,
+    /// The `--log-every` lines, printed before the outputs.
+    pub log: String,
 }
 
 /// What differs between running in one process and running one rank of a distributed job;
@@ -117,6 +120,9 @@ fn steps(job: &Job, mode: &mut impl Mode) -> Result<Outcome, String> {
     let files = (job.args.inputs.files(&job.plan.graph, &sources))
         .map_err(cli::Unbound::program_message)?;
     job.plan.validate(job.kernels.len())?;
+    if job.args.steps != Steps::default() && !job.plan.dist.nodes.is_empty() {
+        return Err("`--steps` and `--log-every` are not supported by distributed (`--mpi`) programs yet: run one step per launch, or compile the graph without `--mpi`".into());
+    }
     mode.prepare(job)?;
     // Planned before anything is read or allocated: a run that cannot fit is one message.
     let peak = mode.footprint(job);
@@ -175,7 +181,10 @@ fn finish(
             .map_err(|e| format!("{e} (the --trace file; no output was written)"))?;
     }
     mode.commit(job, outputs)?;
-    let mut out = Outcome::default();
+    let mut out = Outcome {
+        stdout: done.log,
+        ..Outcome::default()
+    };
     for (p, s) in done.paths.iter().zip(&job.plan.sinks) {
         let ty = type_string(s.dtype, &s.shape);
         let _ = writeln!(out.stdout, "@{}: {ty} -> {}", s.name, shown(p));
@@ -207,6 +216,44 @@ pub fn options(args: &Args) -> Options {
 #[derive(Default)]
 pub struct Local {
     inputs: Vec<Tensor>,
+    /// The `--log-every` lines so far.
+    log: String,
+}
+
+impl Local {
+    /// Runs step `s` of several (not the last): each state takes its update's value, copied
+    /// from the update's buffer in memory.
+    fn step(&mut self, job: &Job, s: u64, opts: &Options) -> Result<(), String> {
+        let refs: Vec<&Tensor> = self.inputs.iter().collect();
+        let steps = job.args.steps;
+        let mut log = String::new();
+        let (next, _) = execute_with(job.plan, job.kernels, &refs, opts, |views| {
+            log_views(&steps, s, views, &mut log)?;
+            (views.iter().enumerate())
+                .filter_map(|(j, v)| Some((job.plan.state_of_sink(j)?, v)))
+                .map(|(k, v)| Ok((k, v.to_tensor()?)))
+                .collect::<Result<Vec<_>, String>>()
+        })
+        .map_err(|e| format!("step {s}: {e}"))?;
+        for (k, t) in next {
+            self.inputs[k] = t;
+        }
+        self.log.push_str(&log);
+        Ok(())
+    }
+}
+
+/// The `--log-every` lines of step `s`, from the sinks of one element.
+fn log_views(steps: &Steps, s: u64, views: &[SinkView], log: &mut String) -> Result<(), String> {
+    if !steps.logs(s) {
+        return Ok(());
+    }
+    let scalars = (views.iter())
+        .filter(|v| v.shape.iter().product::<usize>() == 1)
+        .map(|v| Ok((v.name, v.to_tensor()?)))
+        .collect::<Result<Vec<_>, String>>()?;
+    log_step(steps, s, scalars.iter().map(|(n, t)| (*n, t)), log);
+    Ok(())
 }
 
 impl Mode for Local {
@@ -216,14 +263,21 @@ impl Mode for Local {
     }
 
     fn execute(&mut self, job: &Job, outputs: &mut Outputs) -> Result<Option<Done>, String> {
-        let refs: Vec<&Tensor> = self.inputs.iter().collect();
         let opts = options(job.args);
+        let steps = job.args.steps;
+        for s in 1..steps.count {
+            self.step(job, s, &opts)?;
+        }
+        let refs: Vec<&Tensor> = self.inputs.iter().collect();
+        let mut log = String::new();
         // Sinks are written straight from their buffers, before any is freed.
         let (paths, mut report) = execute_with(job.plan, job.kernels, &refs, &opts, |views| {
+            log_views(&steps, steps.count, views, &mut log)?;
             let items: Vec<(&str, &dyn Npy)> =
                 views.iter().map(|v| (v.name, v as &dyn Npy)).collect();
             stage_sinks(job, outputs, &items)
         })?;
+        self.log.push_str(&log);
         // The inputs as read are held for the whole run.
         let inputs = Footprint::whole(job.plan).input_bytes;
         report.peak_bytes = report.peak_bytes.saturating_add(inputs);
@@ -231,6 +285,7 @@ impl Mode for Local {
             paths,
             trace: job.args.trace.as_ref().map(|_| report.trace_json()),
             time: job.args.time.then(|| report.time_summary()),
+            log: std::mem::take(&mut self.log),
         }))
     }
 }

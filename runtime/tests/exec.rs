@@ -111,6 +111,7 @@ fn plan_of(n: usize) -> Plan {
             deps: vec![1],
         }],
         dist: Default::default(),
+        states: vec![],
     }
 }
 

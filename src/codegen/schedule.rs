@@ -270,6 +270,15 @@ fn kernel_only(g: &Graph) -> Vec<bool> {
     ok.into_iter().map(|u| u == Some(true)).collect()
 }
 
+/// Each `state` source of `g` with its `update` sink, as plan indices.
+fn states(g: &Graph, plan: &Plan) -> Vec<(u32, u32)> {
+    let source = |name: &str| plan.sources.iter().position(|s| s.name == name);
+    let sink = |name: &str| plan.sinks.iter().position(|s| s.name == name);
+    (g.updates())
+        .filter_map(|(name, _)| Some((source(name)? as u32, sink(name)? as u32)))
+        .collect()
+}
+
 /// Builds the schedule of graph `g` of `m`; `lanes` is the kernels' vector width.
 pub fn build(
     m: &Module,
@@ -288,6 +297,7 @@ pub fn build(
             tasks: vec![],
             sinks: vec![],
             dist: Default::default(),
+            states: vec![],
         },
         kernels: vec![],
         names: vec![],
@@ -302,6 +312,7 @@ pub fn build(
     for (i, n) in g.nodes.iter().enumerate() {
         b.node(i, &n.kind, facts)?;
     }
+    b.plan.states = states(g, &b.plan);
     Ok(Schedule {
         plan: b.plan,
         kernels: b.kernels,

@@ -231,6 +231,13 @@ struct NativeRun {
     /// Worker threads of the native runtime (default: available cores).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     threads: Option<u32>,
+    /// Apply the graph N times (default 1), each `state` taking the value of its `update` in
+    /// the step before; the sinks of the last step are written.
+    #[arg(long, value_name = "N", value_parser = |v: &str| tapc_runtime::steps::parse_count("--steps", v))]
+    steps: Option<u64>,
+    /// Print the one-element sinks of every K-th step as CSV lines `step,name,value`.
+    #[arg(long, value_name = "K", value_parser = |v: &str| tapc_runtime::steps::parse_count("--log-every", v))]
+    log_every: Option<u64>,
     #[command(flatten)]
     contract: Contract,
 }
@@ -625,6 +632,16 @@ impl Cx {
             Err(d) => return self.fail(&l.name, d),
         };
         let native = self.native.clone().unwrap_or_default();
+        let steps = tapc_runtime::steps::Steps {
+            count: native.steps.unwrap_or(1),
+            log_every: native.log_every,
+        };
+        let states: Vec<String> = g.states().map(|(n, ..)| n.to_string()).collect();
+        let mut tensors = tensors;
+        let mut log = String::new();
+        let mut run_steps = |step: &mut dyn FnMut(&HashMap<String, Tensor>) -> Result<_, _>| {
+            tapc_runtime::steps::run_named(&steps, &mut tensors, &states, step, &mut log)
+        };
         // Native by default; a graph with an extern op that has no kernel cannot be compiled,
         // and the interpreter reports why (E0071) unless `--native` insists.
         let kernelless = l.facts[gi].instances.values().any(|i| i.stmts.is_none());
@@ -637,10 +654,16 @@ impl Cx {
                 record: false,
             };
             let copts = native.contract.options();
-            crate::codegen::run_jit(&l.module, gi, &l.facts[gi], &tensors, &copts, &opts)
-                .map(|(s, _)| s)
+            crate::codegen::with_jit(&l.module, gi, &l.facts[gi], &copts, |p| {
+                run_steps(&mut |ins| {
+                    p.run(ins, &opts)
+                        .map(|(s, _)| s)
+                        .map_err(|e| Diagnostic::error(codes::RUNTIME, e))
+                })
+            })
+            .and_then(|r| r)
         } else {
-            crate::interp::run(&l.module, g, &l.facts[gi], &tensors)
+            run_steps(&mut |ins| crate::interp::run(&l.module, g, &l.facts[gi], ins))
         };
         let sinks = match sinks {
             Ok(s) => s,
@@ -650,6 +673,7 @@ impl Cx {
                 return false;
             }
         };
+        self.out.stdout.push_str(&log);
         let outs: Vec<(&str, &tapc_runtime::Tensor)> =
             sinks.iter().map(|(n, t)| (n.as_str(), t)).collect();
         files.push(path.to_path_buf());

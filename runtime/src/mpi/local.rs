@@ -310,6 +310,7 @@ pub(super) fn local_plan(
         tasks: b.tasks,
         sinks,
         dist: Default::default(),
+        states: vec![],
     };
     let (plan, reads) = pieces::split(whole, &reads);
     let messages = message_bytes(d, at, &r, &e, &b.roles);

@@ -197,6 +197,7 @@ impl Mode for Rank {
             paths: output::sink_targets(&job.args.out_dir, names).map_err(|e| e.to_string())?,
             trace: job.args.trace.as_ref().map(|_| trace_json(&all)),
             time: (job.args.time).then(|| time_summary(job.plan, self.at, local, &all)),
+            log: String::new(),
         }))
     }
 
