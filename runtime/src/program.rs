@@ -225,10 +225,9 @@ impl Local {
     /// from the update's buffer in memory.
     fn step(&mut self, job: &Job, s: u64, opts: &Options) -> Result<(), String> {
         let refs: Vec<&Tensor> = self.inputs.iter().collect();
-        let steps = job.args.steps;
         let mut log = String::new();
         let (next, _) = execute_with(job.plan, job.kernels, &refs, opts, |views| {
-            log_views(&steps, s, views, &mut log)?;
+            log_views(job, s, views, &mut log)?;
             (views.iter().enumerate())
                 .filter_map(|(j, v)| Some((job.plan.state_of_sink(j)?, v)))
                 .map(|(k, v)| Ok((k, v.to_tensor()?)))
@@ -243,13 +242,17 @@ impl Local {
     }
 }
 
-/// The `--log-every` lines of step `s`, from the sinks of one element.
-fn log_views(steps: &Steps, s: u64, views: &[SinkView], log: &mut String) -> Result<(), String> {
+/// The `--log-every` lines of step `s`, from the sinks of one element (not the updates).
+fn log_views(job: &Job, s: u64, views: &[SinkView], log: &mut String) -> Result<(), String> {
+    let steps = &job.args.steps;
     if !steps.logs(s) {
         return Ok(());
     }
-    let scalars = (views.iter())
-        .filter(|v| v.shape.iter().product::<usize>() == 1)
+    let scalars = (views.iter().enumerate())
+        .filter(|(j, v)| {
+            v.shape.iter().product::<usize>() == 1 && job.plan.state_of_sink(*j).is_none()
+        })
+        .map(|(_, v)| v)
         .map(|v| Ok((v.name, v.to_tensor()?)))
         .collect::<Result<Vec<_>, String>>()?;
     log_step(steps, s, scalars.iter().map(|(n, t)| (*n, t)), log);
@@ -272,7 +275,7 @@ impl Mode for Local {
         let mut log = String::new();
         // Sinks are written straight from their buffers, before any is freed.
         let (paths, mut report) = execute_with(job.plan, job.kernels, &refs, &opts, |views| {
-            log_views(&steps, steps.count, views, &mut log)?;
+            log_views(job, steps.count, views, &mut log)?;
             let items: Vec<(&str, &dyn Npy)> =
                 views.iter().map(|v| (v.name, v as &dyn Npy)).collect();
             stage_sinks(job, outputs, &items)

@@ -1,8 +1,8 @@
 //! Runs of several steps (`--steps N`, docs/teg.md §8 and §14): a graph with state is applied
 //! `N` times, each `state @w` taking the value its `update @w` had in the step before, in
 //! memory (no file is written between steps). The sinks of the last step, the updates among
-//! them, are the outputs. `--log-every K` prints the one-element sinks of every `K`-th step as
-//! CSV lines `step,name,value`. Every front end (the interpreter, the JIT, compiled programs)
+//! them, are the outputs. `--log-every K` prints the one-element sinks (not the updates) of
+//! every `K`-th step as CSV lines `step,name,value`. Every front end (the interpreter, the JIT, compiled programs)
 //! counts steps and prints the log lines through this module.
 
 use crate::tensor::Tensor;
@@ -55,7 +55,8 @@ pub fn scalar_text(t: &Tensor) -> Option<String> {
     Some(with_data!(&t.data, v => v[0].to_string()))
 }
 
-/// Appends the log lines of step `s` to `log`: one `s,name,value` per one-element sink.
+/// Appends the log lines of step `s` to `log`: one `s,name,value` per one-element sink
+/// (`sinks` holds the ordinary sinks, not the updates).
 pub fn log_step<'a>(
     steps: &Steps,
     s: u64,
@@ -86,7 +87,8 @@ pub fn run_named<E>(
     let mut s = 1;
     loop {
         let sinks = step(inputs)?;
-        log_step(steps, s, sinks.iter().map(|(n, t)| (n.as_str(), t)), log);
+        let shown = sinks.iter().filter(|(n, _)| !states.contains(n));
+        log_step(steps, s, shown.map(|(n, t)| (n.as_str(), t)), log);
         if s >= steps.count {
             return Ok(sinks);
         }

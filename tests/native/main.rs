@@ -18,5 +18,6 @@ mod native;
 mod native_cli;
 mod oracle;
 mod oracle_sizes;
+mod steps;
 mod transformer;
 mod unit;
