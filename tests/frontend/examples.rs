@@ -13,6 +13,8 @@ const EXAMPLES: &[&str] = &[
     "attention.teg",
     "transformer.teg",
     "tour.teg",
+    "sgd_momentum.teg",
+    "adamw.teg",
 ];
 
 #[test]

@@ -10,4 +10,5 @@ mod cost_cli;
 mod cost_model;
 mod fuse;
 mod shard;
+mod state;
 mod unit;
