@@ -22,8 +22,11 @@ pub fn hover(doc: &Document, offset: usize) -> Option<(String, std::ops::Range<u
             }
             Sym::Sink { graph, name } | Sym::Source { graph, name } => {
                 let (g, _) = doc.graph(*graph)?;
+                // A state and its update share a name: a source symbol shows the state.
+                let source = matches!(o.sym, Sym::Source { .. });
                 let n = g.nodes.iter().find(|n| match &n.kind {
-                    NodeKind::Sink { name: s, .. } | NodeKind::Source { name: s, .. } => s == name,
+                    NodeKind::Sink { name: s, .. } => !source && s == name,
+                    NodeKind::Source { name: s, .. } => source && s == name,
                     _ => false,
                 })?;
                 Some(code(&node_text(g, n)))

@@ -194,13 +194,16 @@ impl Names {
                 Tok::Local(n) => push(value(n), span, false),
                 Tok::Global(n) => {
                     let name = n.clone();
-                    // `@name` after `apply` is an op, after `source` a source, else a sink.
+                    // `@name` after `apply` is an op, after `source` or `state` a source (and
+                    // after `update`, a use of that state), else a sink.
+                    let state = |w| prev.is_some_and(|t| is_word(t, w));
                     let sym = match prev {
                         Some(Tok::Apply) => Sym::Op(name),
                         Some(Tok::Source) => Sym::Source { graph, name },
+                        _ if state("state") || state("update") => Sym::Source { graph, name },
                         _ => Sym::Sink { graph, name },
                     };
-                    let def = matches!(prev, Some(Tok::Source | Tok::Sink));
+                    let def = matches!(prev, Some(Tok::Source | Tok::Sink)) || state("state");
                     push(sym, span, def);
                 }
                 _ => {}
@@ -212,7 +215,9 @@ impl Names {
                 graph,
                 span,
                 results,
-                inferred: !annotated && lead != Some(&Tok::Source),
+                inferred: !annotated
+                    && lead != Some(&Tok::Source)
+                    && !lead.is_some_and(|t| is_word(t, "state")),
             });
         }
     }
@@ -232,4 +237,9 @@ impl Names {
     pub fn references<'a>(&'a self, sym: &'a Sym) -> impl Iterator<Item = &'a Occurrence> + 'a {
         self.occurrences.iter().filter(move |o| o.sym == *sym)
     }
+}
+
+/// Whether `t` is the bare word `w` (`state` and `update` are not reserved words).
+fn is_word(t: &Tok, w: &str) -> bool {
+    matches!(t, Tok::Ident(s) if s == w)
 }

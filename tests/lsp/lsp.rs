@@ -492,3 +492,50 @@ fn hover_shows_the_new_dtypes_in_signatures() {
     assert!(!text.contains("f32"), "{text}");
     assert_eq!(c.shutdown(), Some(0));
 }
+
+/// A graph with state (docs/teg.md §8): hover on the state value, on `@w` after `state` and
+/// after `update` shows the state; `@w` in the update goes to the state's definition; the
+/// state statement gets no inlay hint (its type is written) and the apply gets one.
+#[test]
+fn state_and_update_hover_navigate_and_hint() {
+    let src = "\
+op @sgd(w: f32[N], g: f32[N]) -> (y: f32[N]) {
+  y[i] = w[i] - 0.5 * g[i]
+}
+
+graph @g {
+  %w = state @w : f32[4]
+  %g = source @g : f32[4]
+  %n = apply @sgd(%w, %g)
+  update @w %n
+}
+";
+    let mut c = started();
+    c.open(URI, src);
+    assert!(c.diagnostics(URI, 1).is_empty());
+    let hover = |c: &mut Client, needle: &str, nth: usize| {
+        let h = c.request("textDocument/hover", at(src, needle, nth));
+        h["contents"]["value"].as_str().unwrap().to_string()
+    };
+    for (needle, nth) in [("%w =", 0), ("@w :", 0), ("@w %n", 0), ("%w, %g", 0)] {
+        let text = hover(&mut c, needle, nth);
+        assert!(text.contains("%w = state @w : f32[4]"), "{needle}: {text}");
+    }
+    let d = c.request("textDocument/definition", at(src, "@w %n", 0));
+    assert_eq!(d["range"]["start"], pos(src, "@w :", 0), "{d}");
+    let hints = c.request(
+        "textDocument/inlayHint",
+        json!({"textDocument": {"uri": URI},
+               "range": {"start": {"line": 0, "character": 0}, "end": {"line": 10, "character": 0}}}),
+    );
+    let labels: Vec<(u64, &str)> = (hints.as_array().unwrap().iter())
+        .map(|h| {
+            (
+                h["position"]["line"].as_u64().unwrap(),
+                h["label"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(labels, [(7, ": f32[4]")], "{hints}");
+    assert_eq!(c.shutdown(), Some(0));
+}
