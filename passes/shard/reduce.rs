@@ -69,7 +69,9 @@ fn combine_op(m: &mut Module, kind: Reduction, dtype: DType, span: Span) -> Stri
         Reduction::Prod => KExprKind::Binary(BinOp::Mul, Box::new(at("a")), Box::new(at("b"))),
         Reduction::Max => KExprKind::Call(Func::Max, vec![at("a"), at("b")]),
         Reduction::Min => KExprKind::Call(Func::Min, vec![at("a"), at("b")]),
-        Reduction::ArgMax | Reduction::ArgMin => unreachable!("the_reduction refuses argmax"),
+        Reduction::ArgMax | Reduction::ArgMin | Reduction::Mean => {
+            unreachable!("the_reduction refuses argmax and mean")
+        }
     };
     let stmt = Stmt {
         target: "y".into(),
@@ -187,6 +189,13 @@ fn the_reduction<'o>(
     let KExprKind::Reduce(kind, _, _) = &red.kind else {
         unreachable!("find_reduce returns reductions")
     };
+    if *kind == Reduction::Mean {
+        // The mean of a part is not a part of the mean.
+        return Err(err(
+            format!("`{var}` is reduced by `mean`, whose partial results do not add up; write `sum[{var}](...) / N` to shard it"),
+            span,
+        ));
+    }
     if kind.is_arg() {
         // Partial indices cannot be combined without their values.
         return Err(err(

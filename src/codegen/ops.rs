@@ -569,8 +569,9 @@ impl<'ctx> Gen<'_, 'ctx> {
             // Their start: the identity of max / min (see `kernel/reduce.rs`).
             (Reduction::ArgMax, _) => return self.identity(Reduction::Max, d),
             (Reduction::ArgMin, _) => return self.identity(Reduction::Min, d),
-            (Reduction::Sum, _) if f => Scalar::F(0.0),
-            (Reduction::Sum, _) => Scalar::I(0),
+            // A mean is lowered to a sum and a division; it steps as the sum.
+            (Reduction::Sum | Reduction::Mean, _) if f => Scalar::F(0.0),
+            (Reduction::Sum | Reduction::Mean, _) => Scalar::I(0),
             (Reduction::Prod, _) if f => Scalar::F(1.0),
             (Reduction::Prod, _) => Scalar::I(1),
             (Reduction::Max, _) if f => Scalar::F(f64::NEG_INFINITY),
@@ -584,7 +585,7 @@ impl<'ctx> Gen<'_, 'ctx> {
 
     pub fn combine(&self, r: Reduction, acc: V<'ctx>, x: V<'ctx>, d: DType) -> R<V<'ctx>> {
         match r {
-            Reduction::Sum => self.binary(BinOp::Add, acc, x, d),
+            Reduction::Sum | Reduction::Mean => self.binary(BinOp::Add, acc, x, d),
             Reduction::Prod => self.binary(BinOp::Mul, acc, x, d),
             Reduction::Max => self.extremum(acc, x, d, true),
             Reduction::Min => self.extremum(acc, x, d, false),

@@ -176,7 +176,8 @@ pub fn call(f: Func, args: &[Scalar], a0: DType, d: DType) -> Scalar {
 pub fn identity(r: Reduction, d: DType) -> Scalar {
     let float = d.is_float();
     match r {
-        Reduction::Sum => {
+        // A mean is lowered to a sum and a division; it starts and steps as the sum.
+        Reduction::Sum | Reduction::Mean => {
             if float {
                 Scalar::F(0.0)
             } else {
@@ -214,7 +215,7 @@ pub fn arg_takes(x: Scalar, best: Scalar, d: DType, max: bool) -> bool {
 /// One step of a reduction (`argmax`/`argmin` step with [`arg_takes`]).
 pub fn combine(r: Reduction, acc: Scalar, x: Scalar, d: DType) -> Scalar {
     match r {
-        Reduction::Sum => binary(BinOp::Add, acc, x, d),
+        Reduction::Sum | Reduction::Mean => binary(BinOp::Add, acc, x, d),
         Reduction::Prod => binary(BinOp::Mul, acc, x, d),
         Reduction::Max => extremum(acc, x, d, true),
         Reduction::Min => extremum(acc, x, d, false),

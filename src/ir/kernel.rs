@@ -243,6 +243,9 @@ pub enum Reduction {
     Max,
     Min,
     Prod,
+    /// The sum divided by the number of points (floats only); the verifier lowers it to a `Sum`
+    /// and a division, so no later stage sees it.
+    Mean,
     /// The i64 index (the reduction variable's value) of the first greatest element, a NaN
     /// counting as greatest (numpy's `argmax`); one reduction variable.
     ArgMax,
@@ -257,6 +260,7 @@ impl Reduction {
             Reduction::Max => "max",
             Reduction::Min => "min",
             Reduction::Prod => "prod",
+            Reduction::Mean => "mean",
             Reduction::ArgMax => "argmax",
             Reduction::ArgMin => "argmin",
         }
@@ -272,6 +276,7 @@ impl Reduction {
             "max" => Reduction::Max,
             "min" => Reduction::Min,
             "prod" => Reduction::Prod,
+            "mean" => Reduction::Mean,
             "argmax" => Reduction::ArgMax,
             "argmin" => Reduction::ArgMin,
             _ => return None,

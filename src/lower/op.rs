@@ -437,7 +437,7 @@ impl Cx<'_> {
                     kind.span,
                     "not a reduction",
                 )
-                .note("reductions are sum, max, min, prod, argmax and argmin"),
+                .note("reductions are sum, mean, max, min, prod, argmax and argmin"),
             );
         }
         let mut vs = Vec::new();

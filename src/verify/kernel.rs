@@ -664,6 +664,9 @@ impl Lx<'_> {
         if kind.is_arg() {
             return self.arg_reduce(kind, vars, (body_c, ty), span);
         }
+        if kind == Reduction::Mean {
+            return self.mean(vars, (body_c, ty), span);
+        }
         Ok((
             CExpr {
                 kind: CKind::Reduce {
@@ -675,6 +678,39 @@ impl Lx<'_> {
             },
             ty,
         ))
+    }
+
+    /// `mean[k..](e)`: `sum[k..](e)` divided by the number of points, a constant of the float
+    /// dtype (0/0, a NaN, for an empty range); integer bodies are E0038.
+    fn mean(&mut self, vars: Vec<usize>, body: (CExpr, Ty), span: Span) -> R<(CExpr, Ty)> {
+        let (body, ty) = body;
+        if matches!(ty, Ty::WeakInt) || matches!(ty, Ty::Known(d) if !d.is_float()) {
+            self.err(
+                codes::BAD_REDUCTION,
+                "`mean` of integers".into(),
+                span,
+                "cast the body to a float dtype, e.g. `mean[k](f32(x[k]))`",
+            );
+            return Err(());
+        }
+        let count = (vars.iter())
+            .map(|&v| self.vars[v].range)
+            .fold(1f64, |n, (lo, hi)| n * (hi - lo) as f64);
+        let dtype = placeholder(ty);
+        let sum = CExpr {
+            kind: CKind::Reduce {
+                kind: Reduction::Sum,
+                vars,
+                body: Box::new(body),
+            },
+            dtype,
+        };
+        let count = CExpr {
+            kind: CKind::Const(Scalar::F(count)),
+            dtype,
+        };
+        let kind = CKind::Binary(BinOp::Div, Box::new(sum), Box::new(count));
+        Ok((CExpr { kind, dtype }, ty))
     }
 
     /// `argmax`/`argmin`: one reduction variable; the body keeps its dtype (a weak one takes

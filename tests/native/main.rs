@@ -14,6 +14,7 @@ mod grid;
 mod halo;
 mod link;
 mod math;
+mod mean;
 mod native;
 mod native_cli;
 mod oracle;
