@@ -6,6 +6,8 @@
 //! output file is written, with one worker thread or several (the other workers stop instead
 //! of waiting forever).
 
+mod common;
+use common::double;
 use std::path::{Path, PathBuf};
 use tapc_runtime::cli::{self, Outcome};
 use tapc_runtime::exec::{execute, KernelFn, Options};
@@ -16,16 +18,6 @@ use tapc_runtime::{npy, DType, Data, Tensor};
 const N: usize = 4096;
 /// The element whose chunk the bad kernels fail on.
 const BAD: i64 = 3000;
-
-/// y[i] = 2 * x[i] over the chunk's range.
-unsafe extern "C-unwind" fn double(bases: *const *mut u8, range: *const i64) -> i32 {
-    let x = *bases as *const f32;
-    let y = *bases.add(1) as *mut f32;
-    for i in *range..*range.add(1) {
-        *y.offset(i as isize) = 2.0 * *x.offset(i as isize);
-    }
-    0
-}
 
 /// Like `double`, but panics in the chunk that holds element `BAD`.
 unsafe extern "C-unwind" fn double_or_panic(bases: *const *mut u8, range: *const i64) -> i32 {

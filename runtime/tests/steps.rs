@@ -3,6 +3,8 @@
 //! sink logged; a distributed plan refuses `--steps`; a plan's state section round-trips and is
 //! validated; and the step helpers every front end shares.
 
+mod common;
+use common::double;
 use std::collections::HashMap;
 use tapc_runtime::cli::{self, Outcome};
 use tapc_runtime::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task, View};
@@ -11,16 +13,6 @@ use tapc_runtime::steps::{parse_count, run_named, scalar_text, Steps};
 use tapc_runtime::{npy, DType, Data, Tensor};
 
 const N: usize = 4;
-
-/// h[i] = 2 * x[i].
-unsafe extern "C-unwind" fn double(bases: *const *mut u8, range: *const i64) -> i32 {
-    let x = *bases as *const f32;
-    let y = *bases.add(1) as *mut f32;
-    for i in *range..*range.add(1) {
-        *y.offset(i as isize) = 2.0 * *x.offset(i as isize);
-    }
-    0
-}
 
 /// `%x = state @x : f32[4]`, `%h = apply @double(%x)`, `update @x %h`, `sink @first` (h[0],
 /// one element) and `sink @h %h`.
