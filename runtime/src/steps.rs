@@ -31,7 +31,7 @@ impl Default for Steps {
 impl Steps {
     /// Whether step `s` (counted from 1) is logged.
     pub fn logs(&self, s: u64) -> bool {
-        self.log_every.is_some_and(|k| s % k == 0)
+        self.log_every.is_some_and(|k| s.is_multiple_of(k))
     }
 }
 
