@@ -5,6 +5,7 @@
 use super::cx::{err, Cx};
 use crate::diag::{codes, Span};
 use crate::syntax::ast;
+use crate::syntax::hints::{misspelling_of, not_a_keyword};
 use std::collections::HashMap;
 
 /// The states and updates of one graph, as lowering meets them.
@@ -88,15 +89,21 @@ pub(super) fn source_word(cx: &mut Cx, word: &Option<ast::Name>) -> Option<bool>
     if w.text == "state" {
         return Some(true);
     }
-    cx.report(
-        err(
-            codes::UNKNOWN_INSTR,
-            format!("unknown instruction `{}`", w.text),
-            w.span,
-            "not `source` or `state`",
-        )
-        .note("`%v = WORD @name : type` declares a `source` or a `state`"),
+    // `%x = soure @x : T` is a misspelt `source`, as the parser would say of it elsewhere.
+    if let Some(kw) = misspelling_of(&w.text, &["source"]) {
+        cx.report(not_a_keyword(&w.text, kw, w.span));
+        return None;
+    }
+    let d = err(
+        codes::UNKNOWN_INSTR,
+        format!("unknown instruction `{}`", w.text),
+        w.span,
+        "not `source` or `state`",
     );
+    cx.report(match misspelling_of(&w.text, &["state"]) {
+        Some(kw) => d.note(format!("help: did you mean `{kw}`?")),
+        None => d.note("`%v = WORD @name : type` declares a `source` or a `state`"),
+    });
     None
 }
 
@@ -105,14 +112,20 @@ pub(super) fn update_word(cx: &mut Cx, word: &ast::Name) -> bool {
     if word.text == "update" {
         return true;
     }
-    cx.report(
-        err(
-            codes::UNKNOWN_INSTR,
-            format!("unknown graph statement `{}`", word.text),
-            word.span,
-            "not a statement",
-        )
-        .note("`WORD @name %v` is `update @state %next`; a sink is `sink @name %v`"),
+    // `snk @out %v` is a misspelt `sink`.
+    if let Some(kw) = misspelling_of(&word.text, &["sink"]) {
+        cx.report(not_a_keyword(&word.text, kw, word.span));
+        return false;
+    }
+    let d = err(
+        codes::UNKNOWN_INSTR,
+        format!("unknown graph statement `{}`", word.text),
+        word.span,
+        "not a statement",
     );
+    cx.report(match misspelling_of(&word.text, &["update"]) {
+        Some(kw) => d.note(format!("help: did you mean `{kw}`?")),
+        None => d.note("`WORD @name %v` is `update @state %next`; a sink is `sink @name %v`"),
+    });
     false
 }

@@ -33,21 +33,27 @@ pub(super) fn misspelt_keyword(tokens: &[Spanned], at: usize) -> Option<Diagnost
         } else {
             continue;
         };
-        let limit = if w.len() <= 4 { 1 } else { 2 };
-        let Some(kw) = closest(w, candidates.iter().copied()) else {
+        let Some(kw) = misspelling_of(w, candidates) else {
             continue;
         };
-        if w.len() < 3 || edit_distance(kw, w) > limit {
-            continue;
-        }
-        let span = Span::new(tokens[j].0, tokens[j].2);
-        return Some(
-            Diagnostic::error(codes::SYNTAX, format!("`{w}` is not a keyword"))
-                .primary(span, "not a keyword")
-                .note(format!("help: did you mean `{kw}`?")),
-        );
+        return Some(not_a_keyword(w, kw, Span::new(tokens[j].0, tokens[j].2)));
     }
     None
+}
+
+/// The keyword of `candidates` that `w` misspells: the closest, at most 1 edit away for words
+/// of up to 4 letters, else 2; none for words under 3 letters.
+pub fn misspelling_of<'a>(w: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let limit = if w.len() <= 4 { 1 } else { 2 };
+    let kw = closest(w, candidates.iter().copied())?;
+    (w.len() >= 3 && edit_distance(kw, w) <= limit).then_some(kw)
+}
+
+/// "`w` is not a keyword", with "did you mean `kw`?" (E0002).
+pub fn not_a_keyword(w: &str, kw: &str, span: Span) -> Diagnostic {
+    Diagnostic::error(codes::SYNTAX, format!("`{w}` is not a keyword"))
+        .primary(span, "not a keyword")
+        .note(format!("help: did you mean `{kw}`?"))
 }
 
 /// Each `{` that is still open where an item keyword (`op`, `graph`, `extern`) starts a line,

@@ -9,7 +9,7 @@
 
 pub mod ast;
 mod grammar;
-mod hints;
+pub mod hints;
 pub mod lexer;
 mod parser;
 mod recover;
