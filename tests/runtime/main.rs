@@ -10,5 +10,6 @@ mod mpi_build;
 mod mpi_forms;
 mod mpi_memory;
 mod mpi_sinks;
+mod mpi_steps;
 mod paths;
 mod reliability;
