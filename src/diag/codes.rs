@@ -49,6 +49,7 @@ codes! {
     UNKNOWN_FUNCTION = "E0036": "an unknown kernel function, or one called with the wrong arguments";
     USE_BEFORE_DEF = "E0037": "a kernel temporary used before it is assigned";
     BAD_REDUCTION = "E0038": "an invalid reduction (unknown kind, bad or shadowing variables)";
+    BAD_GATHER = "E0039": "an invalid gathered index (not an integer input, nested, on the left-hand side, or an unsupported form)";
     BAD_PARAM = "E0040": "a missing, unknown or duplicate op parameter at an apply";
     BAD_SINK = "E0050": "two sinks with the same name";
     BAD_SEQUENCE = "E0051": "a sequence point naming something that is not a sink or apply";

@@ -64,7 +64,15 @@ pub fn run(
                             "add kernel statements to the extern op so the interpreter can evaluate it",
                         )
                     })?
-                    .map_err(|e| oom(e, format!("the results of `@{}`", a.op)))?
+                    .map_err(|e| match e {
+                        kernel::Failure::NoMemory(e) => {
+                            oom(e, format!("the results of `@{}`", a.op))
+                        }
+                        kernel::Failure::Gather(msg) => {
+                            Diagnostic::error(codes::RUNTIME, format!("`@{}`: {msg}", a.op))
+                                .primary(n.span, "in this apply")
+                        }
+                    })?
             }
             NodeKind::Sink { name, value } => {
                 // The last use moves the value out instead of copying it.

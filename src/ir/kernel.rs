@@ -229,6 +229,20 @@ pub enum IndexVar {
 pub enum Index {
     Expr(IExpr),
     Variadic(String, Span),
+    /// A gathered index: an integer loaded from another input, plus an affine offset
+    /// (`E[ids[b, s], h]`, `x[i, idx[i, j] + 1]`; docs/teg.md §5).
+    Gather(Gather),
+}
+
+/// `tensor[indices] + offset` as the index of an access: the inner indices are affine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gather {
+    pub tensor: String,
+    pub indices: Vec<IExpr>,
+    /// `+ e` or `- e` after the load, as written (`k + ids[i]` is kept as `ids[i] + k`).
+    pub offset: Option<(IOp, IExpr)>,
+    pub span: Span,
+    pub tensor_span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq)]

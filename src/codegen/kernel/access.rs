@@ -135,6 +135,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
             CKind::Load { src, index, .. } => {
                 out.extend(self.lin(src, index).terms.iter().map(|t| t.0))
             }
+            CKind::Gather(ga) => {
+                for (d, a) in ga.index.iter().enumerate() {
+                    out.extend(a.terms.iter().filter(|t| t.1 != 0).map(|t| t.0));
+                    if let Some(b) = &ga.by[d] {
+                        self.uses(b, out);
+                    }
+                }
+            }
             CKind::Reduce { vars, body, .. } => {
                 let mut inner = Vec::new();
                 self.uses(body, &mut inner);
