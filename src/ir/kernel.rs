@@ -234,6 +234,9 @@ pub enum Index {
     Gather(Gather),
 }
 
+/// What an index may be (the note of E0031 wherever it is reported).
+pub const INDEX_RULE: &str = "an index is built from integers, index variables, symbols, + and -, and * / % by constants; the only index computed from data is a gather: an integer loaded from another input plus an affine offset, `E[ids[i], j]`";
+
 /// `tensor[indices] + offset` as the index of an access: the inner indices are affine.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gather {

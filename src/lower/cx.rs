@@ -4,7 +4,7 @@
 
 use super::literal;
 use crate::diag::{codes, Code, Diagnostic, Diagnostics, Span};
-use crate::ir::kernel::{BinOp, IExpr, IOp, Stub, UnOp};
+use crate::ir::kernel::{BinOp, IExpr, IOp, Stub, UnOp, INDEX_RULE};
 use crate::ir::types::checked_elements;
 use crate::ir::{DType, TensorType};
 use crate::syntax::ast::{self, ExprKind};
@@ -88,7 +88,7 @@ fn non_affine(e: &ast::Expr) -> Diagnostic {
         e.span,
         why,
     )
-    .note("an index is built from integers, index variables, symbols, + and -, and * / % by constants; the only index computed from data is a gather: an integer loaded from another input plus an affine offset, `E[ids[i], j]`")
+    .note(INDEX_RULE)
 }
 
 impl Cx<'_> {

@@ -590,12 +590,9 @@ impl Lx<'_> {
             }
             Err(AffineError::NonAffine(why)) => {
                 let text = iexpr_text(e);
-                self.err(
-                    codes::NON_AFFINE,
-                    format!("index `{text}` is not affine in the index variables"),
-                    e.span(),
-                    why,
-                );
+                let msg = format!("index `{text}` is not affine in the index variables");
+                let d = self.site.err(codes::NON_AFFINE, msg, e.span(), why);
+                self.errs.push(d.note(INDEX_RULE));
                 Err(())
             }
         }
