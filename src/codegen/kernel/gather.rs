@@ -51,13 +51,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                     g.gather(ety, base, offs, grp.mask)
                 } else {
                     let off = g.bin(Op::Add, off.into(), x).into_int_value();
-                    if c == 0 {
-                        ptr::load(g.b, ety, ptr::element(g.b, base, ety, off))
-                    } else if c == 1 {
-                        g.vload(ety, ptr::element(g.b, base, ety, off), grp.mask)
-                    } else {
-                        g.gather(ety, base, self.lane_offsets(off, c), grp.mask)
-                    }
+                    self.strided_load(ety, base, off, c, grp.mask)
                 };
                 g.widen(v, d)
             })
