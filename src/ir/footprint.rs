@@ -155,15 +155,13 @@ fn output_boxes(inst: &Instance, boxes: &[(i64, i64)]) -> Boxes {
         .collect()
 }
 
+/// `f(input, index, whole, inside)` of [`input_loads`].
+type LoadVisitor<'a> = dyn FnMut(usize, &[Affine], &[bool], bool) + 'a;
+
 /// Calls `f(input, index, whole, inside)` for every load of an input in `e`; `whole[d]` says
 /// that dimension `d` is gathered (it reads the whole dimension), `inside` whether the load
 /// sits inside a reduction over variable `red`.
-fn input_loads(
-    e: &CExpr,
-    red: Option<usize>,
-    inside: bool,
-    f: &mut dyn FnMut(usize, &[Affine], &[bool], bool),
-) {
+fn input_loads(e: &CExpr, red: Option<usize>, inside: bool, f: &mut LoadVisitor) {
     match &e.kind {
         CKind::Load {
             src: Src::Input(k),

@@ -81,10 +81,7 @@ impl Cx<'_> {
             }
             inner.push(self.iexpr(i, codes::NON_AFFINE, "tensor index"));
         }
-        let offset = match offset {
-            Some((op, o)) => Some((op, self.iexpr(o, codes::NON_AFFINE, "tensor index"))),
-            None => None,
-        };
+        let offset = offset.map(|(op, o)| (op, self.iexpr(o, codes::NON_AFFINE, "tensor index")));
         let inner: Option<Vec<_>> = inner.into_iter().collect();
         let offset = match offset {
             Some((op, Some(o))) => Some((op, o)),
