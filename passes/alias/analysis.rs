@@ -264,7 +264,10 @@ fn collect(g: &Graph) -> Result<Collected, AliasError> {
             NodeKind::View(v) => Def::View(v.clone()),
             NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => continue,
             NodeKind::Grad { .. } => {
-                return Err(unverified(node.results[0], "a `grad` statement must be lowered first"))
+                return Err(unverified(
+                    node.results[0],
+                    "a `grad` statement must be lowered first",
+                ))
             }
         };
         if let Def::View(v) = &def {

@@ -278,7 +278,9 @@ impl NodeKind {
             NodeKind::Apply(a) => a.args.clone(),
             NodeKind::View(v) => v.operands().to_vec(),
             NodeKind::Sink { value, .. } | NodeKind::Pin { value } => vec![*value],
-            NodeKind::Grad { loss, wrt } => std::iter::once(*loss).chain(wrt.iter().copied()).collect(),
+            NodeKind::Grad { loss, wrt } => {
+                std::iter::once(*loss).chain(wrt.iter().copied()).collect()
+            }
             NodeKind::Source { .. } | NodeKind::Generator(_) | NodeKind::Sequence { .. } => vec![],
         }
     }

@@ -297,7 +297,10 @@ impl Cx<'_> {
         let unknown = |w: &ast::Name, what: &str| {
             err(
                 codes::UNKNOWN_INSTR,
-                format!("unknown graph instruction `{} ... {} ...`", d.instr.text, d.word.text),
+                format!(
+                    "unknown graph instruction `{} ... {} ...`",
+                    d.instr.text, d.word.text
+                ),
                 w.span,
                 format!("not {what}"),
             )
@@ -333,10 +336,7 @@ impl Cx<'_> {
             self.report(err(codes::ARITY, msg, span, "one result per `wrt` value"));
             return None;
         }
-        let kind = NodeKind::Grad {
-            loss: loss[0],
-            wrt,
-        };
+        let kind = NodeKind::Grad { loss: loss[0], wrt };
         gb.push(self, kind, results, tys, span);
         Some(())
     }
