@@ -9,5 +9,6 @@ mod cost;
 mod cost_cli;
 mod cost_model;
 mod fuse;
+mod grad;
 mod shard;
 mod unit;
