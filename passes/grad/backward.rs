@@ -55,7 +55,7 @@ impl Lowering<'_> {
                 NodeKind::View(v) => self
                     .e
                     .view_adjoint(v, dy, &|x| dep[x.index()])
-                    .map_err(|w| unsupported(w, node.span))?,
+                    .map_err(|w| unsupported(format!("the selector {w}"), node.span))?,
                 _ => vec![],
             };
             for (x, d) in parts {
@@ -100,10 +100,7 @@ impl Lowering<'_> {
             return Ok(vec![]);
         };
         let Some(sr) = self.stmts.get(&j).cloned() else {
-            let what = format!(
-                "an apply of `@{}` that is sharded or has no kernel (an extern op)",
-                a.op
-            );
+            let what = format!("`@{}` is sharded or has no kernel (an extern op)", a.op);
             return Err(unsupported(what, node.span));
         };
         let y = node.results[0];
@@ -120,7 +117,7 @@ impl Lowering<'_> {
             let cx = self.stmt_cx(sr.old_node, sr.stmt, &sr.srcs, yt.clone());
             let g = cx
                 .adjoint(&opname, &s)
-                .map_err(|w| unsupported(format!("{w} (in `@{}`)", a.op), node.span))?;
+                .map_err(|w| unsupported(format!("in `@{}`, {w}", a.op), node.span))?;
             let Some(g) = g else {
                 self.e.taken.remove(&opname);
                 continue;

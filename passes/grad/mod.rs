@@ -162,7 +162,7 @@ fn reaches(g: &Graph, loss: ValueId) -> Vec<bool> {
 fn unsupported(what: String, span: Span) -> Diagnostic {
     Diagnostic::error(
         codes::GRAD_UNSUPPORTED,
-        format!("`grad` cannot differentiate {what} yet"),
+        format!("no adjoint rule yet: {what}"),
     )
     .primary(span, "on the path from a `wrt` value to the loss")
     .note("docs/passes/grad.md lists the supported constructs")

@@ -327,8 +327,7 @@ impl Cx<'_> {
                 format!("`grad` takes one loss value, not {}", loss.len())
             } else {
                 format!(
-                    "`grad` with respect to {} value(s) defines {} result(s), not {}",
-                    wrt.len(),
+                    "`grad` with respect to {} value(s) defines as many results, but {} are named",
                     wrt.len(),
                     results.len()
                 )
