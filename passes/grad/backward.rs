@@ -119,8 +119,7 @@ impl Lowering<'_> {
                 .adjoint(&opname, &s)
                 .map_err(|w| unsupported(format!("in `@{}`, {w}", a.op), node.span))?;
             let Some(g) = g else {
-                self.e.taken.remove(&opname);
-                continue;
+                continue; // no float path from this input: its name stays unused
             };
             let args = g
                 .inputs

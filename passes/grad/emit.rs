@@ -4,40 +4,24 @@
 use crate::diag::Span;
 use crate::ir::graph::{Apply, NodeKind, ValueId, View};
 use crate::ir::{OpDef, TensorType};
+use crate::passes::fuse::emit::Names;
 use crate::passes::rewrite::Builder;
-use std::collections::HashSet;
 
 pub struct Emitter<'a> {
     pub b: Builder<'a>,
     /// Ops generated so far, appended to the module at the end.
     pub ops: Vec<OpDef>,
     /// Every op name of the module and of `ops`.
-    pub taken: HashSet<String>,
+    pub taken: Names,
     /// The span generated nodes carry (the `grad` statement's, or the split apply's).
     pub span: Span,
 }
 
 impl Emitter<'_> {
-    /// `@{graph}_{base}`, with `_1`, `_2`, ... when taken; `base` made an identifier.
+    /// `@{graph}_{base}` made an identifier, with a number appended when taken.
     pub fn op_name(&mut self, base: &str) -> String {
-        let clean: String = base
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let stem = format!("{}_{clean}", self.b.new.name);
-        let mut name = stem.clone();
-        let mut k = 1;
-        while !self.taken.insert(name.clone()) {
-            name = format!("{stem}_{k}");
-            k += 1;
-        }
-        name
+        let want = format!("{}_{base}", self.b.new.name);
+        self.taken.fresh(&want)
     }
 
     /// The type of a value of the graph being built.

@@ -47,9 +47,9 @@ impl Pass for GradPass {
             return Ok(false);
         }
         let facts = cx.take_facts(m)?;
-        for gi in 0..m.graphs.len() {
+        for (gi, f) in facts.iter().enumerate() {
             if m.graphs[gi].has_grad() {
-                let (g, ops) = lower_graph(m, gi, &facts[gi])?;
+                let (g, ops) = lower_graph(m, gi, f)?;
                 m.graphs[gi] = g;
                 m.ops.extend(ops);
             }
@@ -85,7 +85,7 @@ fn lower_graph(
         e: Emitter {
             b: Builder::new(old, false),
             ops: Vec::new(),
-            taken: m.ops.iter().map(|o| o.name.clone()).collect(),
+            taken: crate::passes::fuse::emit::Names::with(m.ops.iter().map(|o| o.name.clone())),
             span: old.span,
         },
         facts,

@@ -112,26 +112,24 @@ pub fn cases() -> Vec<Case> {
     });
     c.push(Case {
         construct: "softmax (temporaries)",
-        src: format!(
-            "op @softmax(x: f64[M, N]) -> (y: f64[M, N]) {{\n  m[i] = max[j](x[i, j])\n  \
-             s[i] = sum[j](exp(x[i, j] - m[i]))\n  y[i, j] = exp(x[i, j] - m[i]) / s[i]\n}}\n\
-             op @dot(y: f64[M, N], t: f64[M, N]) -> (l: f64[]) {{\n  l[] = sum[i, j](y[i, j] * t[i, j])\n}}\n\
-             graph @g {{\n  %a = source @a : f64[3, 4]\n  %b = source @b : f64[3, 4]\n  %y = apply @softmax(%a)\n\
-             %l = apply @dot(%y, %b)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
-        ),
+        src: "op @softmax(x: f64[M, N]) -> (y: f64[M, N]) {\n  m[i] = max[j](x[i, j])\n  \
+             s[i] = sum[j](exp(x[i, j] - m[i]))\n  y[i, j] = exp(x[i, j] - m[i]) / s[i]\n}\n\
+             op @dot(y: f64[M, N], t: f64[M, N]) -> (l: f64[]) {\n  l[] = sum[i, j](y[i, j] * t[i, j])\n}\n\
+             graph @g {\n  %a = source @a : f64[3, 4]\n  %b = source @b : f64[3, 4]\n  %y = apply @softmax(%a)\n\
+             %l = apply @dot(%y, %b)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}\n"
+            .to_string(),
         wrt: &["a", "b"],
     });
     c.push(Case {
         construct: "layernorm (temporaries, scale and shift)",
-        src: format!(
-            "op @ln(x: f64[M, N], g: f64[N], h: f64[N]) -> (y: f64[M, N]) {{\n  \
+        src: "op @ln(x: f64[M, N], g: f64[N], h: f64[N]) -> (y: f64[M, N]) {\n  \
              mu[i] = sum[j](x[i, j]) / f64(N)\n  v[i] = sum[j]((x[i, j] - mu[i]) * (x[i, j] - mu[i])) / f64(N)\n  \
-             y[i, j] = (x[i, j] - mu[i]) / sqrt(v[i] + 0.00001) * g[j] + h[j]\n}}\n\
-             op @dot(y: f64[M, N], t: f64[M, N]) -> (l: f64[]) {{\n  l[] = sum[i, j](y[i, j] * t[i, j])\n}}\n\
-             graph @g {{\n  %a = source @a : f64[3, 4]\n  %c = source @c : f64[4]\n  %e = source @e : f64[4]\n\
+             y[i, j] = (x[i, j] - mu[i]) / sqrt(v[i] + 0.00001) * g[j] + h[j]\n}\n\
+             op @dot(y: f64[M, N], t: f64[M, N]) -> (l: f64[]) {\n  l[] = sum[i, j](y[i, j] * t[i, j])\n}\n\
+             graph @g {\n  %a = source @a : f64[3, 4]\n  %c = source @c : f64[4]\n  %e = source @e : f64[4]\n\
              %t = source @t : f64[3, 4]\n  %y = apply @ln(%a, %c, %e)\n  %l = apply @dot(%y, %t)\n\
-             %da, %dc, %de = grad %l wrt %a, %c, %e\n  sink @l %l\n  sink @da %da\n  sink @dc %dc\n  sink @de %de\n}}\n"
-        ),
+             %da, %dc, %de = grad %l wrt %a, %c, %e\n  sink @l %l\n  sink @da %da\n  sink @dc %dc\n  sink @de %de\n}\n"
+            .to_string(),
         wrt: &["a", "c", "e"],
     });
     c.push(Case {
@@ -158,4 +156,18 @@ pub fn cases() -> Vec<Case> {
         selector("repeat", "%v = repeat %a times 3 axis 1", 2),
     ]);
     c
+}
+
+/// `src` compiled and lowered by the `grad` pass; asserts that the printed result re-parses to
+/// the same module (so the text is what the callers run).
+pub fn lowered(name: &str, src: &str) -> (tapc::ir::Module, Vec<tapc::verify::GraphFacts>) {
+    use tapc::passes::manager::{run_pipeline, RunConfig};
+    let (mut m, facts) = super::compile_ok(name, src);
+    let config = RunConfig::default();
+    run_pipeline(&mut m, facts, "grad", &config, &mut String::new())
+        .unwrap_or_else(|d| panic!("{name}: grad failed: {}", d.message));
+    let printed = tapc::print::print_module(&m);
+    let (m2, facts2) = super::compile_ok(&format!("{name} (lowered)"), &printed);
+    assert_eq!(m, m2, "{name}: the lowered module re-parses to itself");
+    (m2, facts2)
 }

@@ -3,25 +3,11 @@
 //! (§5.3), and the gradients of `examples/grad_mlp.teg` computed by a compiled program.
 
 use crate::common;
-use common::grad_cases::{cases, CASES};
+use common::grad_cases::{cases, lowered, CASES};
 use common::tolerance::first_mismatch;
 use std::collections::HashMap;
 use std::process::Command;
-use tapc::passes::manager::{run_pipeline, RunConfig};
 use tapc_runtime::Tensor;
-
-fn lowered(name: &str, src: &str) -> (tapc::ir::Module, Vec<tapc::verify::GraphFacts>) {
-    let (mut m, facts) = common::compile_ok(name, src);
-    let cx = run_pipeline(
-        &mut m,
-        facts,
-        "grad",
-        &RunConfig::default(),
-        &mut String::new(),
-    )
-    .unwrap_or_else(|d| panic!("{name}: grad failed: {}", d.message));
-    (m, cx.facts)
-}
 
 fn jit(
     m: &tapc::ir::Module,

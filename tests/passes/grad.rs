@@ -7,35 +7,13 @@
 
 use crate::common;
 
-use common::grad_cases::{cases, Case, CASES};
+use common::grad_cases::{cases, lowered, Case, CASES};
 use std::collections::HashMap;
-use tapc::passes::manager::{run_pipeline, RunConfig};
 use tapc_runtime::{Data, Tensor};
 
 /// The inputs of a case: every source `f64` in [-2, 2), fixed seed.
 fn case_inputs(m: &tapc::ir::Module) -> HashMap<String, Tensor> {
     common::inputs(m, 0)
-}
-
-fn lowered(c: &Case) -> (tapc::ir::Module, Vec<tapc::verify::GraphFacts>) {
-    let (mut m, facts) = common::compile_ok(c.construct, &c.src);
-    let cx = run_pipeline(
-        &mut m,
-        facts,
-        "grad",
-        &RunConfig::default(),
-        &mut String::new(),
-    )
-    .unwrap_or_else(|d| panic!("{}: grad failed: {}", c.construct, d.message));
-    let printed = tapc::print::print_module(&m);
-    let (m2, facts2) = common::compile_ok(&format!("{} (lowered)", c.construct), &printed);
-    assert_eq!(
-        m, m2,
-        "{}: the lowered module re-parses to itself",
-        c.construct
-    );
-    let _ = cx;
-    (m2, facts2)
 }
 
 fn loss(
@@ -54,7 +32,7 @@ fn set(t: &mut Tensor, k: usize, v: f64) {
 
 /// Compares each gradient entry with a central difference; the number of entries compared.
 fn check_case(c: &Case) -> usize {
-    let (m, f) = lowered(c);
+    let (m, f) = lowered(c.construct, &c.src);
     let inputs = case_inputs(&m);
     let sinks = common::run(&m, &f, 0, &inputs);
     let (h, tol) = if c.construct == "float cast" {
