@@ -40,6 +40,13 @@ pub struct Names {
 }
 
 impl Names {
+    /// A set holding `taken` already.
+    pub fn with(taken: impl IntoIterator<Item = String>) -> Names {
+        Names {
+            taken: taken.into_iter().collect(),
+        }
+    }
+
     pub fn fresh(&mut self, want: &str) -> String {
         let mut base: String = want
             .chars()

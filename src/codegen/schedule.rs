@@ -504,6 +504,9 @@ impl Builder<'_> {
             NodeKind::Apply(a) => self.apply(i, a, facts)?,
             NodeKind::Sink { name, value } => self.sink(name, *value),
             NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
+            NodeKind::Grad { .. } => {
+                return Err(crate::diag::grad_not_lowered(self.g.nodes[i].span))
+            }
         }
         Ok(())
     }

@@ -55,6 +55,8 @@ codes! {
     BAD_SEQUENCE = "E0051": "a sequence point naming something that is not a sink or apply";
     CYCLE = "E0052": "a cycle through sequence points";
     BAD_PIN = "E0053": "a pin naming something that is not a value defined above";
+    BAD_GRAD_LOSS = "E0060": "a `grad` whose loss is not a rank-0 float value";
+    BAD_GRAD_WRT = "E0061": "a `grad` with respect to a value that is not a float tensor";
     BAD_SIGNATURE = "E0070": "an invalid explicit signature in an extern op";
     NO_KERNEL = "E0071": "evaluation of an extern op that has no reference kernel";
     BAD_RANGE = "E0080": "an invalid sharded index range or placement";
@@ -65,4 +67,5 @@ codes! {
     BAD_GRAPH_CHOICE = "E0104": "no graph, or several graphs and no `--graph NAME`";
     PASS_FAILED = "E0105": "a pass failed or produced a module that does not verify (a compiler bug)";
     BAD_SHARD = "E0106": "an apply that cannot be sharded as asked";
+    GRAD_UNSUPPORTED = "E0110": "a construct on the path from a `grad`'s inputs to its loss that the `grad` pass cannot differentiate (yet)";
 }

@@ -88,6 +88,7 @@ pub fn run(
                 vec![]
             }
             NodeKind::Sequence { .. } | NodeKind::Pin { .. } => vec![],
+            NodeKind::Grad { .. } => return Err(crate::diag::grad_not_lowered(n.span)),
         };
         for (v, val) in n.results.iter().zip(out) {
             vals[v.index()] = Some(val);

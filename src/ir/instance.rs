@@ -161,7 +161,7 @@ pub enum Scalar {
     B(bool),
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Src {
     Input(usize),
     Temp(usize),

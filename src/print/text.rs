@@ -308,6 +308,9 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         NodeKind::Source { name, ty } => return format!("{results} = source @{name} : {ty}"),
         NodeKind::Sink { name, value } => return format!("sink @{name} {}", val(g, *value)),
         NodeKind::Pin { value } => return format!("pin {}", val(g, *value)),
+        NodeKind::Grad { loss, wrt } => {
+            format!("grad {} wrt {}", val(g, *loss), list(wrt, |v| val(g, *v)))
+        }
         NodeKind::Sequence { before, after } => {
             let r = |x: &SeqRef| match x {
                 SeqRef::Sink(s) => format!("@{s}"),

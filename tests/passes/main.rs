@@ -10,5 +10,6 @@ mod cost_cli;
 mod cost_model;
 mod fuse;
 mod gather;
+mod grad;
 mod shard;
 mod unit;
