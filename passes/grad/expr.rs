@@ -3,8 +3,8 @@
 //! constructors, and the renaming of index variables in an expression already built.
 
 use crate::diag::Span;
-use crate::ir::instance::{Affine, CExpr, CKind, Scalar, Src};
-use crate::ir::kernel::{BinOp, Func, IExpr, IOp, Index, KExpr, KExprKind, UnOp};
+use crate::ir::instance::{Affine, CExpr, CKind, GatherLoad, Scalar, Src};
+use crate::ir::kernel::{BinOp, Func, Gather, IExpr, IOp, Index, KExpr, KExprKind, UnOp};
 use crate::ir::DType;
 use std::collections::HashMap;
 
@@ -71,6 +71,7 @@ impl<'a> Writer<'a> {
                     .collect();
                 access(&(self.src_name)(src), idx)
             }
+            CKind::Gather(g) => self.write_gather(g, local),
             CKind::Reduce { kind, vars, body } => {
                 let saved: Vec<_> = vars.iter().map(|v| (*v, local.get(v).cloned())).collect();
                 let names: Vec<String> = vars.iter().map(|_| self.fresh()).collect();
@@ -96,6 +97,29 @@ impl<'a> Writer<'a> {
                 bin(*op, a, b)
             }
         }
+    }
+}
+
+impl Writer<'_> {
+    /// `E[ids[b], h]`: each gathered dimension as its index load plus the affine offset.
+    fn write_gather(&self, g: &GatherLoad, local: &HashMap<usize, String>) -> KExpr {
+        let name = |v: usize| self.var(v, local);
+        let idx = (g.index.iter().zip(&g.by))
+            .map(|(a, by)| match by.as_ref().map(|b| &b.kind) {
+                Some(CKind::Load { src, index, .. }) => Index::Gather(Gather {
+                    tensor: (self.src_name)(src),
+                    indices: index.iter().map(|i| affine(i, &name)).collect(),
+                    offset: (*a != Affine::constant(0)).then(|| (IOp::Add, affine(a, &name))),
+                    span: Span::default(),
+                    tensor_span: Span::default(),
+                }),
+                _ => Index::Expr(affine(a, &name)),
+            })
+            .collect();
+        k(KExprKind::Access(
+            (self.src_name)(&Src::Input(g.input)),
+            idx,
+        ))
     }
 }
 
@@ -213,13 +237,7 @@ pub fn rename(e: &mut KExpr, map: &HashMap<String, String>) {
                 *n = m.clone();
             }
         }
-        KExprKind::Access(_, idx) => {
-            for i in idx {
-                if let Index::Expr(x) = i {
-                    rename_index(x, map);
-                }
-            }
-        }
+        KExprKind::Access(_, idx) => idx.iter_mut().for_each(|i| rename_entry(i, map)),
         KExprKind::Reduce(_, _, b) | KExprKind::Unary(_, b) => rename(b, map),
         KExprKind::Call(_, args) => args.iter_mut().for_each(|a| rename(a, map)),
         KExprKind::Binary(_, a, b) => {
@@ -227,6 +245,20 @@ pub fn rename(e: &mut KExpr, map: &HashMap<String, String>) {
             rename(b, map);
         }
         KExprKind::Int(_) | KExprKind::Float(_) | KExprKind::Bool(_) => {}
+    }
+}
+
+/// Renames in one index entry: an affine index, or a gather's inner indices and offset.
+fn rename_entry(i: &mut Index, map: &HashMap<String, String>) {
+    match i {
+        Index::Expr(x) => rename_index(x, map),
+        Index::Gather(g) => {
+            g.indices.iter_mut().for_each(|x| rename_index(x, map));
+            if let Some((_, x)) = &mut g.offset {
+                rename_index(x, map);
+            }
+        }
+        Index::Variadic(..) => {}
     }
 }
 
@@ -246,13 +278,21 @@ fn rename_index(x: &mut IExpr, map: &HashMap<String, String>) {
     }
 }
 
-/// The tensors `e` reads.
+/// The tensors `e` reads (a gather's index tensors too).
 pub fn reads(e: &KExpr, out: &mut Vec<String>) {
+    let mut add = |t: &String| {
+        if !out.contains(t) {
+            out.push(t.clone());
+        }
+    };
     match &e.kind {
-        KExprKind::Access(t, _) => {
-            if !out.contains(t) {
-                out.push(t.clone());
-            }
+        KExprKind::Access(t, idx) => {
+            add(t);
+            idx.iter().for_each(|i| {
+                if let Index::Gather(g) = i {
+                    add(&g.tensor);
+                }
+            });
         }
         KExprKind::Reduce(_, _, b) | KExprKind::Unary(_, b) => reads(b, out),
         KExprKind::Call(_, args) => args.iter().for_each(|a| reads(a, out)),

@@ -45,6 +45,10 @@ impl Back<'_, '_> {
                     });
                 }
             }
+            CKind::Gather(g) if Src::Input(g.input) == self.source => self.unsupported(
+                "a gathered load (its adjoint, a scatter-add, is not in the language yet)",
+            ),
+            CKind::Gather(_) => {}
             CKind::Reduce { kind, vars, body } => {
                 self.reduce(e, *kind, vars, body, adj, bound, root)
             }
