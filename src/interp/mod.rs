@@ -69,7 +69,8 @@ pub fn run(
                             oom(e, format!("the results of `@{}`", a.op))
                         }
                         kernel::Failure::Gather(msg) => {
-                            Diagnostic::error(codes::RUNTIME, format!("`@{}`: {msg}", a.op))
+                            let what = format!("apply `@{}` -> {}", a.op, value_name());
+                            Diagnostic::error(codes::RUNTIME, format!("{what} failed: {msg}"))
                                 .primary(n.span, "in this apply")
                         }
                     })?

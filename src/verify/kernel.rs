@@ -9,7 +9,7 @@ use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::instance::*;
 use crate::ir::kernel::*;
 use crate::ir::TensorType;
-use crate::print::iexpr_text;
+use crate::print::{gather_text, iexpr_text};
 use std::collections::{HashMap, HashSet};
 use tapc_runtime::DType;
 
@@ -527,7 +527,7 @@ impl Lx<'_> {
                     let (load, offset) = self.gathered(g, scope)?;
                     index.push(offset);
                     by.push(Some(load));
-                    texts.push((g.span, gather::text(g)));
+                    texts.push((g.span, gather_text(g)));
                 }
                 Index::Expr(e) => {
                     index.push(self.affine(e, scope)?);

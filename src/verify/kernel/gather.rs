@@ -1,12 +1,13 @@
 //! Gathered accesses (`E[ids[b, s], h]`): the index tensor must be an integer input read at
 //! affine indices, and the gathered tensor an input. The result is a [`CKind::Gather`]; the
-//! bounds of a gathered dimension are checked at run time (docs/teg.md §12).
+//! bounds of a gathered dimension are checked at run time (docs/teg.md §12). This file extends
+//! the lowering context of `kernel.rs` with methods; `kernel.rs` imports nothing from it.
 
 use super::{Lx, Scope, R};
 use crate::diag::{codes, Span};
 use crate::ir::instance::{Affine, CExpr, CKind, GatherLoad, Src};
 use crate::ir::kernel::{Gather, IOp};
-use crate::print::{gather_text, iexpr_text};
+use crate::print::iexpr_text;
 use std::collections::HashMap;
 
 impl Lx<'_> {
@@ -107,9 +108,4 @@ impl Lx<'_> {
             texts,
         })))
     }
-}
-
-/// The text of a gathered index, for messages.
-pub(super) fn text(g: &Gather) -> String {
-    gather_text(g)
 }
