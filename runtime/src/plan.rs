@@ -269,6 +269,10 @@ impl Plan {
             w.u32s(&[x.node, x.buffer, x.elem]);
             w.runs(&x.runs);
         }
+        let pairs: Vec<u32> = (self.dist.replicas.iter())
+            .flat_map(|&(t, n)| [t, n])
+            .collect();
+        w.u32s(&pairs);
         let sum = checksum(&w.0);
         w.u64(sum);
         w.0
@@ -542,7 +546,17 @@ impl<'a> R<'a> {
             transfers: self.list(R::transfer)?,
             broadcasts: self.list(R::u32s)?,
             windows: self.list(R::window)?,
+            replicas: self.replicas()?,
         })
+    }
+
+    /// `(task, node)` pairs, encoded as one flat list.
+    fn replicas(&mut self) -> Result<Vec<(u32, u32)>, String> {
+        let flat = self.u32s()?;
+        if flat.len() % 2 != 0 {
+            return Err("corrupt plan: bad replicas".into());
+        }
+        Ok(flat.chunks(2).map(|p| (p[0], p[1])).collect())
     }
 
     fn transfer(&mut self) -> Result<Transfer, String> {
@@ -733,9 +747,13 @@ mod tests {
                 runs: vec![(0, 2)],
             }],
             broadcasts: vec![],
+            replicas: vec![(0, 2)],
         };
         assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
         p.validate(1).unwrap();
+        p.dist.replicas.push((1, 0));
+        assert!(p.validate(1).unwrap_err().contains("replica"));
+        p.dist.replicas.pop();
         // A broadcast: the same data to two nodes.
         let t = Transfer {
             before: Some(0),

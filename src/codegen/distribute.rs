@@ -1,7 +1,10 @@
 //! Placement and transfers of a distributed (`--mpi`) schedule.
 //!
 //! Every task runs on one node: an apply on its `on N` (node 0 when unplaced), a gather or
-//! generator on the node of its first consumer (node 0 when only a sink reads it). Then, for
+//! generator on the node of its first consumer (node 0 when only a sink reads it). A generator
+//! task (`iota`, `rand`: its elements are functions of their global coordinates) also runs on
+//! every other node that reads it (node 0 for a sink), so its output never moves: the cost
+//! model takes generators as available everywhere for free. Then, for
 //! every region a task reads (its footprint, from the same projections the cost model
 //! charges) and every earlier writer of that buffer on another node, the intersection of the
 //! two regions becomes one [`Transfer`] of exactly those elements. Sources live on node 0 and
@@ -9,7 +12,7 @@
 //! bytes for two tasks receives them twice, again as the model counts. The union of what a
 //! node's tasks read of each source is its input window: what its rank reads from the file.
 
-use super::schedule::{Region, Schedule};
+use super::schedule::{KernelSpec, Region, Schedule};
 use tapc_runtime::mpi::dist::{intersect, normalize, region_runs, Dist, Runs, Transfer, Window};
 use tapc_runtime::plan::Init;
 
@@ -37,6 +40,9 @@ pub fn plan(s: &Schedule) -> Dist {
         }
     }
     let nodes: Vec<u32> = nodes.into_iter().map(|x| x.unwrap_or(0)).collect();
+    let replicas = replicas(s, &nodes, &dependents);
+    // (buffer, node): a generator's output computed on that node, which never receives it.
+    let mut generated: Vec<(u32, u32)> = Vec::new();
     let mut writers: Vec<Vec<Writer>> = vec![Vec::new(); s.plan.buffers.len()];
     for (b, buf) in s.plan.buffers.iter().enumerate() {
         if let Init::Source(k) = buf.init {
@@ -48,7 +54,14 @@ pub fn plan(s: &Schedule) -> Dist {
         }
     }
     let mut transfers = Vec::new();
-    let mut fetch = |r: &Region, to: u32, before: Option<u32>, writers: &[Vec<Writer>]| {
+    let mut fetch = |r: &Region,
+                     to: u32,
+                     before: Option<u32>,
+                     writers: &[Vec<Writer>],
+                     generated: &[(u32, u32)]| {
+        if generated.contains(&(r.buffer, to)) {
+            return;
+        }
         let wanted = runs_of(r);
         for (w, from, wruns) in &writers[r.buffer as usize] {
             if *from == to {
@@ -71,14 +84,18 @@ pub fn plan(s: &Schedule) -> Dist {
     };
     for (i, a) in s.access.iter().enumerate() {
         for r in &a.reads {
-            fetch(r, nodes[i], Some(i as u32), &writers);
+            fetch(r, nodes[i], Some(i as u32), &writers, &generated);
         }
         for w in &a.writes {
             writers[w.buffer as usize].push((Some(i as u32), nodes[i], runs_of(w)));
+            let copies = replicas.iter().filter(|p| p.0 == i as u32);
+            for &(_, node) in copies {
+                generated.extend([(w.buffer, nodes[i]), (w.buffer, node)]);
+            }
         }
     }
     for r in &s.sink_reads {
-        fetch(r, 0, None, &writers);
+        fetch(r, 0, None, &writers, &generated);
     }
     let reads =
         (s.access.iter().zip(&nodes)).flat_map(|(a, &n)| a.reads.iter().map(move |r| (n, r)));
@@ -89,7 +106,29 @@ pub fn plan(s: &Schedule) -> Dist {
         transfers,
         windows,
         broadcasts,
+        replicas,
     }
+}
+
+/// `(task, node)`: the nodes besides its own that read a generator task's output (node 0
+/// when a sink reads it), where it runs too.
+fn replicas(s: &Schedule, nodes: &[u32], dependents: &[Vec<usize>]) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for (i, t) in s.plan.tasks.iter().enumerate() {
+        if !matches!(s.kernels[t.kernel as usize], KernelSpec::Generate { .. }) {
+            continue;
+        }
+        let writes = &s.access[i].writes;
+        let sunk = (s.sink_reads.iter()).any(|r| writes.iter().any(|w| w.buffer == r.buffer));
+        let mut readers: Vec<u32> = (dependents[i].iter().map(|&d| nodes[d]))
+            .chain(sunk.then_some(0))
+            .filter(|&n| n != nodes[i])
+            .collect();
+        readers.sort_unstable();
+        readers.dedup();
+        out.extend(readers.into_iter().map(|n| (i as u32, n)));
+    }
+    out
 }
 
 /// Receivers from which a broadcast beats point-to-point sends: a binomial tree reaches `n`

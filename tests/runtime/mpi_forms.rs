@@ -107,9 +107,14 @@ fn a_grid_sharded_matmul_on_4_ranks_moves_only_each_blocks_rows_and_columns() {
         "op @mm(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {{
   c[i, j] = sum[k](a[i, k] * b[k, j])
 }}
+op @twice(x: f32[P, Q]) -> (y: f32[P, Q]) {{
+  y[p, q] = x[p, q] + x[p, q]
+}}
 graph @g {{
-  %a = rand seed 1 : f32[{m}, {k}]
-  %b = rand seed 2 : f32[{k}, {n}]
+  %ra = rand seed 1 : f32[{m}, {k}]
+  %rb = rand seed 2 : f32[{k}, {n}]
+  %a = apply @twice(%ra)
+  %b = apply @twice(%rb)
   %c = apply @mm(%a, %b)
   sink @c %c
 }}
@@ -118,8 +123,10 @@ graph @g {{
     let dir = common::scratch("grid-mm");
     let passes = "canonicalize,shard{parts=2x2,dim=i*j},canonicalize";
     let err = same_as_single(&dir, &src, passes, 4, "c");
-    // Node 0 generates both operands: block (r, c) on node 2r + c needs a's rows r and b's
-    // columns c; node 0 keeps its own, the others receive exactly theirs.
+    // Node 0 computes both operands (`@twice` has no `i` or `j`, so it stays whole, unplaced;
+    // a generator read directly would be computed on every node that reads it, moving
+    // nothing): block (r, c) on node 2r + c needs a's rows r and b's columns c; node 0 keeps
+    // its own, the others receive exactly theirs.
     let (rows, cols) = ((m / 2) as u64, (n / 2) as u64);
     let a_bytes = rows * k as u64 * 4;
     let b_bytes = cols * k as u64 * 4;

@@ -20,6 +20,10 @@ pub struct Dist {
     /// Groups of transfers (indices) of the same data from one writer to distinct nodes that
     /// run as one broadcast (`MPI_Ibcast` over the ranks involved) instead of point to point.
     pub broadcasts: Vec<Vec<u32>>,
+    /// `(task, node)`: a task that also runs on `node` besides its own. A generator (`iota`,
+    /// `rand`) runs on every node that reads it, computing the same elements from their
+    /// global coordinates, so its output never moves (as the cost model assumes).
+    pub replicas: Vec<(u32, u32)>,
 }
 
 /// Where a rank stands in a job of `size` ranks: node `n` runs on rank `n mod size`.
@@ -77,7 +81,17 @@ impl Transfer {
 impl Dist {
     /// The number of nodes the plan uses (0 when it is not distributed).
     pub fn node_count(&self) -> u32 {
-        self.nodes.iter().map(|&n| n + 1).max().unwrap_or(0)
+        let replicas = self.replicas.iter().map(|&(_, n)| n);
+        (self.nodes.iter().copied().chain(replicas))
+            .map(|n| n + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether task `task` runs on rank `at.rank` (on its node or as a replica).
+    pub fn runs_on(&self, task: usize, at: Place) -> bool {
+        at.rank_of(self.nodes[task]) == at.rank
+            || (self.replicas.iter()).any(|&(t, n)| t as usize == task && at.rank_of(n) == at.rank)
     }
 
     /// Checks indices and that every run stays inside its buffer.
@@ -114,6 +128,9 @@ impl Dist {
             if g.len() < 2 || !g.iter().all(same) {
                 return bad(format!("broadcast {i} is malformed"));
             }
+        }
+        if self.replicas.iter().any(|&(t, _)| t as usize >= tasks) {
+            return bad("a replica names a missing task".into());
         }
         for (i, w) in self.windows.iter().enumerate() {
             let size = buffers.get(w.buffer as usize).copied();

@@ -164,7 +164,7 @@ struct Builder<'p> {
 
 impl Builder<'_> {
     fn on_me(&self, task: usize) -> bool {
-        self.at.rank_of(self.plan.dist.nodes[task]) == self.at.rank
+        self.plan.dist.runs_on(task, self.at)
     }
 
     fn push(&mut self, t: Task, r: Role) -> u32 {
