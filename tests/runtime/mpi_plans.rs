@@ -7,13 +7,17 @@
 //! `examples/mlp.teg`, every other row of the logits, was charged all of node 1's rows
 //! (2,560 B predicted, 1,920 B moved with gathered sinks).
 //!
-//! Not on the transformer (run, not asserted; the test prints what it moved): `fuse`, run after
-//! `cost`, fuses more than the chosen plan says: on 2 nodes it fuses the residual `add` into
-//! the second `layernorm` of a row-sharded pair (recomputing it), so node 1's half of `%a` moves
-//! twice (12,288 B more than predicted with gathered sinks; on 4 nodes the figures differ by
-//! 3,072 B, not analysed).
-//! The model does not represent fusing sharded chains or recomputing a producer for two
-//! consumers (docs/passes/cost.md, *Not done*).
+//! The programs are compiled with `canonicalize,cost{...},canonicalize`: the cost pass carries
+//! out the plan it chose, its fusions included. A `fuse` pass after it (the README's pipeline)
+//! fuses more than the plan says: on the transformer it fuses the residual `add` into the
+//! second `layernorm` of a row-sharded pair (recomputing it), so node 1's half of `%a` moves
+//! twice, 12,288 B above the prediction with gathered sinks on 2 nodes. The model does not
+//! represent fusing sharded chains or recomputing a producer for two consumers
+//! (docs/passes/cost.md, *Not done*).
+//!
+//! One plan is run but not asserted ([`UNEXPLAINED`]): the transformer on 4 nodes with
+//! sources on node 0 moves 3,072 B fewer than predicted (19,827,776 against 19,830,848), not
+//! analysed yet.
 //!
 //! The runtime flags that match each setting: `sources=root` is `--inputs-on-root` (rank 0
 //! reads every input and sends the windows), `sources=shared` the default (each rank reads its
@@ -35,29 +39,26 @@ const SETTINGS: [(&str, &[&str]); 4] = [
     ("sources=shared,sinks=distributed", &[]),
 ];
 
+/// Plans whose bytes differ from the prediction for a reason not found yet (see the module docs).
+const UNEXPLAINED: [(&str, &str); 1] = [("transformer", "nodes=4,sources=root,sinks=distributed")];
+
 #[test]
 fn bytes_moved_equal_the_prediction_for_every_source_and_sink_setting() {
-    // (example, whether the bytes are asserted: see the module docs for the transformer).
-    let examples = [
-        ("mlp", true),
-        ("conv", true),
-        ("softmax", true),
-        ("attention", true),
-        ("tour", true),
-        ("transformer", false),
-    ];
+    let examples = ["mlp", "conv", "softmax", "attention", "tour", "transformer"];
     let (mut checked, mut nonzero, mut bad) = (0, 0, Vec::new());
-    for (ex, exact) in examples {
+    for ex in examples {
         let file = root().join(format!("examples/{ex}.teg"));
         let dir = scratch(&format!("plans-{ex}"));
         let inputs = dir.join("in");
         std::fs::create_dir_all(&inputs).unwrap();
         let graph = write_inputs(&file, 0, &inputs);
-        for (nodes, settings) in [(2, &SETTINGS[..]), (4, &SETTINGS[1..2])] {
-            for (k, (cost, flags)) in settings.iter().enumerate() {
+        // Every setting on 2 nodes; on 4, sources on node 0 and shared, sinks distributed.
+        for (nodes, settings) in [(2, vec![0, 1, 2, 3]), (4, vec![1, 3])] {
+            for k in settings {
+                let (cost, flags) = SETTINGS[k];
                 let cost = format!("nodes={nodes},{cost}");
                 let prog = dir.join(format!("{ex}-{nodes}-{k}"));
-                let passes = format!("canonicalize,cost{{{cost}}},fuse,canonicalize");
+                let passes = format!("canonicalize,cost{{{cost}}},canonicalize");
                 compile(&file, &graph, &passes, &prog, true);
                 let predicted = chosen_bytes(&file, &cost);
                 let mut args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--time"]
@@ -71,7 +72,7 @@ fn bytes_moved_equal_the_prediction_for_every_source_and_sink_setting() {
                 let measured = measured_bytes(&err);
                 let what =
                     format!("{ex}, cost{{{cost}}}: predicted {predicted} B, moved {measured} B");
-                if !exact {
+                if UNEXPLAINED.contains(&(ex, cost.as_str())) {
                     eprintln!("not asserted: {what}");
                     continue;
                 }
@@ -84,8 +85,8 @@ fn bytes_moved_equal_the_prediction_for_every_source_and_sink_setting() {
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
-    // 5 examples × (4 settings on 2 nodes + 1 on 4 nodes).
-    assert_eq!(checked, 25);
+    // 6 examples × (4 settings on 2 nodes + 2 on 4 nodes), less the unexplained one.
+    assert_eq!(checked, 6 * 6 - UNEXPLAINED.len());
     assert!(nonzero > 0, "some plan moves data between nodes");
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
