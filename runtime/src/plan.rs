@@ -24,7 +24,7 @@
 //! `k`-th tensor view and `range` holds `lo, hi` per index dimension (global coordinates).
 //! Strides and shapes are compiled into the kernel.
 
-pub use crate::mpi::dist::{Dist, Transfer, Window};
+pub use crate::mpi::dist::{Dist, Replica, Transfer, Window};
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
@@ -269,10 +269,11 @@ impl Plan {
             w.u32s(&[x.node, x.buffer, x.elem]);
             w.runs(&x.runs);
         }
-        let pairs: Vec<u32> = (self.dist.replicas.iter())
-            .flat_map(|&(t, n)| [t, n])
-            .collect();
-        w.u32s(&pairs);
+        w.u32(self.dist.replicas.len() as u32);
+        for r in &self.dist.replicas {
+            w.u32s(&[r.task, r.node]);
+            w.runs(&[r.rows]);
+        }
         let sum = checksum(&w.0);
         w.u64(sum);
         w.0
@@ -546,17 +547,16 @@ impl<'a> R<'a> {
             transfers: self.list(R::transfer)?,
             broadcasts: self.list(R::u32s)?,
             windows: self.list(R::window)?,
-            replicas: self.replicas()?,
+            replicas: self.list(R::replica)?,
         })
     }
 
-    /// `(task, node)` pairs, encoded as one flat list.
-    fn replicas(&mut self) -> Result<Vec<(u32, u32)>, String> {
-        let flat = self.u32s()?;
-        if flat.len() % 2 != 0 {
-            return Err("corrupt plan: bad replicas".into());
-        }
-        Ok(flat.chunks(2).map(|p| (p[0], p[1])).collect())
+    fn replica(&mut self) -> Result<Replica, String> {
+        let (ids, rows) = (self.u32s()?, self.runs()?);
+        let (&[task, node], &[rows]) = (&ids[..], &rows[..]) else {
+            return Err("corrupt plan: bad replica".into());
+        };
+        Ok(Replica { task, node, rows })
     }
 
     fn transfer(&mut self) -> Result<Transfer, String> {
@@ -747,11 +747,19 @@ mod tests {
                 runs: vec![(0, 2)],
             }],
             broadcasts: vec![],
-            replicas: vec![(0, 2)],
+            replicas: vec![Replica {
+                task: 0,
+                node: 2,
+                rows: (0, 1),
+            }],
         };
         assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
         p.validate(1).unwrap();
-        p.dist.replicas.push((1, 0));
+        p.dist.replicas.push(Replica {
+            task: 1,
+            node: 0,
+            rows: (0, 1),
+        });
         assert!(p.validate(1).unwrap_err().contains("replica"));
         p.dist.replicas.pop();
         // A broadcast: the same data to two nodes.

@@ -3,8 +3,8 @@
 //! Every task runs on one node: an apply on its `on N` (node 0 when unplaced), a gather or
 //! generator on the node of its first consumer (node 0 when only a sink reads it). A generator
 //! task (`iota`, `rand`: its elements are functions of their global coordinates) also runs on
-//! every other node that reads it (node 0 for a sink), so its output never moves: the cost
-//! model takes generators as available everywhere for free. Then, for
+//! every other node that reads it (node 0 for a sink), each computing only the rows it reads,
+//! so its output never moves: the cost model takes generators as available everywhere. Then, for
 //! every region a task reads (its footprint, from the same projections the cost model
 //! charges) and every earlier writer of that buffer on another node, the intersection of the
 //! two regions becomes one [`Transfer`] of exactly those elements. Sources live on node 0 and
@@ -13,7 +13,9 @@
 //! node's tasks read of each source is its input window: what its rank reads from the file.
 
 use super::schedule::{KernelSpec, Region, Schedule};
-use tapc_runtime::mpi::dist::{intersect, normalize, region_runs, Dist, Runs, Transfer, Window};
+use tapc_runtime::mpi::dist::{
+    intersect, normalize, region_runs, Dist, Replica, Runs, Transfer, Window,
+};
 use tapc_runtime::plan::Init;
 
 fn runs_of(r: &Region) -> Runs {
@@ -88,10 +90,8 @@ pub fn plan(s: &Schedule) -> Dist {
         }
         for w in &a.writes {
             writers[w.buffer as usize].push((Some(i as u32), nodes[i], runs_of(w)));
-            let copies = replicas.iter().filter(|p| p.0 == i as u32);
-            for &(_, node) in copies {
-                generated.extend([(w.buffer, nodes[i]), (w.buffer, node)]);
-            }
+            let copies = replicas.iter().filter(|p| p.task == i as u32);
+            generated.extend(copies.map(|p| (w.buffer, p.node)));
         }
     }
     for r in &s.sink_reads {
@@ -110,25 +110,59 @@ pub fn plan(s: &Schedule) -> Dist {
     }
 }
 
-/// `(task, node)`: the nodes besides its own that read a generator task's output (node 0
-/// when a sink reads it), where it runs too.
-fn replicas(s: &Schedule, nodes: &[u32], dependents: &[Vec<usize>]) -> Vec<(u32, u32)> {
+/// Every node that reads a generator task's output (node 0 when a sink reads it), with the
+/// rows it reads (the hull of its reads along the first dimension; all rows unless the output
+/// is a row-major value the task computes whole): each computes those rows itself.
+fn replicas(s: &Schedule, nodes: &[u32], dependents: &[Vec<usize>]) -> Vec<Replica> {
     let mut out = Vec::new();
     for (i, t) in s.plan.tasks.iter().enumerate() {
-        if !matches!(s.kernels[t.kernel as usize], KernelSpec::Generate { .. }) {
+        let generator = matches!(s.kernels[t.kernel as usize], KernelSpec::Generate { .. });
+        let (Some(w), true) = (s.access[i].writes.first(), generator) else {
             continue;
+        };
+        let rows = t.range.first().copied().unwrap_or((0, 0));
+        let per_row: Option<i64> =
+            row_major(w, t.args.len(), rows).then(|| w.shape[1..].iter().product());
+        let reads = (dependents[i].iter())
+            .flat_map(|&d| s.access[d].reads.iter().map(move |r| (nodes[d], r)))
+            .chain(s.sink_reads.iter().map(|r| (0, r)))
+            .filter(|(_, r)| r.buffer == w.buffer);
+        let at = out.len();
+        for (node, r) in reads {
+            let runs = runs_of(r);
+            let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
+                continue;
+            };
+            let span = match per_row {
+                Some(n) if n > 0 => {
+                    let (a, b) = (first.0 - w.offset, last.0 + last.1 - w.offset);
+                    (a / n, (b + n - 1) / n)
+                }
+                _ => rows,
+            };
+            match out[at..].iter_mut().find(|p: &&mut Replica| p.node == node) {
+                Some(p) => p.rows = (p.rows.0.min(span.0), p.rows.1.max(span.1)),
+                None => out.push(Replica {
+                    task: i as u32,
+                    node,
+                    rows: span,
+                }),
+            }
         }
-        let writes = &s.access[i].writes;
-        let sunk = (s.sink_reads.iter()).any(|r| writes.iter().any(|w| w.buffer == r.buffer));
-        let mut readers: Vec<u32> = (dependents[i].iter().map(|&d| nodes[d]))
-            .chain(sunk.then_some(0))
-            .filter(|&n| n != nodes[i])
-            .collect();
-        readers.sort_unstable();
-        readers.dedup();
-        out.extend(readers.into_iter().map(|n| (i as u32, n)));
     }
     out
+}
+
+/// Whether `w`, the one argument of a task over `rows` of its first dimension, is a row-major
+/// value that the task writes whole (so rows of its range are runs of its buffer).
+fn row_major(w: &Region, args: usize, rows: (i64, i64)) -> bool {
+    let mut stride = 1;
+    let mut dense = true;
+    for (&n, &st) in w.shape.iter().zip(&w.strides).rev() {
+        dense &= n == 1 || st == stride;
+        stride *= n;
+    }
+    args == 1 && dense && !w.shape.is_empty() && rows == (0, w.shape[0])
 }
 
 /// Receivers from which a broadcast beats point-to-point sends: a binomial tree reaches `n`

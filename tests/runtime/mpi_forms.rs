@@ -4,7 +4,9 @@
 //!   halo rows between ranks: the pad is folded into the shards' loads, so after the first step
 //!   each padded value moves one row per boundary in each direction;
 //! - a matmul sharded as a grid of rows × columns (`shard{dim=i*j, parts=2x2}`) on 4 ranks
-//!   moves to each block's rank only its row block of `a` and column block of `b`.
+//!   moves to each block's rank only its row block of `a` and column block of `b`;
+//! - a generated value (`rand`) read by row shards is computed by each rank, only its rows:
+//!   nothing moves and each rank plans half of it.
 
 use crate::common;
 
@@ -141,5 +143,34 @@ graph @g {{
         2 * b_bytes,
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn each_rank_generates_only_the_rows_of_a_generated_value_it_reads() {
+    let (rows, cols) = (600, 500);
+    let src = format!(
+        "op @scale(x: f32[M, N]) -> (y: f32[M, N]) {{
+  y[i, j] = x[i, j] * 3.0
+}}
+graph @g {{
+  %r = rand seed 7 : f32[{rows}, {cols}]
+  %y = apply @scale(%r)
+  sink @y %y
+}}
+"
+    );
+    let dir = common::scratch("generated-rows");
+    let passes = "canonicalize,shard{parts=2},canonicalize";
+    let err = same_as_single(&dir, &src, passes, 2, "y");
+    // Each rank computes its own 300 rows of `%r` (from their global coordinates, so the
+    // values are the single process's) and of `%y`: nothing moves, and each plans 2 × 300 rows.
+    assert!(err.contains("bytes moved: 0"), "{err}");
+    let half = (rows / 2 * cols * 4) as u64;
+    let planned = crate::mpi::per_rank(&err, 2, "peak memory: planned ");
+    for (rank, line) in planned.iter().enumerate() {
+        let bytes: u64 = line.split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(bytes, 2 * half, "rank {rank}:\n{err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
