@@ -15,9 +15,9 @@
 //! represent fusing sharded chains or recomputing a producer for two consumers
 //! (docs/passes/cost.md, *Not done*).
 //!
-//! One plan is run but not asserted ([`UNEXPLAINED`]): the transformer on 4 nodes with
-//! sources on node 0 moves 3,072 B fewer than predicted (19,827,776 against 19,830,848), not
-//! analysed yet.
+//! One plan is a known defect ([`UNEXPLAINED`]): the transformer on 4 nodes with sources on
+//! node 0 moves 3,072 B fewer than predicted (19,827,776 against 19,830,848), not analysed yet.
+//! The test asserts that it still differs, so the list cannot outlive a fix.
 //!
 //! The runtime flags that match each setting: `sources=root` is `--inputs-on-root` (rank 0
 //! reads every input and sends the windows), `sources=shared` the default (each rank reads its
@@ -45,7 +45,7 @@ const UNEXPLAINED: [(&str, &str); 1] = [("transformer", "nodes=4,sources=root,si
 #[test]
 fn bytes_moved_equal_the_prediction_for_every_source_and_sink_setting() {
     let examples = ["mlp", "conv", "softmax", "attention", "tour", "transformer"];
-    let (mut checked, mut nonzero, mut bad) = (0, 0, Vec::new());
+    let (mut checked, mut known, mut nonzero, mut bad) = (0, 0, 0, Vec::new());
     for ex in examples {
         let file = root().join(format!("examples/{ex}.teg"));
         let dir = scratch(&format!("plans-{ex}"));
@@ -73,7 +73,8 @@ fn bytes_moved_equal_the_prediction_for_every_source_and_sink_setting() {
                 let what =
                     format!("{ex}, cost{{{cost}}}: predicted {predicted} B, moved {measured} B");
                 if UNEXPLAINED.contains(&(ex, cost.as_str())) {
-                    eprintln!("not asserted: {what}");
+                    assert_ne!(measured, predicted, "fixed: take it out of UNEXPLAINED: {what}");
+                    known += 1;
                     continue;
                 }
                 if measured != predicted {
@@ -87,6 +88,7 @@ fn bytes_moved_equal_the_prediction_for_every_source_and_sink_setting() {
     }
     // 6 examples × (4 settings on 2 nodes + 2 on 4 nodes), less the unexplained one.
     assert_eq!(checked, 6 * 6 - UNEXPLAINED.len());
+    assert_eq!(known, UNEXPLAINED.len(), "every known defect was run");
     assert!(nonzero > 0, "some plan moves data between nodes");
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
