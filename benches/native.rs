@@ -133,6 +133,19 @@ graph @bench {
   sink @y %y
 }",
     ),
+    // An embedding lookup (GPT-2's vocabulary and width, 8,192 tokens): one row copy per token.
+    (
+        "embedding",
+        "op @embed(E: f32[V, H], ids: i32[T]) -> (y: f32[T, H]) {
+  y[t, h] = E[ids[t], h]
+}
+graph @bench {
+  %E = source @E : f32[50257, 768]
+  %ids = source @ids : i32[8192]
+  %y = apply @embed(%E, %ids)
+  sink @y %y
+}",
+    ),
     // examples/transformer.teg at 2048 tokens (see `source_of`); its `rand` weights are
     // generated inside the timed schedule (numpy's are made once, untimed).
     ("transformer", ""),
@@ -212,6 +225,7 @@ fn workloads() -> Vec<Workload> {
                 "matmul" => 2.0 * 1024f64.powi(3),
                 "mlp" => 4.0 * 4096.0 * 1024.0 * 4096.0,
                 "conv2d" => 2.0 * 64.0 * 64.0 * 9.0 * 56.0 * 56.0,
+                // Memory-bound: judged against copy bandwidth.
                 _ => 0.0,
             },
             passes: None,
@@ -361,12 +375,26 @@ fn measure_machine() -> Machine {
 fn inputs(m: &tapc::ir::Module) -> HashMap<String, Tensor> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut out = HashMap::new();
+    // Integer sources are gathered indices: below the first dimension of every float source.
+    let rows = m.graphs[0]
+        .sources()
+        .filter(|s| s.1.dtype == DType::F32)
+        .filter_map(|s| s.1.shape.first().copied())
+        .min()
+        .unwrap_or(1);
     for (name, ty, _) in m.graphs[0].sources() {
-        assert_eq!(ty.dtype, DType::F32);
         let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
         let n: usize = shape.iter().product();
-        let v: Vec<f32> = (0..n).map(|_| rng.unit_f32() * 2.0 - 1.0).collect();
-        out.insert(name.to_string(), Tensor::new(shape, Data::F32(v)).unwrap());
+        let data = match ty.dtype {
+            DType::F32 => Data::F32((0..n).map(|_| rng.unit_f32() * 2.0 - 1.0).collect()),
+            DType::I32 => Data::I32(
+                (0..n)
+                    .map(|_| (rng.unit_f32() * rows as f32) as i32 % rows as i32)
+                    .collect(),
+            ),
+            d => panic!("no bench inputs of dtype {d:?}"),
+        };
+        out.insert(name.to_string(), Tensor::new(shape, data).unwrap());
     }
     out
 }
@@ -630,7 +658,12 @@ fn measure(wl: &Workload, a: &BenchArgs, data_dir: Option<&Path>) -> Row {
         .sinks()
         .filter_map(|(_, v)| g0.ty(v).map(|t| t.elements() as f64 * 4.0))
         .sum();
-    let bytes = ins.values().map(|t| t.len() as f64 * 4.0).sum::<f64>() + sinks;
+    // A gather reads only the rows it writes (plus the indices), not its whole table.
+    let bytes = if name == "embedding" {
+        2.0 * sinks + ins["ids"].len() as f64 * 4.0
+    } else {
+        ins.values().map(|t| t.len() as f64 * 4.0).sum::<f64>() + sinks
+    };
     if let Some(dir) = data_dir {
         let d = dir.join(name);
         std::fs::create_dir_all(&d).unwrap();

@@ -92,6 +92,9 @@ def workload(np, name):
         "gelu": lambda d: gelu(np, d["x"]),
         "layernorm": lambda d: layernorm(np, d["x"], d["g"], d["b"]),
         "transformer": lambda d: transformer(np, d["x"]),
+        # numpy's `E[ids]`, JAX's `jnp.take` (the same row gather).
+        "embedding": (lambda d: np.take(d["E"], d["ids"], axis=0)) if np.__name__ == "jax.numpy"
+        else (lambda d: d["E"][d["ids"]]),
     }
     if name in fixed:
         return fixed[name]

@@ -10,7 +10,7 @@ use crate::verify::GraphFacts;
 use std::time::{Duration, Instant};
 
 /// The pipeline `tapc input.teg -o out` runs before code generation.
-pub const DEFAULT_PIPELINE: &str = "canonicalize";
+pub const DEFAULT_PIPELINE: &str = "grad,canonicalize";
 
 pub use super::context::{PassContext, PipelineOutput};
 pub use super::pass::{CreatePass, Pass, PassFiles, PassOptions};
@@ -26,6 +26,12 @@ pub struct PassInfo {
 /// Every pass, in one place.
 pub fn registry() -> &'static [PassInfo] {
     &[
+        PassInfo {
+            name: "grad",
+            summary: "lowers `grad` statements into gradient ops (reverse-mode differentiation)",
+            files: &[],
+            create: |o, _| super::grad::create(o),
+        },
         PassInfo {
             name: "canonicalize",
             summary: "view-chain canonicalization, DCE and CSE",
@@ -214,7 +220,15 @@ pub fn run_pipeline(
     config: &RunConfig,
     log: &mut String,
 ) -> Result<PipelineOutput, Diagnostic> {
-    let passes = build(pipeline, config)?;
+    // No other pass reads a `grad` statement: it is lowered first whatever the pipeline says.
+    let first_is_grad =
+        parse_pipeline(pipeline).is_ok_and(|s| s.first().is_some_and(|p| p.name == "grad"));
+    let pipeline = if m.graphs.iter().any(crate::ir::Graph::has_grad) && !first_is_grad {
+        format!("grad,{pipeline}")
+    } else {
+        pipeline.to_string()
+    };
+    let passes = build(&pipeline, config)?;
     let mut cx = PassContext::new(facts);
     let mut times: Vec<(&'static str, Duration)> = Vec::new();
     for mut pass in passes {

@@ -9,6 +9,7 @@ pub mod canonicalize;
 pub mod context;
 pub mod cost;
 pub mod fuse;
+pub mod grad;
 pub mod manager;
 pub mod pass;
 pub mod rewrite;

@@ -249,6 +249,7 @@ pub fn for_each_operand(kind: &mut NodeKind, f: &mut dyn FnMut(&mut ValueId)) {
                 }
             })
         }
+        NodeKind::Grad { loss, wrt } => std::iter::once(loss).chain(wrt.iter_mut()).for_each(f),
         NodeKind::Source { .. } | NodeKind::Generator(_) => {}
     }
 }

@@ -263,6 +263,12 @@ fn collect(g: &Graph) -> Result<Collected, AliasError> {
             NodeKind::Apply(a) => Def::Root(RootKind::Apply(a.op.clone())),
             NodeKind::View(v) => Def::View(v.clone()),
             NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => continue,
+            NodeKind::Grad { .. } => {
+                return Err(unverified(
+                    node.results[0],
+                    "a `grad` statement must be lowered first",
+                ))
+            }
         };
         if let Def::View(v) = &def {
             for a in v.args() {

@@ -359,6 +359,7 @@ impl<'a, 'b> Mapper<'a, 'b> {
 
     fn copy(&mut self, e: &CExpr) -> Res<CExpr> {
         let kind = match &e.kind {
+            CKind::Gather(_) => return Err("a kernel with a gathered index"),
             CKind::Const(s) => CKind::Const(*s),
             CKind::Var(v) => return self.var(*v, e.dtype),
             CKind::Load { src, index, .. } => {

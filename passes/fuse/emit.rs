@@ -40,6 +40,13 @@ pub struct Names {
 }
 
 impl Names {
+    /// A set holding `taken` already.
+    pub fn with(taken: impl IntoIterator<Item = String>) -> Names {
+        Names {
+            taken: taken.into_iter().collect(),
+        }
+    }
+
     pub fn fresh(&mut self, want: &str) -> String {
         let mut base: String = want
             .chars()
@@ -89,7 +96,7 @@ fn is_cmp(op: BinOp) -> bool {
 
 fn weak(e: &CExpr) -> W {
     match &e.kind {
-        CKind::Const(Scalar::B(_)) | CKind::Load { .. } => W::Strong,
+        CKind::Const(Scalar::B(_)) | CKind::Load { .. } | CKind::Gather(_) => W::Strong,
         CKind::Const(Scalar::I(_)) | CKind::Var(_) => W::Int,
         CKind::Const(Scalar::F(_)) => W::Float,
         CKind::Reduce { body, .. } => weak(body),
@@ -417,6 +424,7 @@ impl Emitter<'_> {
         Ok(ke(match &e.kind {
             CKind::Const(s) => return self.literal(*s),
             CKind::Var(_) => return Err("a variable is never strongly typed"),
+            CKind::Gather(_) => return Err("a kernel with a gathered index"),
             CKind::Load { src, index, .. } => {
                 let name = match src {
                     Src::Input(k) => self.input_names.get(*k),
@@ -537,7 +545,7 @@ impl Emitter<'_> {
                 Box::new(self.weak_expr(a, force, scope)?),
                 Box::new(self.weak_expr(b, force, scope)?),
             )),
-            CKind::Load { .. } => return Err("a load is never weakly typed"),
+            CKind::Load { .. } | CKind::Gather(_) => return Err("a load is never weakly typed"),
         })
     }
 

@@ -75,6 +75,10 @@ impl FKernel {
         origin: usize,
     ) -> Res<FKernel> {
         let stmts = inst.stmts.clone().ok_or("extern op without a kernel")?;
+        if stmts.iter().any(|s| has_gather(&s.value)) {
+            // Composing a gather with its producer or consumer is not implemented.
+            return Err("a kernel with a gathered index");
+        }
         if args.len() != op.inputs.len()
             || inst.inputs.len() != args.len()
             || inst.origins.len() != args.len()
@@ -276,9 +280,17 @@ fn size_of(e: &CExpr) -> (usize, usize) {
     (n, d + 1)
 }
 
+/// Whether `e` contains a gathered load.
+pub fn has_gather(e: &CExpr) -> bool {
+    let mut found = false;
+    visit(e, &mut |x| found |= matches!(x.kind, CKind::Gather(_)));
+    found
+}
+
 pub fn children(e: &CExpr) -> Vec<&CExpr> {
     match &e.kind {
         CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } => vec![],
+        CKind::Gather(g) => g.gathered().map(|(_, b)| b).collect(),
         CKind::Reduce { body, .. } | CKind::Unary(_, body) => vec![body],
         CKind::Call(_, args) => args.iter().collect(),
         CKind::Binary(_, a, b) => vec![a, b],
@@ -310,6 +322,7 @@ fn rewrite_loads(
             texts.clear();
             f(src, index)
         }
+        CKind::Gather(_) => Err("a kernel with a gathered index"),
         CKind::Reduce { body, .. } | CKind::Unary(_, body) => rewrite_loads(body, f),
         CKind::Call(_, args) => args.iter_mut().try_for_each(|a| rewrite_loads(a, f)),
         CKind::Binary(_, a, b) => {

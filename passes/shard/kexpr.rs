@@ -49,7 +49,17 @@ pub fn replace(e: &KExpr, target: *const KExpr, with: &KExpr) -> KExpr {
 /// Names of the tensors `e` reads.
 pub fn reads(e: &KExpr, out: &mut Vec<String>) {
     match &e.kind {
-        KExprKind::Access(n, _) if !out.contains(n) => out.push(n.clone()),
+        KExprKind::Access(n, idx) => {
+            if !out.contains(n) {
+                out.push(n.clone());
+            }
+            for i in idx {
+                match i {
+                    Index::Gather(g) if !out.contains(&g.tensor) => out.push(g.tensor.clone()),
+                    _ => {}
+                }
+            }
+        }
         KExprKind::Reduce(_, _, b) | KExprKind::Unary(_, b) => reads(b, out),
         KExprKind::Call(_, args) => args.iter().for_each(|a| reads(a, out)),
         KExprKind::Binary(_, a, b) => {

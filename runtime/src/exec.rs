@@ -727,6 +727,8 @@ impl Shared<'_> {
                         describe(&t.name, &range),
                         match code {
                             1 => "could not allocate its temporaries".to_string(),
+                            2 => crate::fault::take_gather_fault()
+                                .unwrap_or_else(|| "a gathered index is out of range".into()),
                             c => format!("kernel returned status {c}"),
                         }
                     ));

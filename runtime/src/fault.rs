@@ -14,6 +14,9 @@
 //!   outside any task restores the default action and re-raises the signal. Each worker gets
 //!   an alternate signal stack ([`AltStack`]), so a task that overflows its stack is reported
 //!   too.
+//! - [`tapc_rt_gather_fault`] is what a compiled kernel calls on an out-of-range gathered index
+//!   (before it returns status 2): it keeps the message ([`gather_message`]) for the worker,
+//!   which names the task with it ([`take_gather_fault`]).
 //! - **Test-only hook.** [`TestFault::from_env`] reads `TAPC_RT_TEST_FAULT=KIND:TEXT`, with
 //!   `KIND` one of `panic`, `segv`, `bus`, `fpe`, `stack`: every task whose name contains
 //!   `TEXT` then panics, raises that signal on its worker thread, or (`stack`) recurses until
@@ -343,6 +346,58 @@ extern "C" fn on_fault(sig: libc::c_int) {
 
 /// Set by the first fault report (see `on_fault`).
 static REPORTING: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The last out-of-range gathered index a kernel on this thread reported.
+    static GATHER_FAULT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The message of an out-of-range gathered index: the access, the input, which index, the bad
+/// value and the valid range. The interpreter uses it too, so both say the same.
+pub fn gather_message(
+    access: &str,
+    input: &str,
+    d: usize,
+    index: &str,
+    value: i64,
+    size: i64,
+) -> String {
+    format!(
+        "gathered index out of range in `{access}`: index {d} of input `{input}` (`{index}`) is {value}, \
+         but that dimension has size {size} (valid: {} to {})",
+        size.saturating_neg(),
+        size - 1
+    )
+}
+
+/// Called by a compiled kernel when a gathered index is out of range, just before it returns
+/// status 2. `what` (`len` bytes of UTF-8) is the access, the input and the index text, one per
+/// line.
+///
+/// # Safety
+/// `what` must point to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tapc_rt_gather_fault(
+    what: *const u8,
+    len: i64,
+    d: i64,
+    value: i64,
+    size: i64,
+) {
+    // SAFETY: the kernel passes a constant string of exactly `len` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(what, len.max(0) as usize) };
+    let text = String::from_utf8_lossy(bytes);
+    let mut parts = text.split('\n');
+    let mut next = || parts.next().unwrap_or("?").to_string();
+    let (access, input, index) = (next(), next(), next());
+    let msg = gather_message(&access, &input, d as usize, &index, value, size);
+    GATHER_FAULT.with(|g| *g.borrow_mut() = Some(msg));
+}
+
+/// The message of the last out-of-range gathered index reported on this thread.
+pub fn take_gather_fault() -> Option<String> {
+    GATHER_FAULT.with(|g| g.borrow_mut().take())
+}
 
 /// Replaces Rust's panic report (`thread '...' panicked at ...`) with nothing: every panic in
 /// the runtime is caught (a task's by its worker, any other by `tapc_rt_main`) and reported as

@@ -24,11 +24,11 @@
 //! `k`-th tensor view and `range` holds `lo, hi` per index dimension (global coordinates).
 //! Strides and shapes are compiled into the kernel.
 
-pub use crate::mpi::dist::{Dist, Transfer, Window};
+pub use crate::mpi::dist::{Dist, Replica, Transfer, Window};
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// Bytes of the checksum that ends an encoded plan.
 const SUM: usize = 8;
 
@@ -271,6 +271,11 @@ impl Plan {
         for x in &self.dist.windows {
             w.u32s(&[x.node, x.buffer, x.elem]);
             w.runs(&x.runs);
+        }
+        w.u32(self.dist.replicas.len() as u32);
+        for r in &self.dist.replicas {
+            w.u32s(&[r.task, r.node]);
+            w.runs(&[r.rows]);
         }
         w.u32(self.states.len() as u32);
         for &(source, sink) in &self.states {
@@ -585,7 +590,16 @@ impl<'a> R<'a> {
             transfers: self.list(R::transfer)?,
             broadcasts: self.list(R::u32s)?,
             windows: self.list(R::window)?,
+            replicas: self.list(R::replica)?,
         })
+    }
+
+    fn replica(&mut self) -> Result<Replica, String> {
+        let (ids, rows) = (self.u32s()?, self.runs()?);
+        let (&[task, node], &[rows]) = (&ids[..], &rows[..]) else {
+            return Err("corrupt plan: bad replica".into());
+        };
+        Ok(Replica { task, node, rows })
     }
 
     fn transfer(&mut self) -> Result<Transfer, String> {
@@ -777,9 +791,21 @@ mod tests {
                 runs: vec![(0, 2)],
             }],
             broadcasts: vec![],
+            replicas: vec![Replica {
+                task: 0,
+                node: 2,
+                rows: (0, 1),
+            }],
         };
         assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
         p.validate(1).unwrap();
+        p.dist.replicas.push(Replica {
+            task: 1,
+            node: 0,
+            rows: (0, 1),
+        });
+        assert!(p.validate(1).unwrap_err().contains("replica"));
+        p.dist.replicas.pop();
         // A broadcast: the same data to two nodes.
         let t = Transfer {
             before: Some(0),

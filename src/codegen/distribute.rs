@@ -1,7 +1,10 @@
 //! Placement and transfers of a distributed (`--mpi`) schedule.
 //!
 //! Every task runs on one node: an apply on its `on N` (node 0 when unplaced), a gather or
-//! generator on the node of its first consumer (node 0 when only a sink reads it). Then, for
+//! generator on the node of its first consumer (node 0 when only a sink reads it). A generator
+//! task (`iota`, `rand`: its elements are functions of their global coordinates) also runs on
+//! every other node that reads it (node 0 for a sink), each computing only the rows it reads,
+//! so its output never moves: the cost model takes generators as available everywhere. Then, for
 //! every region a task reads (its footprint, from the same projections the cost model
 //! charges) and every earlier writer of that buffer on another node, the intersection of the
 //! two regions becomes one [`Transfer`] of exactly those elements. Sources live on node 0 and
@@ -9,8 +12,10 @@
 //! bytes for two tasks receives them twice, again as the model counts. The union of what a
 //! node's tasks read of each source is its input window: what its rank reads from the file.
 
-use super::schedule::{Region, Schedule};
-use tapc_runtime::mpi::dist::{intersect, normalize, region_runs, Dist, Runs, Transfer, Window};
+use super::schedule::{KernelSpec, Region, Schedule};
+use tapc_runtime::mpi::dist::{
+    intersect, normalize, region_runs, Dist, Replica, Runs, Transfer, Window,
+};
 use tapc_runtime::plan::Init;
 
 fn runs_of(r: &Region) -> Runs {
@@ -37,6 +42,9 @@ pub fn plan(s: &Schedule) -> Dist {
         }
     }
     let nodes: Vec<u32> = nodes.into_iter().map(|x| x.unwrap_or(0)).collect();
+    let replicas = replicas(s, &nodes, &dependents);
+    // (buffer, node): a generator's output computed on that node, which never receives it.
+    let mut generated: Vec<(u32, u32)> = Vec::new();
     let mut writers: Vec<Vec<Writer>> = vec![Vec::new(); s.plan.buffers.len()];
     for (b, buf) in s.plan.buffers.iter().enumerate() {
         if let Init::Source(k) = buf.init {
@@ -48,7 +56,14 @@ pub fn plan(s: &Schedule) -> Dist {
         }
     }
     let mut transfers = Vec::new();
-    let mut fetch = |r: &Region, to: u32, before: Option<u32>, writers: &[Vec<Writer>]| {
+    let mut fetch = |r: &Region,
+                     to: u32,
+                     before: Option<u32>,
+                     writers: &[Vec<Writer>],
+                     generated: &[(u32, u32)]| {
+        if generated.contains(&(r.buffer, to)) {
+            return;
+        }
         let wanted = runs_of(r);
         for (w, from, wruns) in &writers[r.buffer as usize] {
             if *from == to {
@@ -71,14 +86,16 @@ pub fn plan(s: &Schedule) -> Dist {
     };
     for (i, a) in s.access.iter().enumerate() {
         for r in &a.reads {
-            fetch(r, nodes[i], Some(i as u32), &writers);
+            fetch(r, nodes[i], Some(i as u32), &writers, &generated);
         }
         for w in &a.writes {
             writers[w.buffer as usize].push((Some(i as u32), nodes[i], runs_of(w)));
+            let copies = replicas.iter().filter(|p| p.task == i as u32);
+            generated.extend(copies.map(|p| (w.buffer, p.node)));
         }
     }
     for r in &s.sink_reads {
-        fetch(r, 0, None, &writers);
+        fetch(r, 0, None, &writers, &generated);
     }
     let reads =
         (s.access.iter().zip(&nodes)).flat_map(|(a, &n)| a.reads.iter().map(move |r| (n, r)));
@@ -89,7 +106,63 @@ pub fn plan(s: &Schedule) -> Dist {
         transfers,
         windows,
         broadcasts,
+        replicas,
     }
+}
+
+/// Every node that reads a generator task's output (node 0 when a sink reads it), with the
+/// rows it reads (the hull of its reads along the first dimension; all rows unless the output
+/// is a row-major value the task computes whole): each computes those rows itself.
+fn replicas(s: &Schedule, nodes: &[u32], dependents: &[Vec<usize>]) -> Vec<Replica> {
+    let mut out = Vec::new();
+    for (i, t) in s.plan.tasks.iter().enumerate() {
+        let generator = matches!(s.kernels[t.kernel as usize], KernelSpec::Generate { .. });
+        let (Some(w), true) = (s.access[i].writes.first(), generator) else {
+            continue;
+        };
+        let rows = t.range.first().copied().unwrap_or((0, 0));
+        let per_row: Option<i64> =
+            row_major(w, t.args.len(), rows).then(|| w.shape[1..].iter().product());
+        let reads = (dependents[i].iter())
+            .flat_map(|&d| s.access[d].reads.iter().map(move |r| (nodes[d], r)))
+            .chain(s.sink_reads.iter().map(|r| (0, r)))
+            .filter(|(_, r)| r.buffer == w.buffer);
+        let at = out.len();
+        for (node, r) in reads {
+            let runs = runs_of(r);
+            let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
+                continue;
+            };
+            let span = match per_row {
+                Some(n) if n > 0 => {
+                    let (a, b) = (first.0 - w.offset, last.0 + last.1 - w.offset);
+                    (a / n, (b + n - 1) / n)
+                }
+                _ => rows,
+            };
+            match out[at..].iter_mut().find(|p: &&mut Replica| p.node == node) {
+                Some(p) => p.rows = (p.rows.0.min(span.0), p.rows.1.max(span.1)),
+                None => out.push(Replica {
+                    task: i as u32,
+                    node,
+                    rows: span,
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// Whether `w`, the one argument of a task over `rows` of its first dimension, is a row-major
+/// value that the task writes whole (so rows of its range are runs of its buffer).
+fn row_major(w: &Region, args: usize, rows: (i64, i64)) -> bool {
+    let mut stride = 1;
+    let mut dense = true;
+    for (&n, &st) in w.shape.iter().zip(&w.strides).rev() {
+        dense &= n == 1 || st == stride;
+        stride *= n;
+    }
+    args == 1 && dense && !w.shape.is_empty() && rows == (0, w.shape[0])
 }
 
 /// Receivers from which a broadcast beats point-to-point sends: a binomial tree reaches `n`

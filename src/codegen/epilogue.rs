@@ -114,7 +114,8 @@ fn count_uses(
             count_uses(a, t, exact, in_reduce, n, ok);
             count_uses(b, t, exact, in_reduce, n, ok);
         }
-        CKind::Const(_) | CKind::Var(_) => {}
+        // Gathers read inputs only, never a temporary.
+        CKind::Const(_) | CKind::Var(_) | CKind::Gather(_) => {}
     }
 }
 
@@ -122,7 +123,7 @@ fn count_uses(
 fn substitute(e: &mut CExpr, t: usize, value: &CExpr) {
     match &mut e.kind {
         CKind::Load { src, .. } if *src == Src::Temp(t) => *e = value.clone(),
-        CKind::Load { .. } | CKind::Const(_) | CKind::Var(_) => {}
+        CKind::Load { .. } | CKind::Const(_) | CKind::Var(_) | CKind::Gather(_) => {}
         CKind::Reduce { body, .. } => substitute(body, t, value),
         CKind::Call(_, a) => a.iter_mut().for_each(|x| substitute(x, t, value)),
         CKind::Unary(_, a) => substitute(a, t, value),

@@ -385,6 +385,11 @@ pub fn with_jit<T>(
         let engine = module
             .create_jit_execution_engine(OptimizationLevel::Aggressive)
             .map_err(|e| backend_error(format!("cannot start the LLVM JIT: {e}")))?;
+        // The runtime functions kernels call are in this process, not a library.
+        if let Some(f) = module.get_function(kernel::gather::GATHER_FAULT) {
+            let report = tapc_runtime::fault::tapc_rt_gather_fault as *const () as usize;
+            engine.add_global_mapping(&f, report);
+        }
         Ok((engine, sched))
     })?;
     let mut kernels: Vec<KernelFn> = Vec::new();

@@ -111,3 +111,25 @@ pub fn libc_alloc<'ctx>(
     });
     (malloc, free)
 }
+
+/// A pointer to a constant copy of `text` (its bytes, then a NUL).
+pub fn string<'ctx>(b: &Builder<'ctx>, text: &str) -> PointerValue<'ctx> {
+    b.build_global_string_ptr(text, "tapc.text")
+        .expect("builder is positioned")
+        .as_pointer_value()
+}
+
+/// `void name(i8*, i64, i64, i64, i64)`: the runtime's report of a bad gathered index.
+pub fn gather_fault_fn<'ctx>(
+    cx: &'ctx Context,
+    m: &Module<'ctx>,
+    name: &str,
+) -> FunctionValue<'ctx> {
+    m.get_function(name).unwrap_or_else(|| {
+        let i64t = cx.i64_type().into();
+        let ty = cx
+            .void_type()
+            .fn_type(&[byte_ptr(cx).into(), i64t, i64t, i64t, i64t], false);
+        m.add_function(name, ty, None)
+    })
+}

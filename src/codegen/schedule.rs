@@ -17,7 +17,7 @@ pub use super::view::{row_major, Padding, SView};
 use crate::diag::{codes, Diagnostic};
 use crate::ir::footprint::volume;
 use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, PadMode, View};
-use crate::ir::instance::{Instance, Scalar};
+use crate::ir::instance::{walk, CKind, Instance, Scalar};
 use crate::ir::{DType, Graph, Module, TensorType, ValueId};
 use crate::verify::GraphFacts;
 use std::collections::HashMap;
@@ -248,23 +248,30 @@ struct Builder<'a> {
     kernel_only: Vec<bool>,
 }
 
-/// Per value of `g`: used, and only as an apply's argument or through unit-step slices whose
-/// results are (recursively) used so. A sharded reader sees a pad through the slice of its
-/// shard, so folding through slices turns a materialised pad into halo reads.
-fn kernel_only(g: &Graph) -> Vec<bool> {
+/// Per value of `g`: used, and only as an apply's argument (not one it gathers from: a gathered
+/// load does not fold a pad) or through unit-step slices whose results are (recursively) used
+/// so. A sharded reader sees a pad through the slice of its shard, so folding through slices
+/// turns a materialised pad into halo reads.
+fn kernel_only(g: &Graph, facts: &GraphFacts) -> Vec<bool> {
     let mut ok: Vec<Option<bool>> = vec![None; g.values.len()]; // None: no use seen yet
-    for n in g.nodes.iter().rev() {
-        let by_kernel = match &n.kind {
-            NodeKind::Apply(_) => true,
+    for (i, n) in g.nodes.iter().enumerate().rev() {
+        let gathered = facts
+            .instances
+            .get(&i)
+            .map(gathered_inputs)
+            .unwrap_or_default();
+        let by_kernel = |k: usize| match &n.kind {
+            NodeKind::Apply(_) => !gathered.contains(&k),
             NodeKind::View(View::Slice { dims, .. }) => {
                 dims.iter().all(|d| d.step.unwrap_or(1) == 1)
                     && n.results.iter().all(|r| ok[r.index()] == Some(true))
             }
             _ => false,
         };
-        for v in n.kind.operands() {
+        let uses: Vec<bool> = (0..n.kind.operands().len()).map(by_kernel).collect();
+        for (v, by) in n.kind.operands().into_iter().zip(uses) {
             let u = &mut ok[v.index()];
-            *u = Some(u.unwrap_or(true) && by_kernel);
+            *u = Some(u.unwrap_or(true) && by);
         }
     }
     ok.into_iter().map(|u| u == Some(true)).collect()
@@ -277,6 +284,23 @@ fn states(g: &Graph, plan: &Plan) -> Vec<(u32, u32)> {
     (g.updates())
         .filter_map(|(name, _)| Some((source(name)? as u32, sink(name)? as u32)))
         .collect()
+}
+
+/// The inputs an instance gathers from.
+fn gathered_inputs(inst: &Instance) -> Vec<usize> {
+    let mut out = Vec::new();
+    for st in inst.stmts.iter().flatten() {
+        walk(
+            &st.value,
+            &mut |e, _| {
+                if let CKind::Gather(g) = &e.kind {
+                    out.push(g.input);
+                }
+            },
+            &mut vec![],
+        );
+    }
+    out
 }
 
 /// Builds the schedule of graph `g` of `m`; `lanes` is the kernels' vector width.
@@ -304,7 +328,7 @@ pub fn build(
         locs: vec![None; g.values.len()],
         placed: HashMap::new(),
         kernel_ids: HashMap::new(),
-        kernel_only: kernel_only(g),
+        kernel_only: kernel_only(g, facts),
         access: vec![],
         sink_reads: vec![],
     };
@@ -515,6 +539,9 @@ impl Builder<'_> {
             NodeKind::Apply(a) => self.apply(i, a, facts)?,
             NodeKind::Sink { name, value, .. } => self.sink(name, *value),
             NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
+            NodeKind::Grad { .. } => {
+                return Err(crate::diag::grad_not_lowered(self.g.nodes[i].span))
+            }
         }
         Ok(())
     }

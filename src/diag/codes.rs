@@ -49,15 +49,18 @@ codes! {
     UNKNOWN_FUNCTION = "E0036": "an unknown kernel function, or one called with the wrong arguments";
     USE_BEFORE_DEF = "E0037": "a kernel temporary used before it is assigned";
     BAD_REDUCTION = "E0038": "an invalid reduction (unknown kind, bad or shadowing variables)";
+    BAD_GATHER = "E0039": "an invalid gathered index (not an integer input, nested, on the left-hand side, or an unsupported form)";
     BAD_PARAM = "E0040": "a missing, unknown or duplicate op parameter at an apply";
     BAD_SINK = "E0050": "two sinks with the same name";
     BAD_SEQUENCE = "E0051": "a sequence point naming something that is not a sink or apply";
     CYCLE = "E0052": "a cycle through sequence points";
     BAD_PIN = "E0053": "a pin naming something that is not a value defined above";
-    STATE_WITHOUT_UPDATE = "E0060": "a state that no `update` gives a next value";
-    UPDATE_WITHOUT_STATE = "E0061": "an `update` naming no state of its graph";
-    TWO_UPDATES = "E0062": "a state updated twice";
-    UPDATE_TYPE = "E0063": "an update whose value's type differs from its state's";
+    BAD_GRAD_LOSS = "E0060": "a `grad` whose loss is not a rank-0 float value";
+    BAD_GRAD_WRT = "E0061": "a `grad` with respect to a value that is not a float tensor";
+    STATE_WITHOUT_UPDATE = "E0064": "a state that no `update` gives a next value";
+    UPDATE_WITHOUT_STATE = "E0065": "an `update` naming no state of its graph";
+    TWO_UPDATES = "E0066": "a state updated twice";
+    UPDATE_TYPE = "E0067": "an update whose value's type differs from its state's";
     BAD_SIGNATURE = "E0070": "an invalid explicit signature in an extern op";
     NO_KERNEL = "E0071": "evaluation of an extern op that has no reference kernel";
     BAD_RANGE = "E0080": "an invalid sharded index range or placement";
@@ -68,4 +71,5 @@ codes! {
     BAD_GRAPH_CHOICE = "E0104": "no graph, or several graphs and no `--graph NAME`";
     PASS_FAILED = "E0105": "a pass failed or produced a module that does not verify (a compiler bug)";
     BAD_SHARD = "E0106": "an apply that cannot be sharded as asked";
+    GRAD_UNSUPPORTED = "E0110": "a construct on the path from a `grad`'s inputs to its loss that the `grad` pass cannot differentiate (yet)";
 }

@@ -155,3 +155,14 @@ impl Diagnostics {
         self
     }
 }
+
+/// A `grad` statement reached a stage that only runs lowered graphs (the interpreter, the
+/// backend): the driver runs the `grad` pass first, so this is a compiler bug.
+pub fn grad_not_lowered(span: Span) -> Diagnostic {
+    Diagnostic::error(
+        codes::PASS_FAILED,
+        "a `grad` statement reached the interpreter or the backend before the `grad` pass lowered it",
+    )
+    .primary(span, "not lowered")
+    .note("run `tapc opt FILE --passes=grad` to see the gradient graph")
+}

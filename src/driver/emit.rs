@@ -20,6 +20,7 @@ pub fn dot(m: &Module) -> String {
                 NodeKind::Generator(_) => ("ellipse", "#d0d0ff"),
                 NodeKind::Sequence { .. } => ("octagon", "#B4F8C8"),
                 NodeKind::Pin { .. } => ("note", "#F8E8B4"),
+                NodeKind::Grad { .. } => ("invtrapezium", "#F8D0D0"),
             };
             let label = node_text(g, n).replace('\\', "\\\\").replace('"', "\\\"");
             let _ = writeln!(

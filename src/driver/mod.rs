@@ -619,9 +619,12 @@ impl Cx {
         out_dir: &Path,
         graph: Option<&str>,
     ) -> bool {
-        let Some(l) = self.load(path) else {
+        let Some(mut l) = self.load(path) else {
             return false;
         };
+        if !self.lower_grad(&mut l) {
+            return false;
+        }
         let gi = match pick_graph(&l.module, graph) {
             Ok(i) => i,
             Err(d) => return self.fail(&l.name, d),
@@ -690,6 +693,33 @@ impl Cx {
                 true
             }
             Err(e) => self.fail(&l.name, Diagnostic::error(codes::IO, e.to_string())),
+        }
+    }
+
+    /// Runs the `grad` pass when a graph has a `grad` statement (`tapc run` interprets or
+    /// compiles lowered graphs only).
+    fn lower_grad(&mut self, l: &mut Loaded) -> bool {
+        if !l.module.graphs.iter().any(Graph::has_grad) {
+            return true;
+        }
+        let facts = std::mem::take(&mut l.facts);
+        let mut log = String::new();
+        match manager::run_pipeline(
+            &mut l.module,
+            facts,
+            "grad",
+            &RunConfig::default(),
+            &mut log,
+        ) {
+            Ok(cx) => {
+                l.facts = cx.facts;
+                true
+            }
+            Err(d) => {
+                let src = l.src.clone();
+                self.report(&l.name, &src, &[d]);
+                false
+            }
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::scalar;
 use super::store::{self, NoMemory, Value};
-use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Instance, Scalar, Src, Target};
+use crate::ir::instance::{Affine, CExpr, CKind, CStmt, GatherLoad, Instance, Scalar, Src, Target};
 use crate::ir::kernel::{Func, Reduction};
 use crate::ir::DType;
 use tapc_runtime::Data;
@@ -13,6 +13,9 @@ enum P {
     Const(Scalar),
     Var(usize, DType),
     Load(Src, Affine),
+    /// Input `k` at the affine offset plus, per gathered dimension, its stride times the
+    /// coordinate of its loaded index; the access for messages.
+    Gather(usize, Affine, Vec<Gathered>, Box<GatherLoad>),
     Reduce(Reduction, Vec<(usize, i64, i64)>, Box<P>, DType),
     /// `argmax` (true) or `argmin` over one variable `(v, lo, hi)`; the body's dtype.
     Arg(bool, (usize, i64, i64), Box<P>, DType),
@@ -21,6 +24,22 @@ enum P {
     Unary(crate::ir::kernel::UnOp, Box<P>, DType),
     /// The operands' dtype.
     Binary(crate::ir::kernel::BinOp, Box<P>, Box<P>, DType),
+}
+
+/// A gathered dimension: `(dimension, stride, size, its index load)`.
+type Gathered = (usize, i64, i64, P);
+
+/// Why an apply could not be evaluated.
+pub enum Failure {
+    NoMemory(NoMemory),
+    /// A gathered index out of range (the message).
+    Gather(String),
+}
+
+impl From<NoMemory> for Failure {
+    fn from(e: NoMemory) -> Failure {
+        Failure::NoMemory(e)
+    }
 }
 
 fn strides(shape: &[i64]) -> Vec<i64> {
@@ -76,6 +95,7 @@ impl Ctx<'_> {
                 };
                 P::Load(src.clone(), lin)
             }
+            CKind::Gather(g) => self.prepare_gather(g),
             CKind::Reduce { kind, vars, body } if kind.is_arg() => {
                 let v = vars[0];
                 let (lo, hi) = self.inst.vars[v].range;
@@ -109,10 +129,49 @@ impl Ctx<'_> {
     }
 }
 
+impl Ctx<'_> {
+    /// A gather: the affine dimensions linearized (a gathered one's affine part is its offset,
+    /// added to the loaded index before it wraps), the gathered ones with their strides.
+    fn prepare_gather(&self, g: &GatherLoad) -> P {
+        let shape = &self.args[g.input].ty.shape;
+        let st = strides(shape);
+        let mut affine = g.index.clone();
+        let mut dims = Vec::new();
+        for (d, b) in g.gathered() {
+            affine[d] = Affine::constant(self.inst.origins[g.input][d]);
+            dims.push((d, st[d], shape[d], self.prepare(b)));
+        }
+        let lin = linearize(&affine, shape, &self.inst.origins[g.input]);
+        P::Gather(g.input, lin, dims, Box::new(g.clone()))
+    }
+}
+
 struct Env<'a> {
     vars: Vec<i64>,
     args: &'a [&'a Value],
     temps: &'a [Data],
+    /// The first out-of-range gathered index met.
+    fault: Option<String>,
+    names: &'a [String],
+}
+
+/// A gather's element, or a zero with `env.fault` set when an index is out of range.
+fn eval_gather(k: usize, lin: &Affine, dims: &[Gathered], g: &GatherLoad, env: &mut Env) -> Scalar {
+    let mut off = lin.eval(&env.vars);
+    for (d, stride, size, p) in dims {
+        let v = eval_p(p, env).as_i64();
+        match g.coordinate(*d, v, &env.vars, *size) {
+            Some(c) => off += c * stride,
+            None => {
+                let at = v.saturating_add(g.index[*d].eval(&env.vars));
+                if env.fault.is_none() {
+                    env.fault = Some(g.fault(&env.names[k], *d, at, *size));
+                }
+                return Scalar::I(0).cast(env.args[k].ty.dtype);
+            }
+        }
+    }
+    env.args[k].get(off as usize)
 }
 
 fn eval_p(p: &P, env: &mut Env) -> Scalar {
@@ -126,6 +185,7 @@ fn eval_p(p: &P, env: &mut Env) -> Scalar {
                 Src::Temp(t) => store::get(&env.temps[*t], off),
             }
         }
+        P::Gather(k, lin, dims, g) => eval_gather(*k, lin, dims, g, env),
         P::Reduce(kind, vars, body, d) => {
             let mut acc = scalar::identity(*kind, *d);
             reduce_loop(vars, 0, env, &mut |env| {
@@ -176,13 +236,19 @@ fn reduce_loop(vars: &[(usize, i64, i64)], k: usize, env: &mut Env, f: &mut dyn 
 }
 
 /// Runs the instance; `None` if it has no kernel (an extern op without a reference kernel).
-pub fn eval_instance(inst: &Instance, args: &[&Value]) -> Option<Result<Vec<Value>, NoMemory>> {
+pub fn eval_instance(inst: &Instance, args: &[&Value]) -> Option<Result<Vec<Value>, Failure>> {
     let stmts = inst.stmts.as_ref()?;
     Some(eval_stmts(inst, stmts, args))
 }
 
-fn eval_stmts(inst: &Instance, stmts: &[CStmt], args: &[&Value]) -> Result<Vec<Value>, NoMemory> {
+fn eval_stmts(inst: &Instance, stmts: &[CStmt], args: &[&Value]) -> Result<Vec<Value>, Failure> {
     let cx = Ctx { inst, args };
+    let names: Vec<String> = inst
+        .signature
+        .inputs
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
     let mut outputs: Vec<Value> = Vec::with_capacity(inst.outputs.len());
     for t in &inst.outputs {
         outputs.push(Value {
@@ -209,10 +275,15 @@ fn eval_stmts(inst: &Instance, stmts: &[CStmt], args: &[&Value]) -> Result<Vec<V
                 vars: vec![0; inst.vars.len()],
                 args,
                 temps: &temps,
+                fault: None,
+                names: &names,
             };
             reduce_loop(&box_, 0, &mut env, &mut |env| {
                 store::push(&mut out, eval_p(&p, env))
             });
+            if let Some(msg) = env.fault {
+                return Err(Failure::Gather(msg));
+            }
         }
         match st.target {
             Target::Output(k) => outputs[k].data = out,

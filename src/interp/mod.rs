@@ -64,7 +64,16 @@ pub fn run(
                             "add kernel statements to the extern op so the interpreter can evaluate it",
                         )
                     })?
-                    .map_err(|e| oom(e, format!("the results of `@{}`", a.op)))?
+                    .map_err(|e| match e {
+                        kernel::Failure::NoMemory(e) => {
+                            oom(e, format!("the results of `@{}`", a.op))
+                        }
+                        kernel::Failure::Gather(msg) => {
+                            let what = format!("apply `@{}` -> {}", a.op, value_name());
+                            Diagnostic::error(codes::RUNTIME, format!("{what} failed: {msg}"))
+                                .primary(n.span, "in this apply")
+                        }
+                    })?
             }
             NodeKind::Sink { name, value, .. } => {
                 // The last use moves the value out instead of copying it.
@@ -80,6 +89,7 @@ pub fn run(
                 vec![]
             }
             NodeKind::Sequence { .. } | NodeKind::Pin { .. } => vec![],
+            NodeKind::Grad { .. } => return Err(crate::diag::grad_not_lowered(n.span)),
         };
         for (v, val) in n.results.iter().zip(out) {
             vals[v.index()] = Some(val);

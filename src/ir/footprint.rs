@@ -4,7 +4,8 @@
 //! (`codegen::schedule`), so both count the same bytes.
 //!
 //! A box is one half-open `(lo, hi)` range per dimension. Inputs of a kernel op are the hull of
-//! its loads' affine indices over the variable box; inputs of an extern op are the image of the
+//! its loads' affine indices over the variable box (a gathered dimension: the whole
+//! dimension); inputs of an extern op are the image of the
 //! box under their projections. A shard's ports hold only its window, so boxes are relative to
 //! the port's origin, clipped to the port.
 
@@ -77,10 +78,14 @@ fn load_hulls(inst: &Instance, boxes: &[(i64, i64)], red: Option<usize>) -> (Box
     let mut hull: [Vec<Option<Box1>>; 2] =
         [vec![None; inst.inputs.len()], vec![None; inst.inputs.len()]];
     for s in inst.stmts.iter().flatten() {
-        input_loads(&s.value, red, false, &mut |k, index, inside| {
+        input_loads(&s.value, red, false, &mut |k, index, whole, inside| {
             let b: Box1 = index
                 .iter()
-                .map(|a| {
+                .enumerate()
+                .map(|(d, a)| {
+                    if whole.get(d) == Some(&true) {
+                        return (i64::MIN, i64::MAX); // clipped to the whole dimension
+                    }
                     let (l, h) = a.range(boxes);
                     (l, h.saturating_add(1))
                 })
@@ -150,20 +155,26 @@ fn output_boxes(inst: &Instance, boxes: &[(i64, i64)]) -> Boxes {
         .collect()
 }
 
-/// Calls `f(input, index, inside)` for every load of an input in `e`; `inside` says whether the
-/// load sits inside a reduction over variable `red`.
-fn input_loads(
-    e: &CExpr,
-    red: Option<usize>,
-    inside: bool,
-    f: &mut dyn FnMut(usize, &[Affine], bool),
-) {
+/// `f(input, index, whole, inside)` of [`input_loads`].
+type LoadVisitor<'a> = dyn FnMut(usize, &[Affine], &[bool], bool) + 'a;
+
+/// Calls `f(input, index, whole, inside)` for every load of an input in `e`; `whole[d]` says
+/// that dimension `d` is gathered (it reads the whole dimension), `inside` whether the load
+/// sits inside a reduction over variable `red`.
+fn input_loads(e: &CExpr, red: Option<usize>, inside: bool, f: &mut LoadVisitor) {
     match &e.kind {
         CKind::Load {
             src: Src::Input(k),
             index,
             ..
-        } => f(*k, index, inside),
+        } => f(*k, index, &[], inside),
+        CKind::Gather(g) => {
+            let whole: Vec<bool> = g.by.iter().map(Option::is_some).collect();
+            f(g.input, &g.index, &whole, inside);
+            for (_, b) in g.gathered() {
+                input_loads(b, red, inside, f);
+            }
+        }
         CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } => {}
         CKind::Reduce { vars, body, .. } => input_loads(
             body,

@@ -67,6 +67,14 @@ pub enum NodeKind {
     Pin {
         value: ValueId,
     },
+    /// `%d1, %d2 = grad %loss wrt %w1, %w2`: the gradient of the rank-0 float `loss` with
+    /// respect to each `wrt` value (one result per `wrt`, of its type). The `grad` pass
+    /// replaces it with ordinary ops (docs/passes/grad.md); the interpreter and the backend
+    /// never see it.
+    Grad {
+        loss: ValueId,
+        wrt: Vec<ValueId>,
+    },
 }
 
 /// `apply @op<params>(args) @[lo:hi, ...] on N`
@@ -276,6 +284,9 @@ impl NodeKind {
             NodeKind::Apply(a) => a.args.clone(),
             NodeKind::View(v) => v.operands().to_vec(),
             NodeKind::Sink { value, .. } | NodeKind::Pin { value } => vec![*value],
+            NodeKind::Grad { loss, wrt } => {
+                std::iter::once(*loss).chain(wrt.iter().copied()).collect()
+            }
             NodeKind::Source { .. } | NodeKind::Generator(_) | NodeKind::Sequence { .. } => vec![],
         }
     }
@@ -309,6 +320,12 @@ impl Graph {
             }
         }
         p
+    }
+    /// Whether a `grad` statement is left for the `grad` pass to lower.
+    pub fn has_grad(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| matches!(n.kind, NodeKind::Grad { .. }))
     }
     pub fn sources(&self) -> impl Iterator<Item = (&str, &TensorType, ValueId)> {
         self.nodes.iter().filter_map(|n| match &n.kind {

@@ -161,7 +161,7 @@ pub enum Scalar {
     B(bool),
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Src {
     Input(usize),
     Temp(usize),
@@ -184,6 +184,8 @@ pub enum CKind {
         index: Vec<Affine>,
         texts: Vec<(Span, String)>,
     },
+    /// A load whose indices may be gathered (see [`GatherLoad`]).
+    Gather(Box<GatherLoad>),
     Reduce {
         kind: Reduction,
         vars: Vec<usize>,
@@ -192,6 +194,47 @@ pub enum CKind {
     Call(Func, Vec<CExpr>),
     Unary(UnOp, Box<CExpr>),
     Binary(BinOp, Box<CExpr>, Box<CExpr>),
+}
+
+/// A load of input `input` at coordinate `index[d]` in each dimension `d` without an entry in
+/// `by`, and `by[d] + index[d]` (a negative coordinate wrapped once by the dimension's size,
+/// then checked against it at run time) in each dimension with one. Every `by` value is an
+/// integer load of another input at affine indices.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatherLoad {
+    pub input: usize,
+    pub index: Vec<Affine>,
+    pub by: Vec<Option<CExpr>>,
+    /// The access as written, and each index's span and text, for messages.
+    pub text: String,
+    pub texts: Vec<(Span, String)>,
+}
+
+impl GatherLoad {
+    /// The gathered dimensions with their index loads.
+    pub fn gathered(&self) -> impl Iterator<Item = (usize, &CExpr)> {
+        self.by
+            .iter()
+            .enumerate()
+            .filter_map(|(d, b)| b.as_ref().map(|b| (d, b)))
+    }
+
+    /// The coordinate of dimension `d` of size `size` for the loaded index `v`, or `None` when
+    /// it is out of range (docs/teg.md §12).
+    pub fn coordinate(&self, d: usize, v: i64, env: &[i64], size: i64) -> Option<i64> {
+        wrap_index(v.checked_add(self.index[d].eval(env))?, size)
+    }
+
+    /// The message of an out-of-range gathered index (the interpreter's and the runtime's).
+    pub fn fault(&self, input: &str, d: usize, value: i64, size: i64) -> String {
+        tapc_runtime::fault::gather_message(&self.text, input, d, &self.texts[d].1, value, size)
+    }
+}
+
+/// A gathered coordinate `c` of a dimension of `size`: negative ones wrap once (numpy).
+pub fn wrap_index(c: i64, size: i64) -> Option<i64> {
+    let c = if c < 0 { c.checked_add(size)? } else { c };
+    (0..size).contains(&c).then_some(c)
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -273,6 +316,7 @@ pub fn walk(e: &CExpr, f: &mut dyn FnMut(&CExpr, &[usize]), red: &mut Vec<usize>
             red.truncate(n);
         }
         CKind::Call(_, args) => args.iter().for_each(|a| walk(a, f, red)),
+        CKind::Gather(g) => g.gathered().for_each(|(_, a)| walk(a, f, red)),
         CKind::Unary(_, a) => walk(a, f, red),
         CKind::Binary(_, a, b) => {
             walk(a, f, red);

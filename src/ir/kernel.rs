@@ -229,6 +229,23 @@ pub enum IndexVar {
 pub enum Index {
     Expr(IExpr),
     Variadic(String, Span),
+    /// A gathered index: an integer loaded from another input, plus an affine offset
+    /// (`E[ids[b, s], h]`, `x[i, idx[i, j] + 1]`; docs/teg.md §5).
+    Gather(Gather),
+}
+
+/// What an index may be (the note of E0031 wherever it is reported).
+pub const INDEX_RULE: &str = "an index is built from integers, index variables, symbols, + and -, and * / % by constants; the only index computed from data is a gather: an integer loaded from another input plus an affine offset, `E[ids[i], j]`";
+
+/// `tensor[indices] + offset` as the index of an access: the inner indices are affine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gather {
+    pub tensor: String,
+    pub indices: Vec<IExpr>,
+    /// `+ e` or `- e` after the load, as written (`k + ids[i]` is kept as `ids[i] + k`).
+    pub offset: Option<(IOp, IExpr)>,
+    pub span: Span,
+    pub tensor_span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq)]

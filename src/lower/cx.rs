@@ -4,7 +4,7 @@
 
 use super::literal;
 use crate::diag::{codes, Code, Diagnostic, Diagnostics, Span};
-use crate::ir::kernel::{BinOp, IExpr, IOp, Stub, UnOp};
+use crate::ir::kernel::{BinOp, IExpr, IOp, Stub, UnOp, INDEX_RULE};
 use crate::ir::types::checked_elements;
 use crate::ir::{DType, TensorType};
 use crate::syntax::ast::{self, ExprKind};
@@ -70,6 +70,27 @@ fn iop(op: ast::BinOp) -> Option<IOp> {
     })
 }
 
+/// E0031 for a tensor index that is neither affine nor a gather, saying why.
+fn non_affine(e: &ast::Expr) -> Diagnostic {
+    let why = match &e.kind {
+        ExprKind::Binary(op, ..) if binop(*op).is_bitwise() => {
+            "a bitwise operator is not affine in the index variables"
+        }
+        ExprKind::Binary(..) => "a comparison or logic operator is not an index",
+        ExprKind::Float(_) => "a float is not an index",
+        ExprKind::Call { .. } => "a function call is not affine in the index variables",
+        ExprKind::Reduce { .. } => "a reduction is not an index",
+        _ => "not affine in the index variables",
+    };
+    err(
+        codes::NON_AFFINE,
+        "a tensor index must be affine in the index variables, or a gather",
+        e.span,
+        why,
+    )
+    .note(INDEX_RULE)
+}
+
 impl Cx<'_> {
     pub(super) fn report(&mut self, d: Diagnostic) {
         self.diags.push(d);
@@ -127,6 +148,10 @@ impl Cx<'_> {
     }
 
     fn not_integer<T>(&mut self, e: &ast::Expr, code: Code, what: &str) -> Option<T> {
+        if code == codes::NON_AFFINE {
+            self.report(non_affine(e));
+            return None;
+        }
         self.report(
             err(
                 code,

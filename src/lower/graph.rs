@@ -63,6 +63,7 @@ impl Cx<'_> {
                     Rhs::Source(s) => self.source(gb, results, s, *span),
                     Rhs::Apply(a) => self.apply(gb, results, a, *span),
                     Rhs::Instr(i) => self.instr(gb, results, i, *span),
+                    Rhs::Grad(d) => self.grad(gb, results, d, *span),
                 };
                 None
             }
@@ -300,6 +301,60 @@ impl Cx<'_> {
             return None;
         }
         let kind = lower_instr(self.diags, &i.instr, &args, &i.attrs, tys[0].as_ref(), span)?;
+        gb.push(self, kind, results, tys, span);
+        Some(())
+    }
+
+    /// `%d1, ... = grad %loss wrt %w1, ...`: one result per `wrt` value.
+    fn grad(
+        &mut self,
+        gb: &mut GraphBuilder,
+        results: &[ast::Name],
+        d: &ast::GradRhs,
+        span: Span,
+    ) -> Option<()> {
+        let unknown = |w: &ast::Name, what: &str| {
+            err(
+                codes::UNKNOWN_INSTR,
+                format!(
+                    "unknown graph instruction `{} ... {} ...`",
+                    d.instr.text, d.word.text
+                ),
+                w.span,
+                format!("not {what}"),
+            )
+            .note("a gradient is written `%d1, %d2 = grad %loss wrt %w1, %w2`")
+        };
+        if d.instr.text != "grad" {
+            self.report(unknown(&d.instr, "`grad`"));
+            return None;
+        }
+        if d.word.text != "wrt" {
+            self.report(unknown(&d.word, "`wrt`"));
+            return None;
+        }
+        let loss: Vec<_> = d.args.iter().map(|a| gb.resolve(self, a)).collect();
+        let wrt: Vec<_> = d.wrt.iter().map(|a| gb.resolve(self, a)).collect();
+        let tys: Vec<_> = d.types.iter().map(|t| self.concrete_type(t)).collect();
+        let (loss, wrt) = (
+            loss.into_iter().collect::<Option<Vec<_>>>()?,
+            wrt.into_iter().collect::<Option<Vec<_>>>()?,
+        );
+        let tys = self.annotations(tys, results.len(), span)?;
+        if loss.len() != 1 || results.len() != wrt.len() {
+            let msg = if loss.len() != 1 {
+                format!("`grad` takes one loss value, not {}", loss.len())
+            } else {
+                format!(
+                    "`grad` with respect to {} value(s) defines as many results, but {} are named",
+                    wrt.len(),
+                    results.len()
+                )
+            };
+            self.report(err(codes::ARITY, msg, span, "one result per `wrt` value"));
+            return None;
+        }
+        let kind = NodeKind::Grad { loss: loss[0], wrt };
         gb.push(self, kind, results, tys, span);
         Some(())
     }

@@ -5,11 +5,12 @@
 //!
 //! It is not part of the front end: it depends on the syntax tree, the IR and diagnostics,
 //! and nothing depends on it but `compile_source`. Files, each using only those below it:
-//! `graph` (graphs) and `op` (ops, kernels, extern signatures) extend the shared context in
-//! `cx`; `instr` lowers selectors and generators; `literal` parses checked numbers, attribute
+//! `graph` (graphs), `op` (ops, kernels, extern signatures) and `gather` (gathered indices)
+//! extend the shared context in `cx`; `instr` lowers selectors and generators; `literal` parses checked numbers, attribute
 //! values and list elements.
 
 mod cx;
+mod gather;
 mod graph;
 mod instr;
 mod literal;

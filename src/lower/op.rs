@@ -346,6 +346,15 @@ impl Cx<'_> {
             match &i.kind {
                 ExprKind::Name(n) => vars.push(IndexVar::Var(n.clone(), i.span)),
                 ExprKind::Variadic(n) => vars.push(IndexVar::Variadic(n.clone(), i.span)),
+                _ if super::gather::contains_access(i) => self.report(
+                    err(
+                        codes::BAD_GATHER,
+                        "a gathered index cannot appear on the left-hand side",
+                        i.span,
+                        "an output is indexed by plain index variables",
+                    )
+                    .note("gather on the right-hand side (`y[i] = x[idx[i]]`); writing through an index is a scatter"),
+                ),
                 _ => self.report(
                     err(
                         codes::BAD_TARGET,
@@ -404,12 +413,13 @@ impl Cx<'_> {
         Box::new(self.kexpr(e).unwrap_or_else(|| poisoned(e.span)))
     }
 
-    /// `base[indices]`: every index affine (checked by the verifier) or a `..i` list.
+    /// `base[indices]`: every index affine (checked by the verifier), a `..i` list or a gather.
     fn access(&mut self, base: &ast::Name, indices: &[ast::Expr]) -> Option<KExprKind> {
         let idx = indices
             .iter()
             .map(|i| match &i.kind {
                 ExprKind::Variadic(n) => Some(Index::Variadic(n.clone(), i.span)),
+                _ if super::gather::contains_access(i) => self.gather_index(i).flatten(),
                 _ => self
                     .iexpr(i, codes::NON_AFFINE, "tensor index")
                     .map(Index::Expr),

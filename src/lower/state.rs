@@ -20,7 +20,7 @@ impl StateBook {
         self.states.push((name.text.clone(), name.span));
     }
 
-    /// Records `update @name`; false, after E0062, when the state already has an update.
+    /// Records `update @name`; false, after E0066, when the state already has an update.
     pub(super) fn update(&mut self, cx: &mut Cx, name: &ast::Name) -> bool {
         if let Some(&prev) = self.updates.get(&name.text) {
             cx.report(
@@ -39,7 +39,7 @@ impl StateBook {
         true
     }
 
-    /// E0060 for each state without an update, E0061 for each update of no state.
+    /// E0064 for each state without an update, E0065 for each update of no state.
     pub(super) fn finish(&self, cx: &mut Cx) {
         for (name, span) in &self.states {
             if !self.updates.contains_key(name) {

@@ -7,6 +7,6 @@ mod text;
 
 pub use signature::apply_signature;
 pub use text::{
-    graph_lines, iexpr_text, kexpr_text, node_text, op_lines, print_graph, print_module, print_op,
-    Line,
+    gather_text, graph_lines, iexpr_text, kexpr_text, node_text, op_lines, print_graph,
+    print_module, print_op, Line,
 };

@@ -213,6 +213,19 @@ fn index_text(i: &Index) -> String {
     match i {
         Index::Expr(e) => iexpr_text(e),
         Index::Variadic(n, _) => format!("..{n}"),
+        Index::Gather(g) => gather_text(g),
+    }
+}
+
+/// `ids[b, s]`, `ids[b, s] + k` or `ids[b, s] - k`.
+pub fn gather_text(g: &Gather) -> String {
+    let access = (
+        ATOM,
+        format!("{}[{}]", g.tensor, list(&g.indices, iexpr_text)),
+    );
+    match &g.offset {
+        Some((op, e)) => join(access, op.symbol(), ADD, iexpr(e)).1,
+        None => access.1,
     }
 }
 
@@ -305,6 +318,9 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
             return format!("{word} @{name} {}", val(g, *value));
         }
         NodeKind::Pin { value } => return format!("pin {}", val(g, *value)),
+        NodeKind::Grad { loss, wrt } => {
+            format!("grad {} wrt {}", val(g, *loss), list(wrt, |v| val(g, *v)))
+        }
         NodeKind::Sequence { before, after } => {
             let r = |x: &SeqRef| match x {
                 SeqRef::Sink(s) => format!("@{s}"),

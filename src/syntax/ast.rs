@@ -301,6 +301,18 @@ pub enum Rhs {
     Apply(ApplyRhs),
     /// Selectors and generators: `transpose %y [1, 0]`, `zeros : f32[3]`.
     Instr(InstrRhs),
+    /// `grad %loss wrt %w1, %w2 : types`: `instr` must be `grad` and `word` `wrt` (checked in
+    /// lowering, as neither is reserved).
+    Grad(GradRhs),
+}
+
+#[derive(Clone, Debug)]
+pub struct GradRhs {
+    pub instr: Name,
+    pub args: Vec<Name>,
+    pub word: Name,
+    pub wrt: Vec<Name>,
+    pub types: Vec<TypeExpr>,
 }
 
 #[derive(Clone, Debug)]

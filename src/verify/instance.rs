@@ -5,7 +5,7 @@
 use super::bind::{bind, bind_ports, output_shape, with_port_dtypes, Bindings, Ports, Site};
 use super::kernel;
 use super::signature::derive_signature;
-use crate::diag::{codes, Diagnostic};
+use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::graph::ApplySpans;
 use crate::ir::instance::*;
 use crate::ir::kernel::{
@@ -444,7 +444,8 @@ fn with_reference_kernel(c: &Call, sig: &ExternSig, mut inst: Instance) -> R<Ins
     Ok(inst)
 }
 
-/// Every access must stay inside its tensor (inputs: inside the shard's window).
+/// Every access must stay inside its tensor (inputs: inside the shard's window). A gathered
+/// dimension is checked at run time; its input must be whole along it (origin 0).
 fn check_bounds(op: &OpDef, inst: &Instance, site: Site) -> Result<(), Vec<Diagnostic>> {
     let mut errs = Vec::new();
     let ranges: Vec<(i64, i64)> = inst.vars.iter().map(|v| v.range).collect();
@@ -452,46 +453,25 @@ fn check_bounds(op: &OpDef, inst: &Instance, site: Site) -> Result<(), Vec<Diagn
         walk(
             &st.value,
             &mut |e, red| {
-                let CKind::Load { src, index, texts } = &e.kind else {
-                    return;
-                };
                 if red.iter().any(|&v| ranges[v].0 >= ranges[v].1)
                     || st.vars.iter().any(|&v| ranges[v].0 >= ranges[v].1)
                 {
                     return; // never executed
                 }
-                for (d, a) in index.iter().enumerate() {
-                    let (lo, hi) = a.range(&ranges);
-                    let (name, allowed) = match src {
-                        Src::Input(k) => {
-                            let o = inst.origins[*k][d];
-                            (
-                                op.inputs[*k].name.clone(),
-                                (o, o + inst.inputs[*k].shape[d]),
-                            )
-                        }
-                        Src::Temp(t) => {
-                            (inst.temps[*t].name.clone(), ranges[inst.temps[*t].vars[d]])
-                        }
-                    };
-                    if lo < allowed.0 || hi >= allowed.1 {
-                        let (span, text) = &texts[d];
-                        let size = allowed.1 - allowed.0;
-                        let msg = if allowed.0 == 0 {
-                            format!("index `{text}` of `{name}` ranges over [{lo}, {hi}] but dimension {d} has size {size}")
-                        } else {
-                            format!("index `{text}` of `{name}` ranges over [{lo}, {hi}] but the shard's window of dimension {d} is [{}, {})", allowed.0, allowed.1)
-                        };
-                        errs.push(
-                            site.err(
-                                codes::OUT_OF_BOUNDS,
-                                msg,
-                                *span,
-                                "can leave the tensor's bounds",
-                            )
-                            .note("pad or slice the input so that every index stays in range"),
-                        );
+                let b = Bounds {
+                    op,
+                    inst,
+                    site,
+                    ranges: &ranges,
+                };
+                match &e.kind {
+                    CKind::Load { src, index, texts } => b.check(src, index, texts, &[], &mut errs),
+                    CKind::Gather(g) => {
+                        let skip: Vec<bool> = g.by.iter().map(Option::is_some).collect();
+                        b.check(&Src::Input(g.input), &g.index, &g.texts, &skip, &mut errs);
+                        b.whole(g, &mut errs);
                     }
+                    _ => {}
                 }
             },
             &mut vec![],
@@ -501,5 +481,84 @@ fn check_bounds(op: &OpDef, inst: &Instance, site: Site) -> Result<(), Vec<Diagn
         Ok(())
     } else {
         Err(errs)
+    }
+}
+
+/// What checking one access's bounds needs.
+struct Bounds<'a> {
+    op: &'a OpDef,
+    inst: &'a Instance,
+    site: Site,
+    ranges: &'a [(i64, i64)],
+}
+
+impl Bounds<'_> {
+    /// The affine dimensions of an access (those with `skip[d]` are gathered).
+    fn check(
+        &self,
+        src: &Src,
+        index: &[Affine],
+        texts: &[(Span, String)],
+        skip: &[bool],
+        errs: &mut Vec<Diagnostic>,
+    ) {
+        let (op, inst) = (self.op, self.inst);
+        for (d, a) in index.iter().enumerate() {
+            if skip.get(d) == Some(&true) {
+                continue;
+            }
+            let (lo, hi) = a.range(self.ranges);
+            let (name, allowed) = match src {
+                Src::Input(k) => {
+                    let o = inst.origins[*k][d];
+                    (
+                        op.inputs[*k].name.clone(),
+                        (o, o + inst.inputs[*k].shape[d]),
+                    )
+                }
+                Src::Temp(t) => (
+                    inst.temps[*t].name.clone(),
+                    self.ranges[inst.temps[*t].vars[d]],
+                ),
+            };
+            if lo < allowed.0 || hi >= allowed.1 {
+                let (span, text) = &texts[d];
+                let size = allowed.1 - allowed.0;
+                let msg = if allowed.0 == 0 {
+                    format!("index `{text}` of `{name}` ranges over [{lo}, {hi}] but dimension {d} has size {size}")
+                } else {
+                    format!("index `{text}` of `{name}` ranges over [{lo}, {hi}] but the shard's window of dimension {d} is [{}, {})", allowed.0, allowed.1)
+                };
+                errs.push(
+                    self.site
+                        .err(
+                            codes::OUT_OF_BOUNDS,
+                            msg,
+                            *span,
+                            "can leave the tensor's bounds",
+                        )
+                        .note("pad or slice the input so that every index stays in range"),
+                );
+            }
+        }
+    }
+
+    /// A gathered dimension reads its whole input: a shard window along it is an error.
+    fn whole(&self, g: &GatherLoad, errs: &mut Vec<Diagnostic>) {
+        for (d, _) in g.gathered() {
+            if self.inst.origins[g.input][d] != 0 {
+                let name = &self.op.inputs[g.input].name;
+                let msg = format!(
+                    "dimension {d} of `{name}` is gathered, so an apply reads all of it; it cannot start at {}",
+                    self.inst.origins[g.input][d]
+                );
+                errs.push(self.site.err(
+                    codes::BAD_GATHER,
+                    msg,
+                    g.texts[d].0,
+                    "gathered dimension",
+                ));
+            }
+        }
     }
 }

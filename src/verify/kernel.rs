@@ -2,12 +2,14 @@
 //! reduction extents, making accesses affine, and typing every expression (with weakly typed
 //! literals, index variables and symbols taking the type their context asks for).
 
+mod gather;
+
 use super::bind::{Bindings, Site};
 use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::instance::*;
 use crate::ir::kernel::*;
 use crate::ir::TensorType;
-use crate::print::iexpr_text;
+use crate::print::{gather_text, iexpr_text};
 use std::collections::{HashMap, HashSet};
 use tapc_runtime::DType;
 
@@ -517,8 +519,16 @@ impl Lx<'_> {
             };
         let mut index = Vec::new();
         let mut texts = Vec::new();
+        let mut by = Vec::new();
         for i in idx {
+            by.resize(index.len(), None);
             match i {
+                Index::Gather(g) => {
+                    let (load, offset) = self.gathered(g, scope)?;
+                    index.push(offset);
+                    by.push(Some(load));
+                    texts.push((g.span, gather_text(g)));
+                }
                 Index::Expr(e) => {
                     index.push(self.affine(e, scope)?);
                     texts.push((e.span(), iexpr_text(e)));
@@ -555,14 +565,14 @@ impl Lx<'_> {
             );
             return Err(());
         }
-        // Temps are stored over the shard's range; shift to local coordinates at load time.
-        Ok((
-            CExpr {
-                kind: CKind::Load { src, index, texts },
-                dtype,
-            },
-            Ty::Known(dtype),
-        ))
+        let kind = if by.iter().any(Option::is_some) {
+            by.resize(index.len(), None);
+            self.gather_load(name, src, index, by, texts, span)?
+        } else {
+            // Temps are stored over the shard's range; shift to local coordinates at load time.
+            CKind::Load { src, index, texts }
+        };
+        Ok((CExpr { kind, dtype }, Ty::Known(dtype)))
     }
 
     fn affine(&mut self, e: &IExpr, scope: &HashMap<String, Scope>) -> R<Affine> {
@@ -580,12 +590,9 @@ impl Lx<'_> {
             }
             Err(AffineError::NonAffine(why)) => {
                 let text = iexpr_text(e);
-                self.err(
-                    codes::NON_AFFINE,
-                    format!("index `{text}` is not affine in the index variables"),
-                    e.span(),
-                    why,
-                );
+                let msg = format!("index `{text}` is not affine in the index variables");
+                let d = self.site.err(codes::NON_AFFINE, msg, e.span(), why);
+                self.errs.push(d.note(INDEX_RULE));
                 Err(())
             }
         }
@@ -1016,7 +1023,7 @@ fn unfit_literal(e: &CExpr) -> Option<String> {
             Scalar::F(f) => crate::ir::types::float_text(*f),
             _ => format!("{}", v.as_i64()),
         }),
-        CKind::Var(_) | CKind::Load { .. } => None,
+        CKind::Var(_) | CKind::Load { .. } | CKind::Gather(_) => None,
         CKind::Reduce { body: a, .. } | CKind::Unary(_, a) => unfit_literal(a),
         CKind::Call(_, args) => args.iter().find_map(unfit_literal),
         CKind::Binary(_, a, b) => unfit_literal(a).or_else(|| unfit_literal(b)),
@@ -1040,7 +1047,7 @@ fn default_of(t: Ty) -> DType {
 fn settle(e: &mut CExpr, want: DType) {
     match &mut e.kind {
         CKind::Const(_) | CKind::Var(_) => e.dtype = want,
-        CKind::Load { .. } => {}
+        CKind::Load { .. } | CKind::Gather(_) => {}
         CKind::Call(Func::Cast(_), _) => {}
         CKind::Binary(op, a, b)
             if !matches!(
@@ -1091,6 +1098,15 @@ fn extent_of(e: &CExpr, v: usize, lx: &Lx) -> Option<i64> {
             match src {
                 Src::Input(k) => Some(lx.inputs[*k].shape[dim]),
                 Src::Temp(_) => None,
+            }
+        }
+        CKind::Gather(g) => {
+            let alone = |(d, a): (usize, &Affine)| {
+                (g.by[d].is_none() && a.terms == [(v, 1)] && a.constant == 0).then_some(d)
+            };
+            match g.index.iter().enumerate().find_map(alone) {
+                Some(d) => Some(lx.inputs[g.input].shape[d]),
+                None => g.gathered().find_map(|(_, b)| extent_of(b, v, lx)),
             }
         }
         CKind::Reduce { body, .. } | CKind::Unary(_, body) => extent_of(body, v, lx),

@@ -124,6 +124,7 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
                 .map_err(|d| vec![d]),
             NodeKind::Apply(_) => apply_types(cx, g, n, &args, &mut facts),
             NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => Ok(vec![]),
+            NodeKind::Grad { .. } => grad_types(g, n, &args, span),
         };
         match tys {
             Err(ds) => {
@@ -148,6 +149,55 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
     check_acyclic(g, diags);
     check_updates(g, diags);
     facts
+}
+
+/// The result types of `grad %loss wrt %w...` (`args` are the loss's type, then the `wrt`
+/// values'): the loss must be a rank-0 float (E0060), each `wrt` a float tensor (E0061); each
+/// result has its `wrt`'s type. A `wrt` the loss does not depend on has a zero gradient.
+fn grad_types(
+    g: &Graph,
+    n: usize,
+    args: &[crate::ir::TensorType],
+    span: crate::diag::Span,
+) -> Result<Vec<crate::ir::TensorType>, Vec<Diagnostic>> {
+    let NodeKind::Grad { loss, wrt } = &g.nodes[n].kind else {
+        return Ok(vec![]);
+    };
+    let loss = *loss;
+    let mut ds = Vec::new();
+    let l = &args[0];
+    if !l.shape.is_empty() || !l.dtype.is_float() {
+        ds.push(
+            Diagnostic::error(
+                codes::BAD_GRAD_LOSS,
+                format!(
+                    "the loss `%{}` of `grad` is {l}, not a rank-0 float value",
+                    g.value(loss).name
+                ),
+            )
+            .primary(span, "loss must be a scalar float")
+            .note("reduce it first, e.g. `y[] = sum[i, j](x[i, j])`"),
+        );
+    }
+    for (w, t) in wrt.iter().zip(&args[1..]) {
+        if !t.dtype.is_float() {
+            ds.push(
+                Diagnostic::error(
+                    codes::BAD_GRAD_WRT,
+                    format!(
+                        "cannot differentiate with respect to `%{}` of type {t}: only float values have gradients",
+                        g.value(*w).name
+                    ),
+                )
+                .primary(span, "not a float value"),
+            );
+        }
+    }
+    if ds.is_empty() {
+        Ok(args[1..].to_vec())
+    } else {
+        Err(ds)
+    }
 }
 
 /// The output types of apply `n` of a sound op, with typed `args` (its instance goes to
@@ -350,7 +400,7 @@ fn undefined_op(ops: &[&str], name: &str, span: Span) -> Diagnostic {
     }
 }
 
-/// Each `update @w %v` gives `%v` the type of state `@w` (E0063); lowering checked the names.
+/// Each `update @w %v` gives `%v` the type of state `@w` (E0067); lowering checked the names.
 fn check_updates(g: &Graph, diags: &mut Diagnostics) {
     for n in &g.nodes {
         let NodeKind::Sink {

@@ -46,39 +46,62 @@ fn port_sigs(
         .collect()
 }
 
-/// Where every load of every input reaches (see [`Reach`]).
+/// Where every load of every input reaches (see [`Reach`]); a gathered dimension of a gather
+/// reaches the whole dimension.
 fn reach(inst: &Instance) -> Reach {
-    let np = inst.parallel;
     let mut r = Reach {
         rows: inst.inputs.iter().map(|t| vec![None; t.rank()]).collect(),
         bounds: vec![vec![]; inst.inputs.len()],
     };
     for st in inst.stmts.as_deref().unwrap_or_default() {
         visit_loads(&st.value, &mut |src, index| {
-            let Src::Input(k) = src else { return };
-            if r.bounds[k].is_empty() {
-                r.bounds[k] = vec![(i64::MAX, i64::MIN); index.len()];
-            }
-            for (d, a) in index.iter().enumerate() {
-                let row: Vec<i64> = (0..np).map(|v| a.coeff(v)).collect();
-                let (mut lo, mut hi) = (a.constant, a.constant);
-                for &(v, c) in a.terms.iter().filter(|t| t.0 >= np) {
-                    let (x, y) = (0, c * (inst.vars[v].range.1 - 1).max(0));
-                    lo += x.min(y);
-                    hi += x.max(y);
-                }
-                let b = &mut r.bounds[k][d];
-                *b = (b.0.min(lo), b.1.max(hi));
-                let slot = &mut r.rows[k][d];
-                match slot {
-                    None => *slot = Some(row),
-                    Some(prev) if *prev != row => *slot = Some(vec![DISAGREE]),
-                    _ => {}
-                }
+            if let Src::Input(k) = src {
+                r.record(inst, k, index, &[]);
             }
         });
+        walk(
+            &st.value,
+            &mut |e, _| {
+                if let CKind::Gather(g) = &e.kind {
+                    let by: Vec<bool> = g.by.iter().map(Option::is_some).collect();
+                    r.record(inst, g.input, &g.index, &by);
+                }
+            },
+            &mut vec![],
+        );
     }
     r
+}
+
+impl Reach {
+    /// One access of input `k` at `index` (the dimensions with `whole[d]` are gathered).
+    fn record(&mut self, inst: &Instance, k: usize, index: &[Affine], whole: &[bool]) {
+        let np = inst.parallel;
+        if self.bounds[k].is_empty() {
+            self.bounds[k] = vec![(i64::MAX, i64::MIN); index.len()];
+        }
+        for (d, a) in index.iter().enumerate() {
+            let slot = &mut self.rows[k][d];
+            if whole.get(d) == Some(&true) {
+                *slot = Some(vec![DISAGREE]);
+                continue;
+            }
+            let row: Vec<i64> = (0..np).map(|v| a.coeff(v)).collect();
+            let (mut lo, mut hi) = (a.constant, a.constant);
+            for &(v, c) in a.terms.iter().filter(|t| t.0 >= np) {
+                let (x, y) = (0, c * (inst.vars[v].range.1 - 1).max(0));
+                lo += x.min(y);
+                hi += x.max(y);
+            }
+            let b = &mut self.bounds[k][d];
+            *b = (b.0.min(lo), b.1.max(hi));
+            match slot {
+                None => *slot = Some(row),
+                Some(prev) if *prev != row => *slot = Some(vec![DISAGREE]),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Input `k`'s projection: per dimension its loads' row and hull, the whole dimension where
@@ -166,6 +189,7 @@ fn lhs_points(inst: &Instance, vars: &[usize]) -> f64 {
 fn flops_of(e: &CExpr, inst: &Instance) -> f64 {
     match &e.kind {
         CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } => 0.0,
+        CKind::Gather(g) => g.gathered().map(|(_, b)| flops_of(b, inst)).sum(),
         CKind::Reduce { vars, body, .. } => lhs_points(inst, vars) * (flops_of(body, inst) + 1.0),
         CKind::Call(f, args) => {
             let own = if matches!(f, Func::Cast(_)) { 0.0 } else { 1.0 };

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: compile a source and run its graph.
 #![allow(dead_code)]
 
+pub mod grad_cases;
 pub mod graphgen;
 pub mod mpi;
 pub mod rng;

@@ -539,3 +539,28 @@ graph @g {
     assert_eq!(labels, [(7, ": f32[4]")], "{hints}");
     assert_eq!(c.shutdown(), Some(0));
 }
+
+#[test]
+fn a_grad_statement_has_hovers_semantic_tokens_and_no_diagnostics() {
+    let src = SRC.replace(
+        "  sink @out %y\n",
+        "  %l = apply @total(%y)\n  %dw, %db = grad %l wrt %w, %b\n  sink @out %y\n  sink @dw %dw\n",
+    ) + "\nop @total(x: f32[B, N]) -> (l: f32[]) {\n  l[] = sum[i, j](x[i, j])\n}\n";
+    let mut c = started();
+    c.open(URI, &src);
+    assert!(c.diagnostics(URI, 1).is_empty(), "{src}");
+    let h = c.request("textDocument/hover", at(&src, "%dw", 0));
+    let text = h["contents"]["value"].as_str().unwrap();
+    assert!(text.contains("f32[4, 3]"), "{text}");
+    let h = c.request("textDocument/hover", at(&src, "%l wrt", 0));
+    assert!(
+        h["contents"]["value"].as_str().unwrap().contains("f32[]"),
+        "{h}"
+    );
+    let t = c.request(
+        "textDocument/semanticTokens/full",
+        json!({"textDocument": {"uri": URI}}),
+    );
+    assert!(t["data"].as_array().is_some_and(|d| !d.is_empty()), "{t}");
+    assert_eq!(c.shutdown(), Some(0));
+}

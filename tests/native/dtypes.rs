@@ -55,7 +55,7 @@ graph @g {{
 }
 
 /// Runs `cmd`; `Err` with its standard error if it fails.
-fn ok(cmd: &mut Command) -> Result<(), String> {
+pub(crate) fn ok(cmd: &mut Command) -> Result<(), String> {
     let o = cmd.output().map_err(|e| e.to_string())?;
     if o.status.success() {
         return Ok(());
@@ -63,7 +63,7 @@ fn ok(cmd: &mut Command) -> Result<(), String> {
     Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&o.stderr)))
 }
 
-fn tapc(args: &[&str]) -> Result<(), String> {
+pub(crate) fn tapc(args: &[&str]) -> Result<(), String> {
     ok(Command::new(env!("CARGO_BIN_EXE_tapc")).args(args))
 }
 

@@ -10,6 +10,8 @@ mod bitwise;
 mod compile_scaling;
 mod dtype_reductions;
 mod dtypes;
+mod gather;
+mod grad;
 mod grid;
 mod halo;
 mod link;

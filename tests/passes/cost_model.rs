@@ -180,7 +180,8 @@ graph @g {{
 
 /// The MLP's plans of `tests/passes/cost.rs` with the sources placed otherwise. Shared (every
 /// node reads its windows from storage, the MPI runtime's default): data parallelism moves
-/// only the 32 logits rows of node 1 back for the two sinks (2 × 1,280 B), and nothing with
+/// only node 1's 32 logits rows back for `@logits` (1,280 B) and the 16 of them that `@sampled`
+/// takes (every other row, 640 B), and nothing with
 /// distributed sinks. `x` split by rows, the rest shared: the reduction plan's shard on node 1
 /// reads x[0:32, 392:784] from node 0 and node 0's reads x[32:64, 0:392] from node 1
 /// (2 × 50,176 B), plus the 131,072 bytes of partial sums.
@@ -190,7 +191,7 @@ fn sources_declared_shared_or_split_and_distributed_sinks_move_what_they_should(
     let dp = vec![Gene::split(0, &[0, 1]); 3];
     let root = problem(&mlp, &[("nodes", "2"), ("sources", "root")]);
     let shared = problem(&mlp, &[("nodes", "2"), ("sources", "shared")]);
-    assert_eq!(shared.evaluate(&dp)[2], 2560.0);
+    assert_eq!(shared.evaluate(&dp)[2], 1920.0);
     let quiet = problem(
         &mlp,
         &[

@@ -9,6 +9,8 @@ mod cost;
 mod cost_cli;
 mod cost_model;
 mod fuse;
+mod gather;
+mod grad;
 mod shard;
 mod state;
 mod unit;

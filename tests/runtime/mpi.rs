@@ -166,7 +166,7 @@ fn examples_and_filetests_match_the_single_process_program_on_1_to_4_ranks() {
 }
 
 /// The cost model's report (`tapc opt --emit cost`) of `file` after `passes`.
-fn cost_report(file: &Path, passes: &str) -> String {
+pub(crate) fn cost_report(file: &Path, passes: &str) -> String {
     let o = tapc(&[
         "opt",
         file.to_str().unwrap(),
@@ -179,7 +179,7 @@ fn cost_report(file: &Path, passes: &str) -> String {
 }
 
 /// The number after `bytes moved ` in a line of a cost report.
-fn bytes_moved(line: &str) -> u64 {
+pub(crate) fn bytes_moved(line: &str) -> u64 {
     let at = line.find("bytes moved ").expect("bytes moved") + "bytes moved ".len();
     line[at..]
         .split([',', ' '])
@@ -191,16 +191,21 @@ fn bytes_moved(line: &str) -> u64 {
 
 /// The model's bytes moved for the plan `cost{nodes=2,sources=root}` chooses.
 fn predicted_bytes(file: &Path) -> u64 {
-    let text = cost_report(file, "canonicalize,cost{nodes=2,sources=root}");
+    chosen_bytes(file, "nodes=2,sources=root")
+}
+
+/// The model's bytes moved for the plan that `cost{COST}` chooses for `file`.
+pub(crate) fn chosen_bytes(file: &Path, cost: &str) -> u64 {
+    let text = cost_report(file, &format!("canonicalize,cost{{{cost}}}"));
     let line = text
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("chosen:"))
         .nth(1)
-        .unwrap_or_else(|| panic!("no chosen plan in:\n{text}"));
+        .unwrap_or_else(|| panic!("no chosen plan for cost{{{cost}}} in:\n{text}"));
     bytes_moved(line)
 }
 
-fn measured_bytes(stderr: &str) -> u64 {
+pub(crate) fn measured_bytes(stderr: &str) -> u64 {
     let line = stderr
         .lines()
         .find(|l| l.starts_with("bytes moved: "))

@@ -4,7 +4,9 @@
 //!   halo rows between ranks: the pad is folded into the shards' loads, so after the first step
 //!   each padded value moves one row per boundary in each direction;
 //! - a matmul sharded as a grid of rows × columns (`shard{dim=i*j, parts=2x2}`) on 4 ranks
-//!   moves to each block's rank only its row block of `a` and column block of `b`.
+//!   moves to each block's rank only its row block of `a` and column block of `b`;
+//! - a generated value (`rand`) read by row shards is computed by each rank, only its rows:
+//!   nothing moves and each rank plans half of it.
 
 use crate::common;
 
@@ -107,9 +109,14 @@ fn a_grid_sharded_matmul_on_4_ranks_moves_only_each_blocks_rows_and_columns() {
         "op @mm(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {{
   c[i, j] = sum[k](a[i, k] * b[k, j])
 }}
+op @twice(x: f32[P, Q]) -> (y: f32[P, Q]) {{
+  y[p, q] = x[p, q] + x[p, q]
+}}
 graph @g {{
-  %a = rand seed 1 : f32[{m}, {k}]
-  %b = rand seed 2 : f32[{k}, {n}]
+  %ra = rand seed 1 : f32[{m}, {k}]
+  %rb = rand seed 2 : f32[{k}, {n}]
+  %a = apply @twice(%ra)
+  %b = apply @twice(%rb)
   %c = apply @mm(%a, %b)
   sink @c %c
 }}
@@ -118,8 +125,10 @@ graph @g {{
     let dir = common::scratch("grid-mm");
     let passes = "canonicalize,shard{parts=2x2,dim=i*j},canonicalize";
     let err = same_as_single(&dir, &src, passes, 4, "c");
-    // Node 0 generates both operands: block (r, c) on node 2r + c needs a's rows r and b's
-    // columns c; node 0 keeps its own, the others receive exactly theirs.
+    // Node 0 computes both operands (`@twice` has no `i` or `j`, so it stays whole, unplaced;
+    // a generator read directly would be computed on every node that reads it, moving
+    // nothing): block (r, c) on node 2r + c needs a's rows r and b's columns c; node 0 keeps
+    // its own, the others receive exactly theirs.
     let (rows, cols) = ((m / 2) as u64, (n / 2) as u64);
     let a_bytes = rows * k as u64 * 4;
     let b_bytes = cols * k as u64 * 4;
@@ -134,5 +143,34 @@ graph @g {{
         2 * b_bytes,
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn each_rank_generates_only_the_rows_of_a_generated_value_it_reads() {
+    let (rows, cols) = (600, 500);
+    let src = format!(
+        "op @scale(x: f32[M, N]) -> (y: f32[M, N]) {{
+  y[i, j] = x[i, j] * 3.0
+}}
+graph @g {{
+  %r = rand seed 7 : f32[{rows}, {cols}]
+  %y = apply @scale(%r)
+  sink @y %y
+}}
+"
+    );
+    let dir = common::scratch("generated-rows");
+    let passes = "canonicalize,shard{parts=2},canonicalize";
+    let err = same_as_single(&dir, &src, passes, 2, "y");
+    // Each rank computes its own 300 rows of `%r` (from their global coordinates, so the
+    // values are the single process's) and of `%y`: nothing moves, and each plans 2 × 300 rows.
+    assert!(err.contains("bytes moved: 0"), "{err}");
+    let half = (rows / 2 * cols * 4) as u64;
+    let planned = crate::mpi::per_rank(&err, 2, "peak memory: planned ");
+    for (rank, line) in planned.iter().enumerate() {
+        let bytes: u64 = line.split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(bytes, 2 * half, "rank {rank}:\n{err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -33,6 +33,9 @@ impl Problem {
                 NodeKind::Sink { value, .. } => w.sink(*value),
                 NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
                 NodeKind::Apply(a) => w.apply(ni, node, a)?,
+                NodeKind::Grad { .. } => {
+                    return Err("a `grad` statement must be lowered first".into())
+                }
             }
         }
         if w.machine.len() > 255 {

@@ -314,20 +314,35 @@ impl Problem {
     }
 
     /// Bytes moved to collect sink `si` on the sink node, and the dependencies of its arrival
-    /// (with distributed sinks, each node writes its pieces: nothing moves).
+    /// (with distributed sinks, each node writes its pieces: nothing moves). A sink read
+    /// through views (a transpose, a strided slice) moves only the part of each remote piece
+    /// it reads, taken as the fraction of its roots' elements the sink holds, as for the
+    /// inputs of applies read through views (the runtime sends exactly the elements the sink's
+    /// view reaches: the same when the view samples every piece alike).
     fn sink_term(&self, plan: &[Gene], si: usize, t: &mut SinkTerm) {
         let mach = &self.machine;
         let sink = self.sink_node();
         let gather = !mach.distributed_sinks;
+        let inp = &self.sinks[si];
+        let total = if inp.exact {
+            0.0
+        } else {
+            self.root_bytes(plan, &inp.roots)
+        };
+        let part = if total > 0.0 {
+            (inp.elements * inp.elem / total).min(1.0)
+        } else {
+            1.0
+        };
         t.deps.clear();
         t.moved = 0.0;
-        for r in &self.sinks[si].roots {
+        for r in &inp.roots {
             match r {
                 Root::Apply { apply, output } => {
                     let elem = self.applies[*apply].out_elems[*output].1;
                     for (piece, pb, pn) in self.pieces(*apply, *output, &plan[*apply]) {
                         let b = if gather && pn != sink {
-                            volume(pb) * elem
+                            volume(pb) * elem * part
                         } else {
                             0.0
                         };
@@ -340,7 +355,7 @@ impl Problem {
                     let elem = self.sources[*index].elem;
                     for (pb, pn) in self.source_pieces(*index).iter().map(|(b, n)| (b, *n)) {
                         if gather && pn != sink {
-                            let b = volume(pb) * elem;
+                            let b = volume(pb) * elem * part;
                             t.moved += b;
                             t.deps.push(Dep::source(mach.transfer(pn, sink, b)));
                         }
@@ -349,6 +364,24 @@ impl Problem {
                 Root::Free => {}
             }
         }
+    }
+
+    /// The bytes of the data of `roots` (every piece of each apply output, each source).
+    fn root_bytes(&self, plan: &[Gene], roots: &[Root]) -> f64 {
+        let mut total = 0.0;
+        for r in roots {
+            match r {
+                Root::Apply { apply, output } => {
+                    let elem = self.applies[*apply].out_elems[*output].1;
+                    total += (self.pieces(*apply, *output, &plan[*apply]))
+                        .map(|(_, pb, _)| volume(pb) * elem)
+                        .sum::<f64>();
+                }
+                Root::Source { index } => total += self.sources[*index].bytes,
+                Root::Free => {}
+            }
+        }
+        total
     }
 }
 

@@ -20,6 +20,18 @@ pub struct Dist {
     /// Groups of transfers (indices) of the same data from one writer to distinct nodes that
     /// run as one broadcast (`MPI_Ibcast` over the ranks involved) instead of point to point.
     pub broadcasts: Vec<Vec<u32>>,
+    /// The nodes that compute a generator (`iota`, `rand`): every node that reads it, its own
+    /// included, each computing the same elements from their global coordinates, so its output
+    /// never moves (as the cost model assumes); each only the rows it reads.
+    pub replicas: Vec<Replica>,
+}
+
+/// Generator task `task` runs on `node` over rows `rows` (of its range's first dimension).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Replica {
+    pub task: u32,
+    pub node: u32,
+    pub rows: (i64, i64),
 }
 
 /// Where a rank stands in a job of `size` ranks: node `n` runs on rank `n mod size`.
@@ -77,7 +89,25 @@ impl Transfer {
 impl Dist {
     /// The number of nodes the plan uses (0 when it is not distributed).
     pub fn node_count(&self) -> u32 {
-        self.nodes.iter().map(|&n| n + 1).max().unwrap_or(0)
+        let replicas = self.replicas.iter().map(|r| r.node);
+        (self.nodes.iter().copied().chain(replicas))
+            .map(|n| n + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether task `task` runs on rank `at.rank` (on its node or as a replica).
+    pub fn runs_on(&self, task: usize, at: Place) -> bool {
+        at.rank_of(self.nodes[task]) == at.rank || self.rows_on(task, at).is_some()
+    }
+
+    /// The rows a replicated task computes on rank `at.rank`: the hull of its replicas' rows
+    /// there (`None`: not replicated there).
+    pub fn rows_on(&self, task: usize, at: Place) -> Option<(i64, i64)> {
+        (self.replicas.iter())
+            .filter(|r| r.task as usize == task && at.rank_of(r.node) == at.rank)
+            .map(|r| r.rows)
+            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
     }
 
     /// Checks indices and that every run stays inside its buffer.
@@ -114,6 +144,9 @@ impl Dist {
             if g.len() < 2 || !g.iter().all(same) {
                 return bad(format!("broadcast {i} is malformed"));
             }
+        }
+        if (self.replicas.iter()).any(|r| r.task as usize >= tasks || r.rows.0 > r.rows.1) {
+            return bad("a replica names a missing task".into());
         }
         for (i, w) in self.windows.iter().enumerate() {
             let size = buffers.get(w.buffer as usize).copied();

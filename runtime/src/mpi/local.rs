@@ -164,7 +164,7 @@ struct Builder<'p> {
 
 impl Builder<'_> {
     fn on_me(&self, task: usize) -> bool {
-        self.at.rank_of(self.plan.dist.nodes[task]) == self.at.rank
+        self.plan.dist.runs_on(task, self.at)
     }
 
     fn push(&mut self, t: Task, r: Role) -> u32 {
@@ -224,6 +224,9 @@ impl Builder<'_> {
             }
             let mut t = self.plan.tasks[i].clone();
             t.deps = deps;
+            if let Some(rows) = self.plan.dist.rows_on(i, self.at) {
+                restrict_rows(&mut t, rows);
+            }
             self.local[i] = self.push(t, Role::Compute);
             for &k in &e.send_after[i] {
                 self.transfer(k, vec![self.local[i]], true);
@@ -239,6 +242,26 @@ impl Builder<'_> {
             .map(|&g| self.local[g as usize])
             .collect()
     }
+}
+
+/// Narrows a replicated generator task to `rows` of its range's first dimension, and its one
+/// argument (a row-major value of its own, whose bytes are its rows in order) to their bytes;
+/// a task of another form stays whole.
+fn restrict_rows(t: &mut Task, rows: (i64, i64)) {
+    let Some(&(a, b)) = t.range.first() else {
+        return;
+    };
+    let [arg] = &mut t.args[..] else {
+        return;
+    };
+    let (n, bytes) = (b - a, arg.hi - arg.lo);
+    if n <= 0 || bytes % n != 0 || rows.0 < a || rows.1 > b || rows.0 >= rows.1 {
+        return;
+    }
+    let (lo, per_row) = (arg.lo, bytes / n);
+    arg.lo = lo + (rows.0 - a) * per_row;
+    arg.hi = lo + (rows.1 - a) * per_row;
+    t.range[0] = rows;
 }
 
 /// The sources this rank reads itself (those its tasks or sinks use, unless rank 0 reads for

@@ -135,6 +135,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
             CKind::Load { src, index, .. } => {
                 out.extend(self.lin(src, index).terms.iter().map(|t| t.0))
             }
+            CKind::Gather(ga) => {
+                for (d, a) in ga.index.iter().enumerate() {
+                    out.extend(a.terms.iter().filter(|t| t.1 != 0).map(|t| t.0));
+                    if let Some(b) = &ga.by[d] {
+                        self.uses(b, out);
+                    }
+                }
+            }
             CKind::Reduce { vars, body, .. } => {
                 let mut inner = Vec::new();
                 self.uses(body, &mut inner);
@@ -250,16 +258,30 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .iter()
             .map(|grp| {
                 let off = self.offset(&a, grp, cx.lane);
-                let v = if c == 0 {
-                    ptr::load(g.b, ety, ptr::element(g.b, base, ety, off))
-                } else if c == 1 {
-                    g.vload(ety, ptr::element(g.b, base, ety, off), grp.mask)
-                } else {
-                    g.gather(ety, base, self.lane_offsets(off, c), grp.mask)
-                };
+                let v = self.strided_load(ety, base, off, c, grp.mask);
                 g.widen(v, d)
             })
             .collect()
+    }
+
+    /// The element at `base[off]` (`c == 0`), or the lanes at `base[off + c·lane]`: one
+    /// vector load when `c == 1`, a gather otherwise.
+    pub(super) fn strided_load(
+        &self,
+        ety: BasicTypeEnum<'ctx>,
+        base: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        c: i64,
+        mask: Option<VectorValue<'ctx>>,
+    ) -> V<'ctx> {
+        let g = self.g;
+        if c == 0 {
+            ptr::load(g.b, ety, ptr::element(g.b, base, ety, off))
+        } else if c == 1 {
+            g.vload(ety, ptr::element(g.b, base, ety, off), mask)
+        } else {
+            g.gather(ety, base, self.lane_offsets(off, c), mask)
+        }
     }
 
     pub(super) fn store(&self, st: &CStmt, vals: Vec<V<'ctx>>, d: DType, cx: &Cx<'ctx>) {

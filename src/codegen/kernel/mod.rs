@@ -34,6 +34,7 @@
 
 mod access;
 mod blocking;
+pub mod gather;
 mod pack;
 pub mod plan;
 mod reduce;
@@ -351,6 +352,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 })
                 .collect(),
             CKind::Load { src, index, .. } => self.load(src, index, d, cx),
+            CKind::Gather(ga) => self.gather(ga, d, cx)?,
             CKind::Reduce { kind, vars, body } => {
                 let n = cx.groups.len();
                 if self.depth == 0 {

@@ -66,7 +66,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                                     out.push((src.clone(), index.clone(), vars.clone(), b.dtype));
                                 }
                             }
-                            CKind::Reduce { .. } => {}
+                            CKind::Reduce { .. } | CKind::Gather(_) => {}
                             CKind::Call(_, a) => inner.extend(a.iter()),
                             CKind::Unary(_, a) => inner.push(a),
                             CKind::Binary(_, a, c) => {
@@ -83,7 +83,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                     stack.push(a);
                     stack.push(c);
                 }
-                CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } => {}
+                CKind::Const(_) | CKind::Var(_) | CKind::Load { .. } | CKind::Gather(_) => {}
             }
         }
         out

@@ -1,0 +1,276 @@
+//! Ops the `grad` pass writes from one statement of an apply's instance: the statement alone
+//! (a multi-statement kernel is split so that its temporaries become graph values), and the
+//! adjoint of the statement with respect to one of the tensors it reads. All ports have the
+//! concrete types of that apply, so the ops need no shape symbols.
+
+use super::expr::{self, access_vars, Writer};
+use super::rules::{Back, Contribution};
+use crate::diag::Span;
+use crate::ir::instance::{CStmt, Instance, Src, Target};
+use crate::ir::kernel::{BinOp, Dim, IExpr, IndexVar, OpBody, OpDef, PortDef, Reduction, Stmt};
+use crate::ir::TensorType;
+use std::collections::HashMap;
+
+/// What a port of a generated op is bound to at its apply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PortRef {
+    /// A tensor the statement reads.
+    Src(Src),
+    /// The statement's own value (a `max`/`min` adjoint compares with it).
+    Target,
+    /// The adjoint of the statement's value.
+    DTarget,
+}
+
+/// One statement of an instance with the types of everything it touches.
+pub struct StmtCx<'a> {
+    pub inst: &'a Instance,
+    pub st: &'a CStmt,
+    /// The type of each source the statement may read.
+    pub src_ty: &'a dyn Fn(&Src) -> TensorType,
+    pub target_ty: TensorType,
+}
+
+/// A generated op and the binding of each of its inputs.
+pub struct Generated {
+    pub op: OpDef,
+    pub inputs: Vec<PortRef>,
+}
+
+impl StmtCx<'_> {
+    fn var_names(&self) -> Vec<String> {
+        self.inst
+            .vars
+            .iter()
+            .map(|v| v.name.replace('.', "_"))
+            .collect()
+    }
+
+    pub fn src_name(&self, s: &Src) -> String {
+        match s {
+            Src::Input(i) => self.inst.signature.inputs[*i].name.clone(),
+            Src::Temp(t) => self.inst.temps[*t].name.clone(),
+        }
+    }
+
+    pub fn target_name(&self) -> String {
+        match self.st.target {
+            Target::Output(o) => self.inst.signature.outputs[o].name.clone(),
+            Target::Temp(t) => self.inst.temps[t].name.clone(),
+        }
+    }
+
+    /// The sources the statement reads, in a fixed order (inputs, then temporaries).
+    fn sources(&self) -> Vec<Src> {
+        let mut out: Vec<Src> = (0..self.inst.inputs.len()).map(Src::Input).collect();
+        let own = match self.st.target {
+            Target::Temp(t) => Some(t),
+            Target::Output(_) => None,
+        };
+        out.extend(
+            (0..self.inst.temps.len())
+                .filter(|t| Some(*t) != own)
+                .map(Src::Temp),
+        );
+        out
+    }
+
+    fn lhs(&self) -> Vec<String> {
+        let names = self.var_names();
+        self.st.vars.iter().map(|v| names[*v].clone()).collect()
+    }
+
+    /// The statement alone, as an op `name` computing its target.
+    pub fn forward(&self, name: &str) -> Generated {
+        let src_name = |s: &Src| self.src_name(s);
+        let mut w = Writer::new(self.var_names(), &src_name);
+        let value = w.write(&self.st.value);
+        let target = self.target_name();
+        self.assemble(name, value, (&target, &self.target_ty), self.lhs(), &[])
+    }
+
+    /// The adjoint of the statement with respect to `source`: `None` when no float path leads
+    /// from it to the value, an error naming the construct that has no adjoint rule yet.
+    pub fn adjoint(&self, name: &str, source: &Src) -> Result<Option<Generated>, String> {
+        let src_name = |s: &Src| self.src_name(s);
+        let mut w = Writer::new(self.var_names(), &src_name);
+        let target = self.target_name();
+        let dt = fresh_port(&format!("d_{target}"), &self.port_names(&target));
+        let t = self.lhs();
+        let mut b = Back {
+            w: &mut w,
+            source: source.clone(),
+            root: access_vars(&target, &t),
+            out: Vec::new(),
+            unsupported: None,
+        };
+        b.back(
+            &self.st.value,
+            access_vars(&dt, &t),
+            &mut self.st.vars.clone(),
+            true,
+        );
+        if let Some(u) = b.unsupported {
+            return Err(u);
+        }
+        let found = b.out;
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let x = self.src_name(source);
+        let xty = (self.src_ty)(source);
+        let lhs = self.plain_index(&found[0], &x, &xty)?;
+        let mut value: Option<crate::ir::kernel::KExpr> = None;
+        for c in &found {
+            self.plain_index(c, &x, &xty)?;
+            let term = self.term(&mut w, c, &lhs);
+            value = Some(match value {
+                None => term,
+                Some(v) => expr::bin(BinOp::Add, v, term),
+            });
+        }
+        let value = value.expect("at least one contribution");
+        let out = fresh_port(&format!("d_{x}"), &self.port_names(&target));
+        let extra = [
+            (target.as_str(), PortRef::Target),
+            (dt.as_str(), PortRef::DTarget),
+        ];
+        Ok(Some(self.assemble(name, value, (&out, &xty), lhs, &extra)))
+    }
+
+    fn port_names(&self, target: &str) -> Vec<String> {
+        let mut n: Vec<String> = self.sources().iter().map(|s| self.src_name(s)).collect();
+        n.push(target.to_string());
+        n
+    }
+
+    /// The variable names of a load that is a plain index (distinct variables, each over the
+    /// whole dimension), or why its adjoint is not supported.
+    fn plain_index(
+        &self,
+        c: &Contribution,
+        x: &str,
+        xty: &TensorType,
+    ) -> Result<Vec<String>, String> {
+        let names = self.var_names();
+        let mut out = Vec::new();
+        for (d, a) in c.index.iter().enumerate() {
+            let v = match a.terms.as_slice() {
+                [(v, 1)] if a.constant == 0 => *v,
+                _ => {
+                    let text = expr::affine(a, &|v| names[v].clone());
+                    return Err(format!(
+                        "the load of `{x}` at dimension {d} is indexed by `{}`, not by a variable alone (its adjoint would be a scatter)",
+                        crate::print::iexpr_text(&text)
+                    ));
+                }
+            };
+            let var = &self.inst.vars[v];
+            if out.contains(&names[v]) || var.range != (0, xty.shape[d]) {
+                return Err(format!(
+                    "the load of `{x}` reads dimension {d} with `{}` over {}..{} of {} (a repeated or partial index)",
+                    names[v], var.range.0, var.range.1, xty.shape[d]
+                ));
+            }
+            out.push(names[v].clone());
+        }
+        Ok(out)
+    }
+
+    /// One load's contribution with its variables renamed to the adjoint's left-hand side and
+    /// the other variables in scope summed over.
+    fn term(&self, w: &mut Writer, c: &Contribution, lhs: &[String]) -> crate::ir::kernel::KExpr {
+        let names = self.var_names();
+        let mut map = HashMap::new();
+        let own: Vec<usize> = c.index.iter().map(|a| a.terms[0].0).collect();
+        for (v, l) in own.iter().zip(lhs) {
+            map.insert(names[*v].clone(), l.clone());
+        }
+        let mut summed = Vec::new();
+        for v in &c.bound {
+            if !own.contains(v) && !map.contains_key(&names[*v]) {
+                let f = w.fresh();
+                map.insert(names[*v].clone(), f.clone());
+                summed.push(f);
+            }
+        }
+        let mut adj = c.adj.clone();
+        expr::rename(&mut adj, &map);
+        if summed.is_empty() {
+            adj
+        } else {
+            expr::reduce(Reduction::Sum, summed, adj)
+        }
+    }
+
+    /// An op with one output statement `out[lhs] = value`, whose inputs are the tensors
+    /// `value` reads: sources of the statement, or the `extra` ports.
+    fn assemble(
+        &self,
+        name: &str,
+        value: crate::ir::kernel::KExpr,
+        out: (&str, &TensorType),
+        lhs: Vec<String>,
+        extra: &[(&str, PortRef)],
+    ) -> Generated {
+        let mut read = Vec::new();
+        expr::reads(&value, &mut read);
+        let mut inputs = Vec::new();
+        let mut ports = Vec::new();
+        for s in self.sources() {
+            let n = self.src_name(&s);
+            if read.contains(&n) {
+                ports.push(port(&n, &(self.src_ty)(&s)));
+                inputs.push(PortRef::Src(s));
+            }
+        }
+        for (n, r) in extra {
+            if read.iter().any(|x| x == n) {
+                ports.push(port(n, &self.target_ty));
+                inputs.push(r.clone());
+            }
+        }
+        let sp = Span::default();
+        let stmt = Stmt {
+            target: out.0.to_string(),
+            indices: lhs.into_iter().map(|v| IndexVar::Var(v, sp)).collect(),
+            value,
+            span: sp,
+            target_span: sp,
+        };
+        let op = OpDef {
+            name: name.to_string(),
+            params: vec![],
+            inputs: ports,
+            outputs: vec![port(out.0, out.1)],
+            body: OpBody::Kernel(vec![stmt]),
+            span: sp,
+            name_span: sp,
+        };
+        Generated { op, inputs }
+    }
+}
+
+/// `base`, or `base_`, `base__`, ... : a port name none of `taken` has.
+fn fresh_port(base: &str, taken: &[String]) -> String {
+    let mut n = base.to_string();
+    while taken.contains(&n) {
+        n.push('_');
+    }
+    n
+}
+
+/// A port of concrete type `ty`.
+pub fn port(name: &str, ty: &TensorType) -> PortDef {
+    let sp = Span::default();
+    PortDef {
+        name: name.to_string(),
+        dtype: ty.dtype,
+        dims: ty
+            .shape
+            .iter()
+            .map(|&d| Dim::Expr(IExpr::Int(d, sp)))
+            .collect(),
+        span: sp,
+    }
+}

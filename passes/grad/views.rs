@@ -1,0 +1,281 @@
+//! Adjoints of selectors and the small ops the `grad` pass needs besides kernel adjoints: the
+//! sum of several adjoints of one value, and sums over dimensions (the adjoint of `broadcast`
+//! and of `repeat`). A selector's adjoint is a selector where one exists (`transpose` by the
+//! inverse permutation, `slice` → `pad` with zeros, `pad` → `slice`, `concat` → slices).
+
+use super::emit::Emitter;
+use super::expr::{self, access_vars};
+use super::kernel::port;
+use crate::diag::Span;
+use crate::ir::graph::{PadMode, SliceDim, ValueId, View};
+use crate::ir::kernel::{BinOp, IndexVar, OpBody, OpDef, Reduction, Stmt};
+use crate::ir::{Literal, TensorType};
+
+impl Emitter<'_> {
+    /// The adjoint of each operand of view `v` (operands of the rebuilt graph), given the
+    /// adjoint `dy` of its value; an error names a selector with no adjoint yet.
+    pub fn view_adjoint(
+        &mut self,
+        v: &View,
+        dy: ValueId,
+        want: &dyn Fn(ValueId) -> bool,
+    ) -> Result<Vec<(ValueId, ValueId)>, String> {
+        let x = v.operands()[0];
+        let (xt, yt) = (self.ty(x), self.ty(dy));
+        let name = format!("d_{}", self.name(x));
+        let one = |e: &mut Self, view: View| {
+            let r = e.view(view, &name, xt.clone());
+            Ok(vec![(x, r)])
+        };
+        match v {
+            View::Transpose { perm, .. } => {
+                let mut inv = vec![0; perm.len()];
+                for (i, p) in perm.iter().enumerate() {
+                    inv[*p] = i;
+                }
+                one(self, View::Transpose { arg: dy, perm: inv })
+            }
+            View::Reverse { dims, .. } => one(
+                self,
+                View::Reverse {
+                    arg: dy,
+                    dims: dims.clone(),
+                },
+            ),
+            View::Squeeze { dims, .. } => one(
+                self,
+                View::Unsqueeze {
+                    arg: dy,
+                    dims: dims.clone(),
+                },
+            ),
+            View::Unsqueeze { dims, .. } => one(
+                self,
+                View::Squeeze {
+                    arg: dy,
+                    dims: dims.clone(),
+                },
+            ),
+            View::Reshape { .. } => one(
+                self,
+                View::Reshape {
+                    arg: dy,
+                    shape: xt.shape.clone(),
+                },
+            ),
+            View::Pad {
+                widths,
+                mode: PadMode::Constant(_),
+                ..
+            } => {
+                let dims = widths
+                    .iter()
+                    .zip(&xt.shape)
+                    .map(|((lo, _), n)| SliceDim::from_count(*lo, 1, *n))
+                    .collect();
+                one(self, View::Slice { arg: dy, dims })
+            }
+            View::Slice { dims, .. } => self.slice_adjoint(x, dims, dy, &name),
+            View::Concat { args, axis } => Ok(self.concat_adjoint(args, *axis, dy, want)),
+            View::Broadcast { .. } => {
+                let keep = broadcast_keep(&xt.shape, &yt.shape);
+                let r = self.sum_dims(dy, &keep, &xt, &name);
+                Ok(vec![(x, r)])
+            }
+            View::Repeat { times, axis, .. } => {
+                let mut shape = xt.shape.clone();
+                shape.insert(*axis, *times);
+                let t = TensorType::new(yt.dtype, shape);
+                let r = self.view(
+                    View::Reshape {
+                        arg: dy,
+                        shape: t.shape.clone(),
+                    },
+                    &name,
+                    t,
+                );
+                let keep: Vec<Option<usize>> = (0..=xt.shape.len())
+                    .map(|d| match d.cmp(axis) {
+                        std::cmp::Ordering::Less => Some(d),
+                        std::cmp::Ordering::Equal => None,
+                        std::cmp::Ordering::Greater => Some(d - 1),
+                    })
+                    .collect();
+                let r = self.sum_dims(r, &keep, &xt, &name);
+                Ok(vec![(x, r)])
+            }
+            View::Pad {
+                mode: PadMode::Reflect,
+                ..
+            } => Err("`pad ... reflect`".into()),
+            View::Interleave { .. } => Err("`interleave`".into()),
+        }
+    }
+
+    /// `slice` with steps 1 or -1 → (reverse, then) `pad` with zeros.
+    fn slice_adjoint(
+        &mut self,
+        x: ValueId,
+        dims: &[SliceDim],
+        dy: ValueId,
+        name: &str,
+    ) -> Result<Vec<(ValueId, ValueId)>, String> {
+        let (xt, yt) = (self.ty(x), self.ty(dy));
+        let mut rev = Vec::new();
+        let mut widths = Vec::new();
+        for (d, s) in dims.iter().enumerate() {
+            let (start, step, count) = (s.start.unwrap_or(0), s.step.unwrap_or(1), yt.shape[d]);
+            let lo = match step {
+                1 => start,
+                -1 => {
+                    rev.push(d);
+                    start - count + 1
+                }
+                _ => return Err(format!("`slice` with step {step}")),
+            };
+            let lo = if count == 0 { 0 } else { lo };
+            widths.push((lo, xt.shape[d] - lo - count));
+        }
+        let mut r = dy;
+        if !rev.is_empty() {
+            r = self.view(View::Reverse { arg: r, dims: rev }, name, yt.clone());
+        }
+        let zero = Literal::Float(0.0);
+        let pad = View::Pad {
+            arg: r,
+            widths,
+            mode: PadMode::Constant(zero),
+        };
+        Ok(vec![(x, self.view(pad, name, xt))])
+    }
+
+    /// `concat` → one slice of the adjoint per operand.
+    fn concat_adjoint(
+        &mut self,
+        args: &[ValueId],
+        axis: usize,
+        dy: ValueId,
+        want: &dyn Fn(ValueId) -> bool,
+    ) -> Vec<(ValueId, ValueId)> {
+        let mut off = 0;
+        let mut out = Vec::new();
+        for &a in args {
+            let at = self.ty(a);
+            let dims = at
+                .shape
+                .iter()
+                .enumerate()
+                .map(|(d, n)| SliceDim::from_count(if d == axis { off } else { 0 }, 1, *n))
+                .collect::<Vec<_>>();
+            off += at.shape[axis];
+            if !want(a) {
+                continue;
+            }
+            let name = format!("d_{}", self.name(a));
+            out.push((a, self.view(View::Slice { arg: dy, dims }, &name, at)));
+        }
+        out
+    }
+
+    /// An op summing `v` over the dims whose `keep` is `None`; a kept dim `d` of `v` becomes
+    /// dim `keep[d]` of the result, of type `out`.
+    pub fn sum_dims(
+        &mut self,
+        v: ValueId,
+        keep: &[Option<usize>],
+        out: &TensorType,
+        name: &str,
+    ) -> ValueId {
+        let vt = self.ty(v);
+        let lhs: Vec<String> = (0..out.shape.len()).map(|d| format!("i{d}")).collect();
+        let mut summed = Vec::new();
+        let idx: Vec<String> = keep
+            .iter()
+            .enumerate()
+            .map(|(d, k)| match k {
+                Some(o) => lhs[*o].clone(),
+                None => {
+                    summed.push(format!("k{d}"));
+                    format!("k{d}")
+                }
+            })
+            .collect();
+        let mut value = access_vars("x", &idx);
+        if !summed.is_empty() {
+            value = expr::reduce(Reduction::Sum, summed, value);
+        }
+        let op = one_stmt(
+            self.op_name(&format!("grad_sum_{}", self.name(v))),
+            vec![port("x", &vt)],
+            out,
+            lhs,
+            value,
+        );
+        self.apply(op, vec![v], &[name.to_string()])[0]
+    }
+
+    /// The sum of several adjoints of one value (all of its type).
+    pub fn accumulate(&mut self, parts: &[ValueId], name: &str) -> ValueId {
+        if parts.len() == 1 {
+            return parts[0];
+        }
+        let t = self.ty(parts[0]);
+        let lhs: Vec<String> = (0..t.shape.len()).map(|d| format!("i{d}")).collect();
+        let names: Vec<String> = (0..parts.len()).map(|k| format!("a{k}")).collect();
+        let value = names
+            .iter()
+            .map(|n| access_vars(n, &lhs))
+            .reduce(|a, b| expr::bin(BinOp::Add, a, b))
+            .expect("two parts or more");
+        let ports = names.iter().map(|n| port(n, &t)).collect();
+        let op = one_stmt(
+            self.op_name(&format!("grad_acc_{name}")),
+            ports,
+            &t,
+            lhs,
+            value,
+        );
+        self.apply(op, parts.to_vec(), &[name.to_string()])[0]
+    }
+}
+
+/// For each dim of a broadcast's result: the operand dim it reads, or `None` when it is summed
+/// (a leading dim, or a size-1 operand dim stretched).
+fn broadcast_keep(x: &[i64], y: &[i64]) -> Vec<Option<usize>> {
+    let lead = y.len() - x.len();
+    (0..y.len())
+        .map(|d| {
+            if d < lead || (x[d - lead] == 1 && y[d] != 1) {
+                None
+            } else {
+                Some(d - lead)
+            }
+        })
+        .collect()
+}
+
+/// An op `name` with one statement `y[lhs] = value`.
+fn one_stmt(
+    name: String,
+    inputs: Vec<crate::ir::PortDef>,
+    out: &TensorType,
+    lhs: Vec<String>,
+    value: crate::ir::kernel::KExpr,
+) -> OpDef {
+    let sp = Span::default();
+    OpDef {
+        name,
+        params: vec![],
+        inputs,
+        outputs: vec![port("y", out)],
+        body: OpBody::Kernel(vec![Stmt {
+            target: "y".into(),
+            indices: lhs.into_iter().map(|v| IndexVar::Var(v, sp)).collect(),
+            value,
+            span: sp,
+            target_span: sp,
+        }]),
+        span: sp,
+        name_span: sp,
+    }
+}

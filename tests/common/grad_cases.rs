@@ -1,0 +1,173 @@
+//! Graphs for the `grad` tests: one per construct the pass differentiates (kernel math,
+//! reductions, contractions, temporaries, selectors, accumulation, a `wrt` that is an
+//! intermediate), each a scalar loss `@l` over `f64` sources with one sink `@d<name>` per
+//! gradient. `tests/passes/grad.rs` checks them against central differences and
+//! `tests/native/grad.rs` through the JIT.
+
+/// How many cases [`cases`] lists (the tests fail when they checked fewer).
+pub const CASES: usize = 29;
+
+/// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
+/// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
+pub struct Case {
+    pub construct: &'static str,
+    pub src: String,
+    pub wrt: &'static [&'static str],
+}
+
+const SUM2: &str =
+    "op @sum2(x: f64[M, N]) -> (l: f64[]) {\n  l[] = sum[i, j](x[i, j] * x[i, j])\n}\n";
+const SUM1: &str = "op @sum1(x: f64[N]) -> (l: f64[]) {\n  l[] = sum[i](x[i] * x[i])\n}\n";
+
+/// A graph over `a: f64[3, 4]` and `b: f64[3, 4]` with the elementwise kernel `body` (of
+/// `a[i, j]` and `b[i, j]`) and the loss `sum(y²)`.
+fn elementwise(construct: &'static str, body: &str) -> Case {
+    let src = format!(
+        "op @f(a: f64[M, N], b: f64[M, N]) -> (y: f64[M, N]) {{\n  y[i, j] = {body}\n}}\n{SUM2}\
+         graph @g {{\n  %a = source @a : f64[3, 4]\n  %b = source @b : f64[3, 4]\n  %y = apply @f(%a, %b)\n\
+         %l = apply @sum2(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+    );
+    Case {
+        construct,
+        src,
+        wrt: &["a", "b"],
+    }
+}
+
+/// A graph over `a: f64[3, 4]` with the selector line `view` (`%v = ... %a ...`) and the loss
+/// `sum(v²)` of its rank-`rank` result.
+fn selector(construct: &'static str, view: &str, rank: usize) -> Case {
+    let loss = if rank == 1 { SUM1 } else { SUM2 };
+    let op = if rank == 1 { "sum1" } else { "sum2" };
+    let src = format!(
+        "{loss}graph @g {{\n  %a = source @a : f64[3, 4]\n  {view}\n  %l = apply @{op}(%v)\n\
+         %da = grad %l wrt %a\n  sink @l %l\n  sink @da %da\n}}\n"
+    );
+    Case {
+        construct,
+        src,
+        wrt: &["a"],
+    }
+}
+
+/// Every case, one per construct the pass supports.
+pub fn cases() -> Vec<Case> {
+    let mut c = vec![
+        elementwise(
+            "add sub mul neg",
+            "a[i, j] * b[i, j] - (a[i, j] + 2.0 * b[i, j]) * -a[i, j]",
+        ),
+        elementwise("div", "a[i, j] / (b[i, j] * b[i, j] + 1.0)"),
+        elementwise("exp log", "exp(a[i, j]) * log(b[i, j] * b[i, j] + 0.5)"),
+        elementwise("tanh sqrt", "tanh(a[i, j]) * sqrt(b[i, j] * b[i, j] + 0.5)"),
+        elementwise("sin cos", "sin(a[i, j]) * cos(b[i, j])"),
+        elementwise("pow", "pow(a[i, j] * a[i, j] + 0.5, b[i, j])"),
+        elementwise("erf atan", "erf(a[i, j]) + atan(b[i, j])"),
+        elementwise(
+            "asin acos abs",
+            "asin(0.3 * a[i, j]) * acos(0.3 * b[i, j]) + abs(a[i, j])",
+        ),
+        elementwise(
+            "max min of two values",
+            "max(a[i, j], b[i, j]) * min(a[i, j], 0.5 * b[i, j])",
+        ),
+        elementwise(
+            "select",
+            "select(a[i, j] > b[i, j], a[i, j] * b[i, j], exp(b[i, j]))",
+        ),
+        elementwise("float cast", "f64(f32(a[i, j]) * f32(b[i, j]))"),
+        elementwise(
+            "floor (zero gradient)",
+            "a[i, j] * b[i, j] + floor(a[i, j])",
+        ),
+        elementwise("rem", "a[i, j] % (b[i, j] * b[i, j] + 3.0)"),
+    ];
+    c.push(Case {
+        construct: "contraction (matmul)",
+        src: format!(
+            "op @mm(x: f64[M, K], w: f64[K, N]) -> (y: f64[M, N]) {{\n  y[i, j] = sum[k](x[i, k] * w[k, j])\n}}\n{SUM2}\
+             graph @g {{\n  %a = source @a : f64[3, 4]\n  %b = source @b : f64[4, 2]\n  %y = apply @mm(%a, %b)\n\
+             %l = apply @sum2(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+        ),
+        wrt: &["a", "b"],
+    });
+    c.push(Case {
+        construct: "sum max min reductions, broadcast in a kernel",
+        src: format!(
+            "op @red(x: f64[M, N], c: f64[N]) -> (y: f64[M]) {{\n  \
+             y[i] = sum[j](x[i, j] * c[j]) + max[j](x[i, j]) * min[j](x[i, j] + c[j])\n}}\n{SUM1}\
+             graph @g {{\n  %a = source @a : f64[3, 4]\n  %b = source @b : f64[4]\n  %y = apply @red(%a, %b)\n\
+             %l = apply @sum1(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+        ),
+        wrt: &["a", "b"],
+    });
+    c.push(Case {
+        construct: "max reduction at the root",
+        src: format!(
+            "op @rmax(x: f64[M, N]) -> (y: f64[M]) {{\n  y[i] = max[j](x[i, j] * x[i, j])\n}}\n{SUM1}\
+             graph @g {{\n  %a = source @a : f64[3, 4]\n  %y = apply @rmax(%a)\n\
+             %l = apply @sum1(%y)\n  %da = grad %l wrt %a\n  sink @l %l\n  sink @da %da\n}}\n"
+        ),
+        wrt: &["a"],
+    });
+    c.push(Case {
+        construct: "softmax (temporaries)",
+        src: "op @softmax(x: f64[M, N]) -> (y: f64[M, N]) {\n  m[i] = max[j](x[i, j])\n  \
+             s[i] = sum[j](exp(x[i, j] - m[i]))\n  y[i, j] = exp(x[i, j] - m[i]) / s[i]\n}\n\
+             op @dot(y: f64[M, N], t: f64[M, N]) -> (l: f64[]) {\n  l[] = sum[i, j](y[i, j] * t[i, j])\n}\n\
+             graph @g {\n  %a = source @a : f64[3, 4]\n  %b = source @b : f64[3, 4]\n  %y = apply @softmax(%a)\n\
+             %l = apply @dot(%y, %b)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}\n"
+            .to_string(),
+        wrt: &["a", "b"],
+    });
+    c.push(Case {
+        construct: "layernorm (temporaries, scale and shift)",
+        src: "op @ln(x: f64[M, N], g: f64[N], h: f64[N]) -> (y: f64[M, N]) {\n  \
+             mu[i] = sum[j](x[i, j]) / f64(N)\n  v[i] = sum[j]((x[i, j] - mu[i]) * (x[i, j] - mu[i])) / f64(N)\n  \
+             y[i, j] = (x[i, j] - mu[i]) / sqrt(v[i] + 0.00001) * g[j] + h[j]\n}\n\
+             op @dot(y: f64[M, N], t: f64[M, N]) -> (l: f64[]) {\n  l[] = sum[i, j](y[i, j] * t[i, j])\n}\n\
+             graph @g {\n  %a = source @a : f64[3, 4]\n  %c = source @c : f64[4]\n  %e = source @e : f64[4]\n\
+             %t = source @t : f64[3, 4]\n  %y = apply @ln(%a, %c, %e)\n  %l = apply @dot(%y, %t)\n\
+             %da, %dc, %de = grad %l wrt %a, %c, %e\n  sink @l %l\n  sink @da %da\n  sink @dc %dc\n  sink @de %de\n}\n"
+            .to_string(),
+        wrt: &["a", "c", "e"],
+    });
+    c.push(Case {
+        construct: "two outputs, several readers (accumulation), wrt an intermediate",
+        src: format!(
+            "op @two(x: f64[M, N]) -> (p: f64[M, N], q: f64[M, N]) {{\n  p[i, j] = x[i, j] * x[i, j]\n  q[i, j] = sin(x[i, j])\n}}\n\
+             op @mul(x: f64[M, N], y: f64[M, N]) -> (z: f64[M, N]) {{\n  z[i, j] = x[i, j] * y[i, j]\n}}\n{SUM2}\
+             graph @g {{\n  %a = source @a : f64[3, 4]\n  %p, %q = apply @two(%a)\n  %z = apply @mul(%p, %q)\n\
+             %z2 = apply @mul(%z, %a)\n  %l = apply @sum2(%z2)\n  %da, %dp = grad %l wrt %a, %p\n\
+             sink @l %l\n  sink @da %da\n  sink @dp %dp\n}}\n"
+        ),
+        wrt: &["a"],
+    });
+    c.extend([
+        selector("transpose", "%v = transpose %a [1, 0]", 2),
+        selector("slice", "%v = slice %a [1:3, 0:4:1]", 2),
+        selector("slice step -1", "%v = slice %a [2:0:-1, 1:4]", 2),
+        selector("pad constant", "%v = pad %a [1:0, 2:1] constant 0.5", 2),
+        selector("concat", "%w = transpose %a [1, 0]\n  %x = reshape %w [3, 4]\n  %v = concat %a, %x axis 0", 2),
+        selector("broadcast", "%w = reshape %a [3, 1, 4]\n  %u = broadcast %w [2, 3, 5, 4]\n  %v = reshape %u [30, 4]", 2),
+        selector("reshape", "%v = reshape %a [12]", 1),
+        selector("reverse", "%v = reverse %a [0, 1]", 2),
+        selector("squeeze unsqueeze", "%w = unsqueeze %a [0]\n  %v = squeeze %w [0]", 2),
+        selector("repeat", "%v = repeat %a times 3 axis 1", 2),
+    ]);
+    c
+}
+
+/// `src` compiled and lowered by the `grad` pass; asserts that the printed result re-parses to
+/// the same module (so the text is what the callers run).
+pub fn lowered(name: &str, src: &str) -> (tapc::ir::Module, Vec<tapc::verify::GraphFacts>) {
+    use tapc::passes::manager::{run_pipeline, RunConfig};
+    let (mut m, facts) = super::compile_ok(name, src);
+    let config = RunConfig::default();
+    run_pipeline(&mut m, facts, "grad", &config, &mut String::new())
+        .unwrap_or_else(|d| panic!("{name}: grad failed: {}", d.message));
+    let printed = tapc::print::print_module(&m);
+    let (m2, facts2) = super::compile_ok(&format!("{name} (lowered)"), &printed);
+    assert_eq!(m, m2, "{name}: the lowered module re-parses to itself");
+    (m2, facts2)
+}

@@ -1,0 +1,70 @@
+//! A gather under `mpirun`: the embedding lookup `y[b, s, h] = E[ids[b, s], h]` of the committed
+//! fixture `tests/data/gather/embed_7x13_i32` (numpy's `E[ids]`, negative indices included),
+//! sharded by rows of `ids` over 2 ranks, gives numpy's result bit for bit (each rank reads the
+//! whole table: a gathered dimension is never split). An out-of-range index fails the job,
+//! naming the rank, the task, the input and the value, and writes nothing.
+
+use crate::common;
+
+use common::mpi::{compile_with, mpi_tapc, mpirun, Btl};
+use std::path::Path;
+
+const SRC: &str = "op @embed(E: f32[V, H], ids: i32[B, S]) -> (y: f32[B, S, H]) {
+  y[b, s, h] = E[ids[b, s], h]
+}
+graph @g {
+  %E = source @E : f32[7, 13]
+  %ids = source @ids : i32[3, 2]
+  %y = apply @embed(%E, %ids)
+  sink @y %y
+}
+";
+
+#[test]
+fn a_row_sharded_gather_on_two_ranks_matches_numpy_and_fails_cleanly() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gather/embed_7x13_i32");
+    let dir = common::scratch("mpi-gather");
+    let file = dir.join("embed.teg");
+    std::fs::write(&file, SRC).unwrap();
+    let prog = dir.join("embed");
+    let passes = "canonicalize,shard{parts=2,dim=b},canonicalize";
+    compile_with(mpi_tapc(), &file, passes, &prog, true);
+    let run = |inputs: &Path, out: &Path| {
+        let args = [
+            "--input-dir".to_string(),
+            inputs.display().to_string(),
+            "--out-dir".into(),
+            out.display().to_string(),
+        ];
+        mpirun(2, Btl::SharedMemory, &prog, &args)
+    };
+    let out = dir.join("out");
+    let o = run(&fixture, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = tapc_runtime::npy::read(&out.join("y.npy")).unwrap();
+    let want = tapc_runtime::npy::read(&fixture.join("expected_y.npy")).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(got.len(), 3 * 2 * 13);
+
+    // Rank 1's rows hold -8: below -7, out of range.
+    let bad = dir.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::copy(fixture.join("E.npy"), bad.join("E.npy")).unwrap();
+    let ids = tapc_runtime::Tensor {
+        shape: vec![3, 2],
+        data: tapc_runtime::Data::I32(vec![0, 1, 2, 3, -8, 4]),
+    };
+    tapc_runtime::npy::write(&bad.join("ids.npy"), &ids).unwrap();
+    let out = dir.join("out-bad");
+    let o = run(&bad, &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a bad index must fail the job");
+    for want in [
+        "rank 1: error: task `apply @embed",
+        "gathered index out of range in `E[ids[b, s], h]`",
+        "input `E` (`ids[b, s]`) is -8",
+    ] {
+        assert!(err.contains(want), "lacks `{want}`: {err}");
+    }
+    assert!(!out.join("y.npy").exists(), "a failed job wrote an output");
+}

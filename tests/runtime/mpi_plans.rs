@@ -1,0 +1,94 @@
+//! The cost model's plans under `mpirun` (issue 17): for the plan `cost` chooses on every
+//! example, with sources on node 0 or on shared storage and sinks gathered or written where
+//! they are computed, the bytes the model predicts are the bytes the ranks move. Before the
+//! fix this checks, a generator ran on its first consumer's node only and was sent to the
+//! others: `examples/conv.teg`'s `rand` input, split by rows on 2 nodes, moved 2,160 B where
+//! the model (generators available everywhere) predicted 0. And `@sampled` of
+//! `examples/mlp.teg`, every other row of the logits, was charged all of node 1's rows
+//! (2,560 B predicted, 1,920 B moved with gathered sinks).
+//!
+//! The programs are compiled with `canonicalize,cost{...},canonicalize`: the cost pass carries
+//! out the plan it chose, its fusions included. A `fuse` pass after it (the README's pipeline)
+//! fuses more than the plan says: on the transformer it fuses the residual `add` into the
+//! second `layernorm` of a row-sharded pair (recomputing it), so node 1's half of `%a` moves
+//! twice, 12,288 B above the prediction with gathered sinks on 2 nodes. The model does not
+//! represent fusing sharded chains or recomputing a producer for two consumers
+//! (docs/passes/cost.md, *Not done*).
+//!
+//! One plan is a known defect ([`UNEXPLAINED`]): the transformer on 4 nodes with sources on
+//! node 0 moves 3,072 B fewer than predicted (19,827,776 against 19,830,848), not analysed yet.
+//! The test asserts that it still differs, so the list cannot outlive a fix.
+//!
+//! The runtime flags that match each setting: `sources=root` is `--inputs-on-root` (rank 0
+//! reads every input and sends the windows), `sources=shared` the default (each rank reads its
+//! own windows); `sinks=gather` is `--gather-sinks`, `sinks=distributed` the default (each rank
+//! writes its own windows of the sinks).
+
+use crate::mpi::{chosen_bytes, compile, measured_bytes, root, scratch, write_inputs};
+
+use crate::common::mpi::{mpirun, Btl};
+
+/// One source/sink setting: the cost options and the matching run flags.
+const SETTINGS: [(&str, &[&str]); 4] = [
+    (
+        "sources=root,sinks=gather",
+        &["--inputs-on-root", "--gather-sinks"],
+    ),
+    ("sources=root,sinks=distributed", &["--inputs-on-root"]),
+    ("sources=shared,sinks=gather", &["--gather-sinks"]),
+    ("sources=shared,sinks=distributed", &[]),
+];
+
+/// Plans whose bytes differ from the prediction for a reason not found yet (see the module docs).
+const UNEXPLAINED: [(&str, &str); 1] = [("transformer", "nodes=4,sources=root,sinks=distributed")];
+
+#[test]
+fn bytes_moved_equal_the_prediction_for_every_source_and_sink_setting() {
+    let examples = ["mlp", "conv", "softmax", "attention", "tour", "transformer"];
+    let (mut checked, mut known, mut nonzero, mut bad) = (0, 0, 0, Vec::new());
+    for ex in examples {
+        let file = root().join(format!("examples/{ex}.teg"));
+        let dir = scratch(&format!("plans-{ex}"));
+        let inputs = dir.join("in");
+        std::fs::create_dir_all(&inputs).unwrap();
+        let graph = write_inputs(&file, 0, &inputs);
+        // Every setting on 2 nodes; on 4, sources on node 0 and shared, sinks distributed.
+        for (nodes, settings) in [(2, vec![0, 1, 2, 3]), (4, vec![1, 3])] {
+            for k in settings {
+                let (cost, flags) = SETTINGS[k];
+                let cost = format!("nodes={nodes},{cost}");
+                let prog = dir.join(format!("{ex}-{nodes}-{k}"));
+                let passes = format!("canonicalize,cost{{{cost}}},canonicalize");
+                compile(&file, &graph, &passes, &prog, true);
+                let predicted = chosen_bytes(&file, &cost);
+                let mut args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--time"]
+                    .map(String::from)
+                    .to_vec();
+                args.extend(["--out-dir".into(), dir.join("out").display().to_string()]);
+                args.extend(flags.iter().map(|f| f.to_string()));
+                let o = mpirun(nodes, Btl::SharedMemory, &prog, &args);
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(o.status.success(), "{ex}, cost{{{cost}}}: {err}");
+                let measured = measured_bytes(&err);
+                let what =
+                    format!("{ex}, cost{{{cost}}}: predicted {predicted} B, moved {measured} B");
+                if UNEXPLAINED.contains(&(ex, cost.as_str())) {
+                    assert_ne!(measured, predicted, "fixed: take it out of UNEXPLAINED: {what}");
+                    known += 1;
+                    continue;
+                }
+                if measured != predicted {
+                    bad.push(what);
+                }
+                checked += 1;
+                nonzero += usize::from(predicted > 0);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    // 6 examples × (4 settings on 2 nodes + 2 on 4 nodes), less the unexplained one.
+    assert_eq!(checked, 6 * 6 - UNEXPLAINED.len());
+    assert_eq!(known, UNEXPLAINED.len(), "every known defect was run");
+    assert!(nonzero > 0, "some plan moves data between nodes");
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
