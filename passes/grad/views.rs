@@ -108,7 +108,7 @@ impl Emitter<'_> {
                 mode: PadMode::Reflect,
                 ..
             } => Err("`pad ... reflect`".into()),
-            View::Interleave { .. } => Err("`interleave`".into()),
+            View::Interleave { args, axis } => Ok(self.interleave_adjoint(args, *axis, dy, want)),
         }
     }
 
@@ -173,6 +173,58 @@ impl Emitter<'_> {
             }
             let name = format!("d_{}", self.name(a));
             out.push((a, self.view(View::Slice { arg: dy, dims }, &name, at)));
+        }
+        out
+    }
+
+    /// `interleave` → the adjoint reshaped to split the axis into (size, operands), one slice
+    /// per operand along the second, reshaped back.
+    fn interleave_adjoint(
+        &mut self,
+        args: &[ValueId],
+        axis: usize,
+        dy: ValueId,
+        want: &dyn Fn(ValueId) -> bool,
+    ) -> Vec<(ValueId, ValueId)> {
+        let (xt, yt) = (self.ty(args[0]), self.ty(dy));
+        let mut split = xt.shape.clone();
+        split.insert(axis + 1, args.len() as i64);
+        let st = TensorType::new(yt.dtype, split.clone());
+        let name = format!("d_{}", self.name(dy));
+        let r = self.view(
+            View::Reshape {
+                arg: dy,
+                shape: split.clone(),
+            },
+            &name,
+            st,
+        );
+        let mut out = Vec::new();
+        for (k, &a) in args.iter().enumerate() {
+            if !want(a) {
+                continue;
+            }
+            let dims = split
+                .iter()
+                .enumerate()
+                .map(|(d, n)| match d == axis + 1 {
+                    true => SliceDim::from_count(k as i64, 1, 1),
+                    false => SliceDim::from_count(0, 1, *n),
+                })
+                .collect();
+            let mut one = split.clone();
+            one[axis + 1] = 1;
+            let name = format!("d_{}", self.name(a));
+            let s = self.view(
+                View::Slice { arg: r, dims },
+                &name,
+                TensorType::new(yt.dtype, one),
+            );
+            let back = View::Reshape {
+                arg: s,
+                shape: xt.shape.clone(),
+            };
+            out.push((a, self.view(back, &name, xt.clone())));
         }
         out
     }

@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 29;
+pub const CASES: usize = 30;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -154,6 +154,7 @@ pub fn cases() -> Vec<Case> {
         selector("reverse", "%v = reverse %a [0, 1]", 2),
         selector("squeeze unsqueeze", "%w = unsqueeze %a [0]\n  %v = squeeze %w [0]", 2),
         selector("repeat", "%v = repeat %a times 3 axis 1", 2),
+        selector("interleave", "%w = reverse %a [1]\n  %v = interleave %a, %w axis 1", 2),
     ]);
     c
 }

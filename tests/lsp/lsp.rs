@@ -506,7 +506,10 @@ fn a_grad_statement_has_hovers_semantic_tokens_and_no_diagnostics() {
     let text = h["contents"]["value"].as_str().unwrap();
     assert!(text.contains("f32[4, 3]"), "{text}");
     let h = c.request("textDocument/hover", at(&src, "%l wrt", 0));
-    assert!(h["contents"]["value"].as_str().unwrap().contains("f32[]"), "{h}");
+    assert!(
+        h["contents"]["value"].as_str().unwrap().contains("f32[]"),
+        "{h}"
+    );
     let t = c.request(
         "textDocument/semanticTokens/full",
         json!({"textDocument": {"uri": URI}}),

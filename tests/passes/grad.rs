@@ -86,3 +86,17 @@ fn gradients_match_central_differences() {
         "only {entries} gradient entries were checked"
     );
 }
+
+#[test]
+fn a_wrt_value_the_loss_ignores_has_a_zero_gradient() {
+    let src = "op @sq(x: f64[N]) -> (l: f64[]) {\n  l[] = sum[i](x[i] * x[i])\n}\n\
+               graph @g {\n  %a = source @a : f64[3]\n  %u = source @u : f64[2, 2]\n  \
+               %l = apply @sq(%a)\n  %da, %du = grad %l wrt %a, %u\n  sink @da %da\n  sink @du %du\n}\n";
+    let (m, f) = lowered("unused wrt", src);
+    let inputs = case_inputs(&m);
+    let sinks = common::run(&m, &f, 0, &inputs);
+    assert_eq!(common::f64s(&sinks["du"]), vec![0.0; 4]);
+    let a = common::f64s(&inputs["a"]);
+    let da: Vec<f64> = a.iter().map(|x| 2.0 * x).collect();
+    assert_eq!(common::f64s(&sinks["da"]), da, "d(sum a²)/da = 2a, exactly");
+}
