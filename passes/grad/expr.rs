@@ -157,6 +157,11 @@ pub fn affine(a: &Affine, name: &dyn Fn(usize) -> String) -> IExpr {
     }
 }
 
+/// An index variable used as a value.
+pub fn name(v: String) -> KExpr {
+    k(KExprKind::Name(v))
+}
+
 pub fn access(t: &str, idx: Vec<IExpr>) -> KExpr {
     k(KExprKind::Access(
         t.to_string(),

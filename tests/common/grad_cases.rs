@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 30;
+pub const CASES: usize = 31;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -100,6 +100,15 @@ pub fn cases() -> Vec<Case> {
              %l = apply @sum1(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
         ),
         wrt: &["a", "b"],
+    });
+    c.push(Case {
+        construct: "prod reduction (a zero factor included)",
+        src: format!(
+            "op @rprod(x: f64[M, N]) -> (y: f64[M]) {{\n  y[i] = prod[j](x[i, j] * f64(i + j - 2))\n}}\n{SUM1}\
+             graph @g {{\n  %a = source @a : f64[3, 4]\n  %y = apply @rprod(%a)\n\
+             %l = apply @sum1(%y)\n  %da = grad %l wrt %a\n  sink @l %l\n  sink @da %da\n}}\n"
+        ),
+        wrt: &["a"],
     });
     c.push(Case {
         construct: "max reduction at the root",
