@@ -7,7 +7,7 @@ use super::emit::Emitter;
 use super::expr::{self, access_vars};
 use super::kernel::port;
 use crate::diag::Span;
-use crate::ir::graph::{PadMode, SliceDim, ValueId, View};
+use crate::ir::graph::{GenKind, Generator, NodeKind, PadMode, SliceDim, ValueId, View};
 use crate::ir::kernel::{BinOp, IndexVar, OpBody, OpDef, Reduction, Stmt};
 use crate::ir::{Literal, TensorType};
 
@@ -112,7 +112,8 @@ impl Emitter<'_> {
         }
     }
 
-    /// `slice` with steps 1 or -1 → (reverse, then) `pad` with zeros.
+    /// `slice` → the adjoint spread out by the step (interleaved with zeros) where the step is
+    /// not ±1, reversed where it is negative, padded with zeros to the operand's shape.
     fn slice_adjoint(
         &mut self,
         x: ValueId,
@@ -120,25 +121,29 @@ impl Emitter<'_> {
         dy: ValueId,
         name: &str,
     ) -> Result<Vec<(ValueId, ValueId)>, String> {
-        let (xt, yt) = (self.ty(x), self.ty(dy));
-        let mut rev = Vec::new();
-        let mut widths = Vec::new();
+        let xt = self.ty(x);
+        let (mut r, mut rev, mut widths) = (dy, Vec::new(), Vec::new());
         for (d, s) in dims.iter().enumerate() {
-            let (start, step, count) = (s.start.unwrap_or(0), s.step.unwrap_or(1), yt.shape[d]);
-            let lo = match step {
-                1 => start,
-                -1 => {
-                    rev.push(d);
-                    start - count + 1
-                }
-                _ => return Err(format!("`slice` with step {step}")),
+            let (start, step) = (s.start.unwrap_or(0), s.step.unwrap_or(1));
+            let count = self.ty(r).shape[d];
+            let a = step.abs();
+            if a > 1 && count > 0 {
+                r = self.spread(r, d, a, name);
+            }
+            if step < 0 {
+                rev.push(d);
+            }
+            let len = if count == 0 { 0 } else { (count - 1) * a + 1 };
+            let lo = match (count, step > 0) {
+                (0, _) => 0,
+                (_, true) => start,
+                (_, false) => start - (count - 1) * a,
             };
-            let lo = if count == 0 { 0 } else { lo };
-            widths.push((lo, xt.shape[d] - lo - count));
+            widths.push((lo, xt.shape[d] - lo - len));
         }
-        let mut r = dy;
         if !rev.is_empty() {
-            r = self.view(View::Reverse { arg: r, dims: rev }, name, yt.clone());
+            let t = self.ty(r);
+            r = self.view(View::Reverse { arg: r, dims: rev }, name, t);
         }
         let zero = Literal::Float(0.0);
         let pad = View::Pad {
@@ -147,6 +152,35 @@ impl Emitter<'_> {
             mode: PadMode::Constant(zero),
         };
         Ok(vec![(x, self.view(pad, name, xt))])
+    }
+
+    /// `v` with `a - 1` zeros after each element along `d`, but not after the last.
+    fn spread(&mut self, v: ValueId, d: usize, a: i64, name: &str) -> ValueId {
+        let t = self.ty(v);
+        let zeros = Generator {
+            kind: GenKind::Zeros,
+            ty: t.clone(),
+        };
+        let z = self.b.emit(
+            NodeKind::Generator(zeros),
+            &format!("{name}.zeros"),
+            t.clone(),
+            self.span,
+        );
+        let mut args = vec![v];
+        args.extend(std::iter::repeat_n(z, (a - 1) as usize));
+        let mut wide = t.clone();
+        wide.shape[d] *= a;
+        let w = self.view(View::Interleave { args, axis: d }, name, wide.clone());
+        let keep = (t.shape[d] - 1) * a + 1;
+        let dims = wide
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(k, n)| SliceDim::from_count(0, 1, if k == d { keep } else { *n }))
+            .collect();
+        wide.shape[d] = keep;
+        self.view(View::Slice { arg: w, dims }, name, wide)
     }
 
     /// `concat` → one slice of the adjoint per operand.
