@@ -105,9 +105,16 @@ impl Emitter<'_> {
                 Ok(vec![(x, r)])
             }
             View::Pad {
+                widths,
                 mode: PadMode::Reflect,
                 ..
-            } => Err("`pad ... reflect`".into()),
+            } => {
+                let mut r = dy;
+                for (d, (lo, hi)) in widths.iter().enumerate() {
+                    r = self.unreflect(r, d, (*lo, *hi), xt.shape[d], &name);
+                }
+                Ok(vec![(x, r)])
+            }
             View::Interleave { args, axis } => Ok(self.interleave_adjoint(args, *axis, dy, want)),
         }
     }
@@ -154,6 +161,68 @@ impl Emitter<'_> {
         Ok(vec![(x, self.view(pad, name, xt))])
     }
 
+    /// The adjoint of a reflecting pad of `lo`/`hi` along `d` (operand size `n`): the interior,
+    /// plus each mirrored border reversed and padded into place.
+    fn unreflect(
+        &mut self,
+        v: ValueId,
+        d: usize,
+        (lo, hi): (i64, i64),
+        n: i64,
+        name: &str,
+    ) -> ValueId {
+        if lo == 0 && hi == 0 {
+            return v;
+        }
+        let mut parts = vec![self.slice_along(v, d, lo, n, name)];
+        for (from, len, before) in [(0, lo, 1), (lo + n, hi, n - 1 - hi)] {
+            if len == 0 {
+                continue;
+            }
+            let s = self.slice_along(v, d, from, len, name);
+            let t = self.ty(s);
+            let r = self.view(
+                View::Reverse {
+                    arg: s,
+                    dims: vec![d],
+                },
+                name,
+                t.clone(),
+            );
+            let mut w = vec![(0, 0); t.shape.len()];
+            w[d] = (before, n - before - len);
+            let mut pt = t;
+            pt.shape[d] = n;
+            let zero = PadMode::Constant(Literal::Float(0.0));
+            parts.push(self.view(
+                View::Pad {
+                    arg: r,
+                    widths: w,
+                    mode: zero,
+                },
+                name,
+                pt,
+            ));
+        }
+        self.accumulate(&parts, name)
+    }
+
+    /// `v[.., from:from + len, ..]` along `d`.
+    fn slice_along(&mut self, v: ValueId, d: usize, from: i64, len: i64, name: &str) -> ValueId {
+        let mut t = self.ty(v);
+        let dims = t
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(k, n)| match k == d {
+                true => SliceDim::from_count(from, 1, len),
+                false => SliceDim::from_count(0, 1, *n),
+            })
+            .collect();
+        t.shape[d] = len;
+        self.view(View::Slice { arg: v, dims }, name, t)
+    }
+
     /// `v` with `a - 1` zeros after each element along `d`, but not after the last.
     fn spread(&mut self, v: ValueId, d: usize, a: i64, name: &str) -> ValueId {
         let t = self.ty(v);
@@ -171,16 +240,9 @@ impl Emitter<'_> {
         args.extend(std::iter::repeat_n(z, (a - 1) as usize));
         let mut wide = t.clone();
         wide.shape[d] *= a;
-        let w = self.view(View::Interleave { args, axis: d }, name, wide.clone());
+        let w = self.view(View::Interleave { args, axis: d }, name, wide);
         let keep = (t.shape[d] - 1) * a + 1;
-        let dims = wide
-            .shape
-            .iter()
-            .enumerate()
-            .map(|(k, n)| SliceDim::from_count(0, 1, if k == d { keep } else { *n }))
-            .collect();
-        wide.shape[d] = keep;
-        self.view(View::Slice { arg: w, dims }, name, wide)
+        self.slice_along(w, d, 0, keep, name)
     }
 
     /// `concat` → one slice of the adjoint per operand.

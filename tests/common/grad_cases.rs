@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 32;
+pub const CASES: usize = 33;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -158,6 +158,7 @@ pub fn cases() -> Vec<Case> {
         selector("slice step -1", "%v = slice %a [2:0:-1, 1:4]", 2),
         selector("slice steps 2 and -2", "%v = slice %a [0:3:2, 3:0:-2]", 2),
         selector("pad constant", "%v = pad %a [1:0, 2:1] constant 0.5", 2),
+        selector("pad reflect", "%v = pad %a [2:1, 1:3] reflect", 2),
         selector("concat", "%w = transpose %a [1, 0]\n  %x = reshape %w [3, 4]\n  %v = concat %a, %x axis 0", 2),
         selector("broadcast", "%w = reshape %a [3, 1, 4]\n  %u = broadcast %w [2, 3, 5, 4]\n  %v = reshape %u [30, 4]", 2),
         selector("reshape", "%v = reshape %a [12]", 1),
