@@ -50,6 +50,9 @@ impl Lowering<'_> {
             let Some(&dy) = node.results.first().and_then(|r| fin.get(r)) else {
                 continue;
             };
+            if !node.kind.operands().iter().any(|v| dep[v.index()]) {
+                continue; // a `wrt` value's own node: its operands need no adjoint
+            }
             let parts = match &node.kind {
                 NodeKind::Apply(_) => self.apply_adjoint(j, &node, dy, &dep)?,
                 NodeKind::View(v) => self

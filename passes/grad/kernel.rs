@@ -102,7 +102,6 @@ impl StmtCx<'_> {
             source: source.clone(),
             root: access_vars(&target, &t),
             out: Vec::new(),
-            unsupported: None,
         };
         b.back(
             &self.st.value,
@@ -110,9 +109,6 @@ impl StmtCx<'_> {
             &mut self.st.vars.clone(),
             true,
         );
-        if let Some(u) = b.unsupported {
-            return Err(u);
-        }
         let found = b.out;
         if found.is_empty() {
             return Ok(None);

@@ -24,8 +24,6 @@ pub struct Back<'w, 'a> {
     /// The statement's own value at its point (`y[i, j]`), for a `max`/`min` at the root.
     pub root: KExpr,
     pub out: Vec<Contribution>,
-    /// The first construct that has no adjoint rule yet.
-    pub unsupported: Option<String>,
 }
 
 impl Back<'_, '_> {
@@ -104,10 +102,6 @@ impl Back<'_, '_> {
             Reduction::ArgMax | Reduction::ArgMin => {}
         }
         bound.truncate(n);
-    }
-
-    fn unsupported(&mut self, what: &str) {
-        self.unsupported.get_or_insert_with(|| what.to_string());
     }
 
     fn call(&mut self, f: Func, args: &[CExpr], adj: KExpr, bound: &mut Vec<usize>) {
