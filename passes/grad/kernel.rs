@@ -119,7 +119,7 @@ impl StmtCx<'_> {
         let mut value: Option<crate::ir::kernel::KExpr> = None;
         for c in &found {
             self.plain_index(c, &x, &xty)?;
-            let term = self.term(&mut w, c, &lhs);
+            let term = self.term(&mut w, c, &lhs, xty.dtype)?;
             value = Some(match value {
                 None => term,
                 Some(v) => expr::bin(BinOp::Add, v, term),
@@ -175,7 +175,13 @@ impl StmtCx<'_> {
 
     /// One load's contribution with its variables renamed to the adjoint's left-hand side and
     /// the other variables in scope summed over.
-    fn term(&self, w: &mut Writer, c: &Contribution, lhs: &[String]) -> crate::ir::kernel::KExpr {
+    fn term(
+        &self,
+        w: &mut Writer,
+        c: &Contribution,
+        lhs: &[String],
+        dtype: crate::ir::DType,
+    ) -> Result<crate::ir::kernel::KExpr, String> {
         let names = self.var_names();
         let mut map = HashMap::new();
         let own: Vec<usize> = c.index.iter().map(|a| a.terms[0].0).collect();
@@ -187,16 +193,34 @@ impl StmtCx<'_> {
             if !own.contains(v) && !map.contains_key(&names[*v]) {
                 let f = w.fresh();
                 map.insert(names[*v].clone(), f.clone());
-                summed.push(f);
+                summed.push((f, *v));
             }
         }
         let mut adj = c.adj.clone();
         expr::rename(&mut adj, &map);
-        if summed.is_empty() {
+        // A summed variable the term does not mention is a factor of its extent; one it
+        // mentions only inside compound indices has no extent a kernel can infer.
+        let mut vars = Vec::new();
+        for (f, v) in summed {
+            match expr::mentions(&adj, &f) {
+                (false, _) => {
+                    let n = self.inst.vars[v].range;
+                    adj = expr::mul(adj, expr::typed((n.1 - n.0) as f64, dtype));
+                }
+                (true, true) => vars.push(f),
+                (true, false) => {
+                    return Err(format!(
+                        "the sum over `{}` in the adjoint reads it only in compound indices",
+                        names[v]
+                    ))
+                }
+            }
+        }
+        Ok(if vars.is_empty() {
             adj
         } else {
-            expr::reduce(Reduction::Sum, summed, adj)
-        }
+            expr::reduce(Reduction::Sum, vars, adj)
+        })
     }
 
     /// An op with one output statement `out[lhs] = value`, whose inputs are the tensors

@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 33;
+pub const CASES: usize = 34;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -109,6 +109,15 @@ pub fn cases() -> Vec<Case> {
              %l = apply @sum1(%y)\n  %da = grad %l wrt %a\n  sink @l %l\n  sink @da %da\n}}\n"
         ),
         wrt: &["a"],
+    });
+    c.push(Case {
+        construct: "a sum whose variable the adjoint does not read (a factor of its extent)",
+        src: format!(
+            "op @spread(x: f64[M], c: f64[N]) -> (y: f64[M]) {{\n  y[i] = sum[k](exp(x[i]) + c[k])\n}}\n{SUM1}\
+             graph @g {{\n  %a = source @a : f64[3]\n  %b = source @b : f64[4]\n  %y = apply @spread(%a, %b)\n\
+             %l = apply @sum1(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+        ),
+        wrt: &["a", "b"],
     });
     c.push(Case {
         construct: "max reduction at the root",
