@@ -13,6 +13,7 @@ const EXAMPLES: &[&str] = &[
     "attention.teg",
     "transformer.teg",
     "tour.teg",
+    "grad_mlp.teg",
 ];
 
 #[test]
