@@ -292,8 +292,8 @@ impl StmtCxOwned<'_> {
         };
         f(&cx)
     }
-    fn adjoint(&self, name: &str, x: &Src) -> Result<Option<kernel::Generated>, String> {
-        self.with(|c| c.adjoint(name, x))
+    fn adjoint(&self, x: &Src) -> Result<Vec<kernel::Piece>, String> {
+        self.with(|c| c.adjoint(x))
     }
     fn forward(&self, name: &str) -> kernel::Generated {
         self.with(|c| c.forward(name))

@@ -5,7 +5,7 @@
 
 use super::emit::Emitter;
 use super::expr::{self, access_vars};
-use super::kernel::port;
+use super::kernel::{port, Place};
 use crate::diag::Span;
 use crate::ir::graph::{GenKind, Generator, NodeKind, PadMode, SliceDim, ValueId, View};
 use crate::ir::kernel::{BinOp, IndexVar, OpBody, OpDef, Reduction, Stmt};
@@ -323,6 +323,53 @@ impl Emitter<'_> {
             out.push((a, self.view(back, &name, xt.clone())));
         }
         out
+    }
+
+    /// The adjoint `d` of a window of `x` placed in a tensor of `x`'s type: constant indices
+    /// unsqueezed, the window padded with zeros (nothing to do for a whole-tensor window).
+    pub fn place(&mut self, d: ValueId, places: &[Place], x: ValueId, name: &str) -> ValueId {
+        let xt = self.ty(x);
+        let whole = places
+            .iter()
+            .zip(&xt.shape)
+            .all(|(p, n)| *p == Place::Var { lo: 0, len: *n });
+        if whole {
+            return d;
+        }
+        let consts: Vec<usize> = (0..places.len())
+            .filter(|k| matches!(places[*k], Place::Const(_)))
+            .collect();
+        let mut r = d;
+        if !consts.is_empty() {
+            let mut t = self.ty(d);
+            consts.iter().for_each(|k| t.shape.insert(*k, 1));
+            r = self.view(
+                View::Unsqueeze {
+                    arg: d,
+                    dims: consts,
+                },
+                name,
+                t,
+            );
+        }
+        let widths = places
+            .iter()
+            .zip(&xt.shape)
+            .map(|(p, n)| match p {
+                Place::Var { lo, len } => (*lo, n - lo - len),
+                Place::Const(c) => (*c, n - c - 1),
+            })
+            .collect();
+        let zero = PadMode::Constant(Literal::Float(0.0));
+        self.view(
+            View::Pad {
+                arg: r,
+                widths,
+                mode: zero,
+            },
+            name,
+            xt,
+        )
     }
 
     /// An op summing `v` over the dims whose `keep` is `None`; a kept dim `d` of `v` becomes

@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 34;
+pub const CASES: usize = 35;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -116,6 +116,16 @@ pub fn cases() -> Vec<Case> {
             "op @spread(x: f64[M], c: f64[N]) -> (y: f64[M]) {{\n  y[i] = sum[k](exp(x[i]) + c[k])\n}}\n{SUM1}\
              graph @g {{\n  %a = source @a : f64[3]\n  %b = source @b : f64[4]\n  %y = apply @spread(%a, %b)\n\
              %l = apply @sum1(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+        ),
+        wrt: &["a", "b"],
+    });
+    c.push(Case {
+        construct: "shifted and constant loads (a stencil; the adjoint padded into place)",
+        src: format!(
+            "op @st(x: f64[N], c: f64[M, N]) -> (y: f64[M, N - 2]) {{\n  \
+             y[i, j] = x[j] * x[j + 2] + sin(x[j + 1]) * c[i, j + 1] + x[0] * c[0, j]\n}}\n{SUM2}\
+             graph @g {{\n  %a = source @a : f64[6]\n  %b = source @b : f64[2, 6]\n  %y = apply @st(%a, %b)\n\
+             %l = apply @sum2(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
         ),
         wrt: &["a", "b"],
     });
