@@ -256,19 +256,13 @@ impl Emitter<'_> {
         let mut off = 0;
         let mut out = Vec::new();
         for &a in args {
-            let at = self.ty(a);
-            let dims = at
-                .shape
-                .iter()
-                .enumerate()
-                .map(|(d, n)| SliceDim::from_count(if d == axis { off } else { 0 }, 1, *n))
-                .collect::<Vec<_>>();
-            off += at.shape[axis];
+            let (from, len) = (off, self.ty(a).shape[axis]);
+            off += len;
             if !want(a) {
                 continue;
             }
             let name = format!("d_{}", self.name(a));
-            out.push((a, self.view(View::Slice { arg: dy, dims }, &name, at)));
+            out.push((a, self.slice_along(dy, axis, from, len, &name)));
         }
         out
     }
