@@ -50,6 +50,9 @@ impl Lowering<'_> {
             let Some(&dy) = node.results.first().and_then(|r| fin.get(r)) else {
                 continue;
             };
+            if !node.kind.operands().iter().any(|v| dep[v.index()]) {
+                continue; // a `wrt` value's own node: its operands need no adjoint
+            }
             let parts = match &node.kind {
                 NodeKind::Apply(_) => self.apply_adjoint(j, &node, dy, &dep)?,
                 NodeKind::View(v) => self
@@ -113,25 +116,27 @@ impl Lowering<'_> {
                 continue;
             }
             let xname = self.e.name(x);
-            let opname = self.e.op_name(&format!("grad_{xname}"));
             let cx = self.stmt_cx(sr.old_node, sr.stmt, &sr.srcs, yt.clone());
-            let g = cx
-                .adjoint(&opname, &s)
+            let pieces = cx
+                .adjoint(&s)
                 .map_err(|w| unsupported(format!("in `@{}`, {w}", a.op), node.span))?;
-            let Some(g) = g else {
-                continue; // no float path from this input: its name stays unused
-            };
-            let args = g
-                .inputs
-                .iter()
-                .map(|p| match p {
-                    PortRef::Src(s) => sr.srcs[s],
-                    PortRef::Target => y,
-                    PortRef::DTarget => dy,
-                })
-                .collect();
-            let d = self.e.apply(g.op, args, &[format!("d_{xname}")])[0];
-            out.push((x, d));
+            for p in pieces {
+                let args = p
+                    .gen
+                    .inputs
+                    .iter()
+                    .map(|r| match r {
+                        PortRef::Src(s) => sr.srcs[s],
+                        PortRef::Target => y,
+                        PortRef::DTarget => dy,
+                    })
+                    .collect();
+                let mut op = p.gen.op;
+                op.name = self.e.op_name(&format!("grad_{xname}"));
+                let name = format!("d_{xname}");
+                let d = self.e.apply(op, args, std::slice::from_ref(&name))[0];
+                out.push((x, self.e.place(d, &p.places, x, &name)));
+            }
         }
         Ok(out)
     }

@@ -181,6 +181,11 @@ pub fn affine(a: &Affine, name: &dyn Fn(usize) -> String) -> IExpr {
     }
 }
 
+/// An index variable used as a value.
+pub fn name(v: String) -> KExpr {
+    k(KExprKind::Name(v))
+}
+
 pub fn access(t: &str, idx: Vec<IExpr>) -> KExpr {
     k(KExprKind::Access(
         t.to_string(),
@@ -301,5 +306,29 @@ pub fn reads(e: &KExpr, out: &mut Vec<String>) {
             reads(b, out);
         }
         KExprKind::Name(_) | KExprKind::Int(_) | KExprKind::Float(_) | KExprKind::Bool(_) => {}
+    }
+}
+
+/// Whether `e` mentions variable `v` (as a value or in an index), and whether some access
+/// indexes a dimension by `v` alone (what fixes a reduction variable's extent).
+pub fn mentions(e: &KExpr, v: &str) -> (bool, bool) {
+    let or = |a: (bool, bool), b: (bool, bool)| (a.0 || b.0, a.1 || b.1);
+    match &e.kind {
+        KExprKind::Name(n) => (n == v, false),
+        KExprKind::Access(_, idx) => idx.iter().fold((false, false), |acc, i| match i {
+            Index::Expr(IExpr::Name(n, _)) if n == v => (true, true),
+            Index::Expr(x) => {
+                let mut seen = false;
+                x.visit_names(&mut |n, _| seen |= n == v);
+                or(acc, (seen, false))
+            }
+            Index::Variadic(..) => acc,
+        }),
+        KExprKind::Reduce(_, _, b) | KExprKind::Unary(_, b) => mentions(b, v),
+        KExprKind::Call(_, args) => args
+            .iter()
+            .fold((false, false), |a, x| or(a, mentions(x, v))),
+        KExprKind::Binary(_, a, b) => or(mentions(a, v), mentions(b, v)),
+        KExprKind::Int(_) | KExprKind::Float(_) | KExprKind::Bool(_) => (false, false),
     }
 }

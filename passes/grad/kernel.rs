@@ -31,6 +31,21 @@ pub struct StmtCx<'a> {
     pub target_ty: TensorType,
 }
 
+/// Where a piece of an adjoint lands in its source, per dimension.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Place {
+    /// The piece's next dimension, at `lo..lo + len`.
+    Var { lo: i64, len: i64 },
+    /// A single index (the piece has no dimension for it).
+    Const(i64),
+}
+
+/// An adjoint op computing the adjoint of one window of a source, and where the window is.
+pub struct Piece {
+    pub gen: Generated,
+    pub places: Vec<Place>,
+}
+
 /// A generated op and the binding of each of its inputs.
 pub struct Generated {
     pub op: OpDef,
@@ -89,9 +104,11 @@ impl StmtCx<'_> {
         self.assemble(name, value, (&target, &self.target_ty), self.lhs(), &[])
     }
 
-    /// The adjoint of the statement with respect to `source`: `None` when no float path leads
-    /// from it to the value, an error naming the construct that has no adjoint rule yet.
-    pub fn adjoint(&self, name: &str, source: &Src) -> Result<Option<Generated>, String> {
+    /// The adjoint of the statement with respect to `source`, one [`Piece`] per window of the
+    /// source that its loads read (a single whole-tensor piece for plain loads); empty when no
+    /// float path leads from it to the value; an error naming a load with no adjoint yet. The
+    /// ops are unnamed.
+    pub fn adjoint(&self, source: &Src) -> Result<Vec<Piece>, String> {
         let src_name = |s: &Src| self.src_name(s);
         let mut w = Writer::new(self.var_names(), &src_name);
         let target = self.target_name();
@@ -102,7 +119,6 @@ impl StmtCx<'_> {
             source: source.clone(),
             root: access_vars(&target, &t),
             out: Vec::new(),
-            unsupported: None,
         };
         b.back(
             &self.st.value,
@@ -110,32 +126,45 @@ impl StmtCx<'_> {
             &mut self.st.vars.clone(),
             true,
         );
-        if let Some(u) = b.unsupported {
-            return Err(u);
-        }
         let found = b.out;
-        if found.is_empty() {
-            return Ok(None);
-        }
         let x = self.src_name(source);
         let xty = (self.src_ty)(source);
-        let lhs = self.plain_index(&found[0], &x, &xty)?;
-        let mut value: Option<crate::ir::kernel::KExpr> = None;
+        let mut groups: Vec<(Vec<Place>, Vec<String>, crate::ir::kernel::KExpr)> = Vec::new();
         for c in &found {
-            self.plain_index(c, &x, &xty)?;
-            let term = self.term(&mut w, c, &lhs);
-            value = Some(match value {
-                None => term,
-                Some(v) => expr::bin(BinOp::Add, v, term),
-            });
+            let (places, own) = self.window(c, &x, &xty)?;
+            let names = self.var_names();
+            let lhs: Vec<String> = own.iter().map(|v| names[*v].clone()).collect();
+            match groups.iter_mut().find(|g| g.0 == places) {
+                Some(g) => {
+                    let term = self.term(&mut w, c, &own, &g.1, xty.dtype)?;
+                    g.2 = expr::bin(BinOp::Add, g.2.clone(), term);
+                }
+                None => {
+                    let term = self.term(&mut w, c, &own, &lhs, xty.dtype)?;
+                    groups.push((places, lhs, term));
+                }
+            }
         }
-        let value = value.expect("at least one contribution");
         let out = fresh_port(&format!("d_{x}"), &self.port_names(&target));
         let extra = [
             (target.as_str(), PortRef::Target),
             (dt.as_str(), PortRef::DTarget),
         ];
-        Ok(Some(self.assemble(name, value, (&out, &xty), lhs, &extra)))
+        Ok(groups
+            .into_iter()
+            .map(|(places, lhs, value)| {
+                let shape = places
+                    .iter()
+                    .filter_map(|p| match p {
+                        Place::Var { len, .. } => Some(*len),
+                        Place::Const(_) => None,
+                    })
+                    .collect();
+                let ty = TensorType::new(xty.dtype, shape);
+                let gen = self.assemble("", value, (&out, &ty), lhs, &extra);
+                Piece { gen, places }
+            })
+            .collect())
     }
 
     fn port_names(&self, target: &str) -> Vec<String> {
@@ -144,45 +173,56 @@ impl StmtCx<'_> {
         n
     }
 
-    /// The variable names of a load that is a plain index (distinct variables, each over the
-    /// whole dimension), or why its adjoint is not supported.
-    fn plain_index(
+    /// Where a load reads its source: per dimension, a variable (coefficient 1) over its range
+    /// shifted by a constant, or a constant; and those variables in dimension order. Anything
+    /// else (a stride, two variables in one index, a repeated variable) is an error: its
+    /// adjoint would be a scatter.
+    fn window(
         &self,
         c: &Contribution,
         x: &str,
         xty: &TensorType,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<(Vec<Place>, Vec<usize>), String> {
         let names = self.var_names();
-        let mut out = Vec::new();
+        let mut places = Vec::new();
+        let mut own = Vec::new();
         for (d, a) in c.index.iter().enumerate() {
-            let v = match a.terms.as_slice() {
-                [(v, 1)] if a.constant == 0 => *v,
+            match a.terms.as_slice() {
+                [] => places.push(Place::Const(a.constant)),
+                [(v, 1)] if !own.contains(v) => {
+                    let r = self.inst.vars[*v].range;
+                    let lo = a.constant + r.0;
+                    let len = r.1 - r.0;
+                    if lo < 0 || lo + len > xty.shape[d] {
+                        return Err(format!("the load of `{x}` at dimension {d} leaves it"));
+                    }
+                    places.push(Place::Var { lo, len });
+                    own.push(*v);
+                }
                 _ => {
                     let text = expr::affine(a, &|v| names[v].clone());
                     return Err(format!(
-                        "the load of `{x}` at dimension {d} is indexed by `{}`, not by a variable alone (its adjoint would be a scatter)",
+                        "the load of `{x}` at dimension {d} is indexed by `{}`, not by one variable plus a constant (its adjoint would be a scatter)",
                         crate::print::iexpr_text(&text)
                     ));
                 }
-            };
-            let var = &self.inst.vars[v];
-            if out.contains(&names[v]) || var.range != (0, xty.shape[d]) {
-                return Err(format!(
-                    "the load of `{x}` reads dimension {d} with `{}` over {}..{} of {} (a repeated or partial index)",
-                    names[v], var.range.0, var.range.1, xty.shape[d]
-                ));
             }
-            out.push(names[v].clone());
         }
-        Ok(out)
+        Ok((places, own))
     }
 
     /// One load's contribution with its variables renamed to the adjoint's left-hand side and
     /// the other variables in scope summed over.
-    fn term(&self, w: &mut Writer, c: &Contribution, lhs: &[String]) -> crate::ir::kernel::KExpr {
+    fn term(
+        &self,
+        w: &mut Writer,
+        c: &Contribution,
+        own: &[usize],
+        lhs: &[String],
+        dtype: crate::ir::DType,
+    ) -> Result<crate::ir::kernel::KExpr, String> {
         let names = self.var_names();
         let mut map = HashMap::new();
-        let own: Vec<usize> = c.index.iter().map(|a| a.terms[0].0).collect();
         for (v, l) in own.iter().zip(lhs) {
             map.insert(names[*v].clone(), l.clone());
         }
@@ -191,16 +231,34 @@ impl StmtCx<'_> {
             if !own.contains(v) && !map.contains_key(&names[*v]) {
                 let f = w.fresh();
                 map.insert(names[*v].clone(), f.clone());
-                summed.push(f);
+                summed.push((f, *v));
             }
         }
         let mut adj = c.adj.clone();
         expr::rename(&mut adj, &map);
-        if summed.is_empty() {
+        // A summed variable the term does not mention is a factor of its extent; one it
+        // mentions only inside compound indices has no extent a kernel can infer.
+        let mut vars = Vec::new();
+        for (f, v) in summed {
+            match expr::mentions(&adj, &f) {
+                (false, _) => {
+                    let n = self.inst.vars[v].range;
+                    adj = expr::mul(adj, expr::typed((n.1 - n.0) as f64, dtype));
+                }
+                (true, true) => vars.push(f),
+                (true, false) => {
+                    return Err(format!(
+                        "the sum over `{}` in the adjoint reads it only in compound indices",
+                        names[v]
+                    ))
+                }
+            }
+        }
+        Ok(if vars.is_empty() {
             adj
         } else {
-            expr::reduce(Reduction::Sum, summed, adj)
-        }
+            expr::reduce(Reduction::Sum, vars, adj)
+        })
     }
 
     /// An op with one output statement `out[lhs] = value`, whose inputs are the tensors

@@ -46,15 +46,19 @@ impl Pass for GradPass {
         if !m.graphs.iter().any(Graph::has_grad) {
             return Ok(false);
         }
-        let facts = cx.take_facts(m)?;
-        for (gi, f) in facts.iter().enumerate() {
-            if m.graphs[gi].has_grad() {
-                let (g, ops) = lower_graph(m, gi, f)?;
-                m.graphs[gi] = g;
-                m.ops.extend(ops);
+        // One `grad` per graph at a time, first in text order, then the module re-verified: a
+        // later `grad` may differentiate the ops an earlier one wrote, which need instances.
+        while m.graphs.iter().any(Graph::has_grad) {
+            let facts = cx.take_facts(m)?;
+            for (gi, f) in facts.iter().enumerate() {
+                if m.graphs[gi].has_grad() {
+                    let (g, ops) = lower_graph(m, gi, f)?;
+                    m.graphs[gi] = g;
+                    m.ops.extend(ops);
+                }
             }
+            cx.refresh(m)?;
         }
-        cx.refresh(m)?;
         Ok(true)
     }
 }
@@ -91,18 +95,21 @@ fn lower_graph(
         facts,
         stmts: HashMap::new(),
     };
-    for n in &old.nodes {
-        if let NodeKind::Grad { .. } = n.kind {
-            for r in &n.results {
-                l.e.b.fresh(&old.value(*r).name);
-            }
-        }
+    let first = old
+        .nodes
+        .iter()
+        .position(|n| matches!(n.kind, NodeKind::Grad { .. }));
+    let Some(first) = first else {
+        return Ok((old.clone(), vec![]));
+    };
+    for r in &old.nodes[first].results {
+        l.e.b.fresh(&old.value(*r).name);
     }
-    let split = on_paths(old);
+    let split = on_path(old, first);
     for (i, n) in old.nodes.iter().enumerate() {
         l.e.span = n.span;
         match &n.kind {
-            NodeKind::Grad { loss, wrt } => l.grad(n, *loss, wrt)?,
+            NodeKind::Grad { loss, wrt } if i == first => l.grad(n, *loss, wrt)?,
             NodeKind::Apply(a) if a.range.is_none() && facts.instances.contains_key(&i) => {
                 l.apply(i, n, split.contains(&i))?
             }
@@ -112,20 +119,17 @@ fn lower_graph(
     Ok((l.e.b.new, l.e.ops))
 }
 
-/// The nodes that depend on some `wrt` value and reach some loss (the applies worth splitting).
-fn on_paths(g: &Graph) -> HashSet<usize> {
-    let mut out = HashSet::new();
-    for n in &g.nodes {
-        if let NodeKind::Grad { loss, wrt } = &n.kind {
-            let dep = depends(g, wrt);
-            let anc = reaches(g, *loss);
-            out.extend(
-                (0..g.nodes.len())
-                    .filter(|&i| g.nodes[i].results.iter().any(|v| dep[v.index()]) && anc[i]),
-            );
-        }
-    }
-    out
+/// The nodes that depend on a `wrt` value of `grad` node `at` and reach its loss (the applies
+/// worth splitting).
+fn on_path(g: &Graph, at: usize) -> HashSet<usize> {
+    let NodeKind::Grad { loss, wrt } = &g.nodes[at].kind else {
+        return HashSet::new();
+    };
+    let dep = depends(g, wrt);
+    let anc = reaches(g, *loss);
+    (0..g.nodes.len())
+        .filter(|&i| g.nodes[i].results.iter().any(|v| dep[v.index()]) && anc[i])
+        .collect()
 }
 
 /// Per value: it is one of `roots` or is computed from one.
@@ -288,8 +292,8 @@ impl StmtCxOwned<'_> {
         };
         f(&cx)
     }
-    fn adjoint(&self, name: &str, x: &Src) -> Result<Option<kernel::Generated>, String> {
-        self.with(|c| c.adjoint(name, x))
+    fn adjoint(&self, x: &Src) -> Result<Vec<kernel::Piece>, String> {
+        self.with(|c| c.adjoint(x))
     }
     fn forward(&self, name: &str) -> kernel::Generated {
         self.with(|c| c.forward(name))

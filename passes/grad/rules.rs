@@ -24,8 +24,6 @@ pub struct Back<'w, 'a> {
     /// The statement's own value at its point (`y[i, j]`), for a `max`/`min` at the root.
     pub root: KExpr,
     pub out: Vec<Contribution>,
-    /// The first construct that has no adjoint rule yet.
-    pub unsupported: Option<String>,
 }
 
 impl Back<'_, '_> {
@@ -89,14 +87,25 @@ impl Back<'_, '_> {
                 let a = select(hit, div(adj, count), float(0.0));
                 self.back(body, a, bound, false)
             }
-            Reduction::Prod => self.unsupported("a `prod` reduction"),
+            Reduction::Prod => {
+                // The product of the other factors, computed as such (exact where a factor is 0).
+                let (names, again) = self.w.write_bound(body, vars);
+                let same = vars
+                    .iter()
+                    .zip(&names)
+                    .map(|(v, n)| {
+                        let (a, b) = (self.w.vars[*v].clone(), n.clone());
+                        bin(BinOp::Eq, expr::name(a), expr::name(b))
+                    })
+                    .reduce(|a, b| bin(BinOp::And, a, b))
+                    .expect("a reduction has variables");
+                let others = select(same, typed(1.0, body.dtype), again);
+                let a = mul(adj, expr::reduce(Reduction::Prod, names, others));
+                self.back(body, a, bound, false)
+            }
             Reduction::ArgMax | Reduction::ArgMin => {}
         }
         bound.truncate(n);
-    }
-
-    fn unsupported(&mut self, what: &str) {
-        self.unsupported.get_or_insert_with(|| what.to_string());
     }
 
     fn call(&mut self, f: Func, args: &[CExpr], adj: KExpr, bound: &mut Vec<usize>) {

@@ -5,9 +5,9 @@
 
 use super::emit::Emitter;
 use super::expr::{self, access_vars};
-use super::kernel::port;
+use super::kernel::{port, Place};
 use crate::diag::Span;
-use crate::ir::graph::{PadMode, SliceDim, ValueId, View};
+use crate::ir::graph::{GenKind, Generator, NodeKind, PadMode, SliceDim, ValueId, View};
 use crate::ir::kernel::{BinOp, IndexVar, OpBody, OpDef, Reduction, Stmt};
 use crate::ir::{Literal, TensorType};
 
@@ -105,14 +105,22 @@ impl Emitter<'_> {
                 Ok(vec![(x, r)])
             }
             View::Pad {
+                widths,
                 mode: PadMode::Reflect,
                 ..
-            } => Err("`pad ... reflect`".into()),
-            View::Interleave { .. } => Err("`interleave`".into()),
+            } => {
+                let mut r = dy;
+                for (d, (lo, hi)) in widths.iter().enumerate() {
+                    r = self.unreflect(r, d, (*lo, *hi), xt.shape[d], &name);
+                }
+                Ok(vec![(x, r)])
+            }
+            View::Interleave { args, axis } => Ok(self.interleave_adjoint(args, *axis, dy, want)),
         }
     }
 
-    /// `slice` with steps 1 or -1 → (reverse, then) `pad` with zeros.
+    /// `slice` → the adjoint spread out by the step (interleaved with zeros) where the step is
+    /// not ±1, reversed where it is negative, padded with zeros to the operand's shape.
     fn slice_adjoint(
         &mut self,
         x: ValueId,
@@ -120,25 +128,29 @@ impl Emitter<'_> {
         dy: ValueId,
         name: &str,
     ) -> Result<Vec<(ValueId, ValueId)>, String> {
-        let (xt, yt) = (self.ty(x), self.ty(dy));
-        let mut rev = Vec::new();
-        let mut widths = Vec::new();
+        let xt = self.ty(x);
+        let (mut r, mut rev, mut widths) = (dy, Vec::new(), Vec::new());
         for (d, s) in dims.iter().enumerate() {
-            let (start, step, count) = (s.start.unwrap_or(0), s.step.unwrap_or(1), yt.shape[d]);
-            let lo = match step {
-                1 => start,
-                -1 => {
-                    rev.push(d);
-                    start - count + 1
-                }
-                _ => return Err(format!("`slice` with step {step}")),
+            let (start, step) = (s.start.unwrap_or(0), s.step.unwrap_or(1));
+            let count = self.ty(r).shape[d];
+            let a = step.abs();
+            if a > 1 && count > 0 {
+                r = self.spread(r, d, a, name);
+            }
+            if step < 0 {
+                rev.push(d);
+            }
+            let len = if count == 0 { 0 } else { (count - 1) * a + 1 };
+            let lo = match (count, step > 0) {
+                (0, _) => 0,
+                (_, true) => start,
+                (_, false) => start - (count - 1) * a,
             };
-            let lo = if count == 0 { 0 } else { lo };
-            widths.push((lo, xt.shape[d] - lo - count));
+            widths.push((lo, xt.shape[d] - lo - len));
         }
-        let mut r = dy;
         if !rev.is_empty() {
-            r = self.view(View::Reverse { arg: r, dims: rev }, name, yt.clone());
+            let t = self.ty(r);
+            r = self.view(View::Reverse { arg: r, dims: rev }, name, t);
         }
         let zero = Literal::Float(0.0);
         let pad = View::Pad {
@@ -147,6 +159,90 @@ impl Emitter<'_> {
             mode: PadMode::Constant(zero),
         };
         Ok(vec![(x, self.view(pad, name, xt))])
+    }
+
+    /// The adjoint of a reflecting pad of `lo`/`hi` along `d` (operand size `n`): the interior,
+    /// plus each mirrored border reversed and padded into place.
+    fn unreflect(
+        &mut self,
+        v: ValueId,
+        d: usize,
+        (lo, hi): (i64, i64),
+        n: i64,
+        name: &str,
+    ) -> ValueId {
+        if lo == 0 && hi == 0 {
+            return v;
+        }
+        let mut parts = vec![self.slice_along(v, d, lo, n, name)];
+        for (from, len, before) in [(0, lo, 1), (lo + n, hi, n - 1 - hi)] {
+            if len == 0 {
+                continue;
+            }
+            let s = self.slice_along(v, d, from, len, name);
+            let t = self.ty(s);
+            let r = self.view(
+                View::Reverse {
+                    arg: s,
+                    dims: vec![d],
+                },
+                name,
+                t.clone(),
+            );
+            let mut w = vec![(0, 0); t.shape.len()];
+            w[d] = (before, n - before - len);
+            let mut pt = t;
+            pt.shape[d] = n;
+            let zero = PadMode::Constant(Literal::Float(0.0));
+            parts.push(self.view(
+                View::Pad {
+                    arg: r,
+                    widths: w,
+                    mode: zero,
+                },
+                name,
+                pt,
+            ));
+        }
+        self.accumulate(&parts, name)
+    }
+
+    /// `v[.., from:from + len, ..]` along `d`.
+    fn slice_along(&mut self, v: ValueId, d: usize, from: i64, len: i64, name: &str) -> ValueId {
+        let mut t = self.ty(v);
+        let dims = t
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(k, n)| match k == d {
+                true => SliceDim::from_count(from, 1, len),
+                false => SliceDim::from_count(0, 1, *n),
+            })
+            .collect();
+        t.shape[d] = len;
+        self.view(View::Slice { arg: v, dims }, name, t)
+    }
+
+    /// `v` with `a - 1` zeros after each element along `d`, but not after the last.
+    fn spread(&mut self, v: ValueId, d: usize, a: i64, name: &str) -> ValueId {
+        let t = self.ty(v);
+        let zeros = Generator {
+            kind: GenKind::Zeros,
+            ty: t.clone(),
+        };
+        let z = self.b.emit(
+            NodeKind::Generator(zeros),
+            &format!("{name}.zeros"),
+            t.clone(),
+            self.span,
+        );
+        let mut args = vec![v];
+        args.extend(std::iter::repeat_n(z, (a - 1) as usize));
+        let mut wide = t.clone();
+        wide.shape[d] *= a;
+        let w = self.view(View::Interleave { args, axis: d }, name, wide);
+        let keep = (t.shape[d] - 1) * a + 1;
+        self.slice_along(w, d, 0, keep, name)
     }
 
     /// `concat` → one slice of the adjoint per operand.
@@ -160,21 +256,114 @@ impl Emitter<'_> {
         let mut off = 0;
         let mut out = Vec::new();
         for &a in args {
-            let at = self.ty(a);
-            let dims = at
-                .shape
-                .iter()
-                .enumerate()
-                .map(|(d, n)| SliceDim::from_count(if d == axis { off } else { 0 }, 1, *n))
-                .collect::<Vec<_>>();
-            off += at.shape[axis];
+            let (from, len) = (off, self.ty(a).shape[axis]);
+            off += len;
             if !want(a) {
                 continue;
             }
             let name = format!("d_{}", self.name(a));
-            out.push((a, self.view(View::Slice { arg: dy, dims }, &name, at)));
+            out.push((a, self.slice_along(dy, axis, from, len, &name)));
         }
         out
+    }
+
+    /// `interleave` → the adjoint reshaped to split the axis into (size, operands), one slice
+    /// per operand along the second, reshaped back.
+    fn interleave_adjoint(
+        &mut self,
+        args: &[ValueId],
+        axis: usize,
+        dy: ValueId,
+        want: &dyn Fn(ValueId) -> bool,
+    ) -> Vec<(ValueId, ValueId)> {
+        let (xt, yt) = (self.ty(args[0]), self.ty(dy));
+        let mut split = xt.shape.clone();
+        split.insert(axis + 1, args.len() as i64);
+        let st = TensorType::new(yt.dtype, split.clone());
+        let name = format!("d_{}", self.name(dy));
+        let r = self.view(
+            View::Reshape {
+                arg: dy,
+                shape: split.clone(),
+            },
+            &name,
+            st,
+        );
+        let mut out = Vec::new();
+        for (k, &a) in args.iter().enumerate() {
+            if !want(a) {
+                continue;
+            }
+            let dims = split
+                .iter()
+                .enumerate()
+                .map(|(d, n)| match d == axis + 1 {
+                    true => SliceDim::from_count(k as i64, 1, 1),
+                    false => SliceDim::from_count(0, 1, *n),
+                })
+                .collect();
+            let mut one = split.clone();
+            one[axis + 1] = 1;
+            let name = format!("d_{}", self.name(a));
+            let s = self.view(
+                View::Slice { arg: r, dims },
+                &name,
+                TensorType::new(yt.dtype, one),
+            );
+            let back = View::Reshape {
+                arg: s,
+                shape: xt.shape.clone(),
+            };
+            out.push((a, self.view(back, &name, xt.clone())));
+        }
+        out
+    }
+
+    /// The adjoint `d` of a window of `x` placed in a tensor of `x`'s type: constant indices
+    /// unsqueezed, the window padded with zeros (nothing to do for a whole-tensor window).
+    pub fn place(&mut self, d: ValueId, places: &[Place], x: ValueId, name: &str) -> ValueId {
+        let xt = self.ty(x);
+        let whole = places
+            .iter()
+            .zip(&xt.shape)
+            .all(|(p, n)| *p == Place::Var { lo: 0, len: *n });
+        if whole {
+            return d;
+        }
+        let consts: Vec<usize> = (0..places.len())
+            .filter(|k| matches!(places[*k], Place::Const(_)))
+            .collect();
+        let mut r = d;
+        if !consts.is_empty() {
+            let mut t = self.ty(d);
+            consts.iter().for_each(|k| t.shape.insert(*k, 1));
+            r = self.view(
+                View::Unsqueeze {
+                    arg: d,
+                    dims: consts,
+                },
+                name,
+                t,
+            );
+        }
+        let widths = places
+            .iter()
+            .zip(&xt.shape)
+            .map(|(p, n)| match p {
+                Place::Var { lo, len } => (*lo, n - lo - len),
+                Place::Const(c) => (*c, n - c - 1),
+            })
+            .collect();
+        let zero = PadMode::Constant(Literal::Float(0.0));
+        self.view(
+            View::Pad {
+                arg: r,
+                widths,
+                mode: zero,
+            },
+            name,
+            xt,
+        )
     }
 
     /// An op summing `v` over the dims whose `keep` is `None`; a kept dim `d` of `v` becomes

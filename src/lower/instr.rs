@@ -85,7 +85,9 @@ pub(super) fn lower_instr(
             format!("unknown instruction `{name}`"),
         )
         .primary(instr.span, "not a selector or generator");
-        if let Some(best) = crate::diag::suggest::closest(name, known) {
+        if name == "grad" {
+            d = d.note("a gradient is written `%d1, %d2 = grad %loss wrt %w1, %w2`");
+        } else if let Some(best) = crate::diag::suggest::closest(name, known) {
             d = d.note(format!("help: did you mean `{best}`?"));
         }
         l.diags.push(d.note(format!(

@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 29;
+pub const CASES: usize = 36;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -47,6 +47,40 @@ fn selector(construct: &'static str, view: &str, rank: usize) -> Case {
         construct,
         src,
         wrt: &["a"],
+    }
+}
+
+/// Weights scaled to ±0.4 (from the tests' ±2), so that activations and the loss stay small
+/// enough for central differences to resolve every gradient entry.
+const SMALL: &str = "op @small(x: f64[..S]) -> (y: f64[..S]) {\n  y[..i] = x[..i] * 0.2\n}\n";
+
+/// A causal multi-head attention and GELU MLP block with pre-LayerNorm and residuals:
+/// `examples/transformer.teg`'s ops in f64, at width 8 (2 heads of 4), 3 tokens.
+fn transformer_block() -> Case {
+    let ex = super::example("transformer.teg");
+    let ops = &ex[ex.find("op @layernorm").expect("ops")..ex.find("// A uniform").expect("end")];
+    let src = format!(
+        "{}{SUM2}{SMALL}graph @g {{\n  %x = source @x : f64[3, 8]\n  %wqkv = source @wqkv : f64[8, 24]\n\
+         %bqkv = source @bqkv : f64[24]\n  %wo = source @wo : f64[8, 8]\n  %bo = source @bo : f64[8]\n\
+         %wfc = source @wfc : f64[8, 16]\n  %bfc = source @bfc : f64[16]\n  %wp = source @wp : f64[16, 8]\n\
+         %bp = source @bp : f64[8]\n  %g1 = source @g1 : f64[8]\n  %b1 = source @b1 : f64[8]\n\
+         %h = apply @layernorm(%x, %g1, %b1)\n  %wqkv.s = apply @small(%wqkv)\n  %qkv = apply @linear(%h, %wqkv.s, %bqkv)\n\
+         %q = slice %qkv [:, 0:8]\n  %k = slice %qkv [:, 8:16]\n  %v = slice %qkv [:, 16:24]\n\
+         %qh = reshape %q [-1, 2, 4]\n  %kh = reshape %k [-1, 2, 4]\n  %vh = reshape %v [-1, 2, 4]\n\
+         %qt = transpose %qh [1, 0, 2]\n  %kt = transpose %kh [1, 2, 0]\n  %vt = transpose %vh [1, 0, 2]\n\
+         %s = apply @causal_scores(%qt, %kt)\n  %p = apply @softmax(%s)\n  %o = apply @attend(%p, %vt)\n\
+         %om = reshape %o [-1, 8]\n  %wo.s = apply @small(%wo)\n  %a = apply @linear(%om, %wo.s, %bo)\n  %x1 = apply @add(%x, %a)\n\
+         %wfc.s = apply @small(%wfc)\n  %f = apply @linear(%x1, %wfc.s, %bfc)\n  %gf = apply @gelu(%f)\n  %wp.s = apply @small(%wp)\n  %m = apply @linear(%gf, %wp.s, %bp)\n\
+         %y = apply @add(%x1, %m)\n  %l = apply @sum2(%y)\n\
+         %dx, %dwqkv, %dwo, %dwfc, %dg1, %db1 = grad %l wrt %x, %wqkv, %wo, %wfc, %g1, %b1\n\
+         sink @l %l\n  sink @dx %dx\n  sink @dwqkv %dwqkv\n  sink @dwo %dwo\n  sink @dwfc %dwfc\n\
+         sink @dg1 %dg1\n  sink @db1 %db1\n}}\n",
+        ops.replace("f32", "f64")
+    );
+    Case {
+        construct: "transformer block (layernorm, causal attention, gelu, residuals)",
+        src,
+        wrt: &["x", "wqkv", "wo", "wfc", "g1", "b1"],
     }
 }
 
@@ -102,6 +136,34 @@ pub fn cases() -> Vec<Case> {
         wrt: &["a", "b"],
     });
     c.push(Case {
+        construct: "prod reduction (a zero factor included)",
+        src: format!(
+            "op @rprod(x: f64[M, N]) -> (y: f64[M]) {{\n  y[i] = prod[j](x[i, j] * f64(i + j - 2))\n}}\n{SUM1}\
+             graph @g {{\n  %a = source @a : f64[3, 4]\n  %y = apply @rprod(%a)\n\
+             %l = apply @sum1(%y)\n  %da = grad %l wrt %a\n  sink @l %l\n  sink @da %da\n}}\n"
+        ),
+        wrt: &["a"],
+    });
+    c.push(Case {
+        construct: "a sum whose variable the adjoint does not read (a factor of its extent)",
+        src: format!(
+            "op @spread(x: f64[M], c: f64[N]) -> (y: f64[M]) {{\n  y[i] = sum[k](exp(x[i]) + c[k])\n}}\n{SUM1}\
+             graph @g {{\n  %a = source @a : f64[3]\n  %b = source @b : f64[4]\n  %y = apply @spread(%a, %b)\n\
+             %l = apply @sum1(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+        ),
+        wrt: &["a", "b"],
+    });
+    c.push(Case {
+        construct: "shifted and constant loads (a stencil; the adjoint padded into place)",
+        src: format!(
+            "op @st(x: f64[N], c: f64[M, N]) -> (y: f64[M, N - 2]) {{\n  \
+             y[i, j] = x[j] * x[j + 2] + sin(x[j + 1]) * c[i, j + 1] + x[0] * c[0, j]\n}}\n{SUM2}\
+             graph @g {{\n  %a = source @a : f64[6]\n  %b = source @b : f64[2, 6]\n  %y = apply @st(%a, %b)\n\
+             %l = apply @sum2(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+        ),
+        wrt: &["a", "b"],
+    });
+    c.push(Case {
         construct: "max reduction at the root",
         src: format!(
             "op @rmax(x: f64[M, N]) -> (y: f64[M]) {{\n  y[i] = max[j](x[i, j] * x[i, j])\n}}\n{SUM1}\
@@ -143,17 +205,21 @@ pub fn cases() -> Vec<Case> {
         ),
         wrt: &["a"],
     });
+    c.push(transformer_block());
     c.extend([
         selector("transpose", "%v = transpose %a [1, 0]", 2),
         selector("slice", "%v = slice %a [1:3, 0:4:1]", 2),
         selector("slice step -1", "%v = slice %a [2:0:-1, 1:4]", 2),
+        selector("slice steps 2 and -2", "%v = slice %a [0:3:2, 3:0:-2]", 2),
         selector("pad constant", "%v = pad %a [1:0, 2:1] constant 0.5", 2),
+        selector("pad reflect", "%v = pad %a [2:1, 1:3] reflect", 2),
         selector("concat", "%w = transpose %a [1, 0]\n  %x = reshape %w [3, 4]\n  %v = concat %a, %x axis 0", 2),
         selector("broadcast", "%w = reshape %a [3, 1, 4]\n  %u = broadcast %w [2, 3, 5, 4]\n  %v = reshape %u [30, 4]", 2),
         selector("reshape", "%v = reshape %a [12]", 1),
         selector("reverse", "%v = reverse %a [0, 1]", 2),
         selector("squeeze unsqueeze", "%w = unsqueeze %a [0]\n  %v = squeeze %w [0]", 2),
         selector("repeat", "%v = repeat %a times 3 axis 1", 2),
+        selector("interleave", "%w = reverse %a [1]\n  %v = interleave %a, %w axis 1", 2),
     ]);
     c
 }

@@ -15,6 +15,7 @@ const EXAMPLES: &[&str] = &[
     "tour.teg",
     "sgd_momentum.teg",
     "adamw.teg",
+    "grad_mlp.teg",
 ];
 
 #[test]

@@ -110,13 +110,34 @@ fn check_graph_with(
 
 /// Checks every graph of `src`; returns each graph's name and what was done with it.
 fn check_source(what: &str, src: &str) -> Result<Vec<(String, Checked)>, String> {
-    let (m, facts, diags) = tapc::compile_source(src);
+    let (mut m, facts, diags) = tapc::compile_source(src);
     if diags.has_errors() {
         return Err(format!(
             "{what} does not verify:\n{}",
             tapc::diag::render_human(what, src, &diags.0, false)
         ));
     }
+    // `grad` statements are lowered first, as `tapc run` does; one that cannot be (E0110)
+    // leaves nothing to run.
+    let facts = if m.graphs.iter().any(tapc::ir::Graph::has_grad) {
+        let config = tapc::passes::manager::RunConfig::default();
+        match tapc::passes::manager::run_pipeline(
+            &mut m,
+            facts,
+            "grad",
+            &config,
+            &mut String::new(),
+        ) {
+            Ok(cx) => cx.facts,
+            Err(d) => {
+                let why =
+                    |g: &tapc::ir::Graph| (g.name.clone(), Checked::NotRun(d.message.clone()));
+                return Ok(m.graphs.iter().map(why).collect());
+            }
+        }
+    } else {
+        facts
+    };
     (0..m.graphs.len())
         .map(|gi| {
             Ok((
@@ -189,6 +210,11 @@ const FILETEST_GRAPHS_NOT_RUN: &[(&str, &str, &str)] = &[
         "tests/filetests/alias/too_complex.teg",
         "huge",
         "3e10 elements: an analysis-only shape",
+    ),
+    (
+        "tests/filetests/errors/grad_unsupported.teg",
+        "g",
+        "`grad` has no adjoint for a strided load (E0110)",
     ),
     (
         "tests/filetests/errors/e0071_no_kernel.teg",

@@ -743,10 +743,21 @@ fn per_apply_probes_agree_with_rewriting_and_verifying_the_whole_module() {
     }
     let (mut shard_checks, mut fuse_checks, mut rejected) = (0, 0, 0);
     for (src, nodes) in sources.iter().flat_map(|s| [(s, "2"), (s, "3")]) {
-        let (m, facts, diags) = tapc::compile_source(src);
+        let (mut m, facts, diags) = tapc::compile_source(src);
         if diags.has_errors() {
             continue; // a filetest of an error
         }
+        // The cost model reads lowered graphs: a `grad` statement is lowered first, as every
+        // pipeline does.
+        let facts = tapc::passes::manager::run_pipeline(
+            &mut m,
+            facts,
+            "grad",
+            &tapc::passes::manager::RunConfig::default(),
+            &mut String::new(),
+        )
+        .expect("grad lowers")
+        .facts;
         let opts = [("nodes".to_string(), nodes.to_string())];
         let cfg = cost::config(&opts, &PassFiles::default()).expect("options");
         for (gi, gf) in facts.iter().enumerate() {
