@@ -309,6 +309,13 @@ pub fn reads(e: &KExpr, out: &mut Vec<String>) {
     }
 }
 
+/// Whether index `x` mentions `v`, and whether it is `v` alone.
+fn index_mentions(x: &IExpr, v: &str) -> (bool, bool) {
+    let mut seen = false;
+    x.visit_names(&mut |n, _| seen |= n == v);
+    (seen, matches!(x, IExpr::Name(n, _) if n == v))
+}
+
 /// Whether `e` mentions variable `v` (as a value or in an index), and whether some access
 /// indexes a dimension by `v` alone (what fixes a reduction variable's extent).
 pub fn mentions(e: &KExpr, v: &str) -> (bool, bool) {
@@ -316,11 +323,15 @@ pub fn mentions(e: &KExpr, v: &str) -> (bool, bool) {
     match &e.kind {
         KExprKind::Name(n) => (n == v, false),
         KExprKind::Access(_, idx) => idx.iter().fold((false, false), |acc, i| match i {
-            Index::Expr(IExpr::Name(n, _)) if n == v => (true, true),
-            Index::Expr(x) => {
-                let mut seen = false;
-                x.visit_names(&mut |n, _| seen |= n == v);
-                or(acc, (seen, false))
+            Index::Expr(x) => or(acc, index_mentions(x, v)),
+            // An index tensor's own indices fix a variable's extent as an input's do.
+            Index::Gather(g) => {
+                let inner = g
+                    .indices
+                    .iter()
+                    .fold(acc, |acc, x| or(acc, index_mentions(x, v)));
+                let off = g.offset.as_ref().map(|o| index_mentions(&o.1, v));
+                or(inner, (off.is_some_and(|o| o.0), false))
             }
             Index::Variadic(..) => acc,
         }),

@@ -183,6 +183,9 @@ impl StmtCx<'_> {
         x: &str,
         xty: &TensorType,
     ) -> Result<(Vec<Place>, Vec<usize>), String> {
+        if c.gathered {
+            return Err(format!("the gathered load of `{x}` (its adjoint, a scatter-add, is not in the language yet)"));
+        }
         let names = self.var_names();
         let mut places = Vec::new();
         let mut own = Vec::new();

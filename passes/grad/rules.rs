@@ -15,6 +15,8 @@ pub struct Contribution {
     pub index: Vec<Affine>,
     pub adj: KExpr,
     pub bound: Vec<usize>,
+    /// A gathered load: its adjoint would be a scatter-add, which the language lacks.
+    pub gathered: bool,
 }
 
 pub struct Back<'w, 'a> {
@@ -40,12 +42,16 @@ impl Back<'_, '_> {
                         index: index.clone(),
                         adj,
                         bound: bound.clone(),
+                        gathered: false,
                     });
                 }
             }
-            CKind::Gather(g) if Src::Input(g.input) == self.source => self.unsupported(
-                "a gathered load (its adjoint, a scatter-add, is not in the language yet)",
-            ),
+            CKind::Gather(g) if Src::Input(g.input) == self.source => self.out.push(Contribution {
+                index: g.index.clone(),
+                adj,
+                bound: bound.clone(),
+                gathered: true,
+            }),
             CKind::Gather(_) => {}
             CKind::Reduce { kind, vars, body } => {
                 self.reduce(e, *kind, vars, body, adj, bound, root)
@@ -103,7 +109,8 @@ impl Back<'_, '_> {
                 let a = mul(adj, expr::reduce(Reduction::Prod, names, others));
                 self.back(body, a, bound, false)
             }
-            Reduction::ArgMax | Reduction::ArgMin => {}
+            // `mean` is a sum and a division once verified; arg positions carry no gradient.
+            Reduction::Mean | Reduction::ArgMax | Reduction::ArgMin => {}
         }
         bound.truncate(n);
     }

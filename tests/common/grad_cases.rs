@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 36;
+pub const CASES: usize = 37;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -116,6 +116,15 @@ pub fn cases() -> Vec<Case> {
         ),
         elementwise("rem", "a[i, j] % (b[i, j] * b[i, j] + 3.0)"),
     ];
+    c.push(Case {
+        construct: "gather (the table read at gathered rows, a negative index wrapping)",
+        src: format!(
+            "op @rows(e: f64[V, H], ids: i64[B], w: f64[H]) -> (y: f64[B, H]) {{\n  y[b, h] = e[ids[b], h] * w[h] + e[ids[b] - 1, h] * e[ids[b] - 1, h]\n}}\n{SUM2}\
+             graph @g {{\n  %a = source @a : f64[5, 3]\n  %b = source @b : f64[3]\n  %ids = iota axis 0 : i64[4]\n\
+             %y = apply @rows(%a, %ids, %b)\n  %l = apply @sum2(%y)\n  %db = grad %l wrt %b\n  sink @l %l\n  sink @db %db\n}}\n"
+        ),
+        wrt: &["b"],
+    });
     c.push(Case {
         construct: "contraction (matmul)",
         src: format!(

@@ -217,6 +217,11 @@ const FILETEST_GRAPHS_NOT_RUN: &[(&str, &str, &str)] = &[
         "`grad` has no adjoint for a strided load (E0110)",
     ),
     (
+        "tests/filetests/errors/grad_gather.teg",
+        "g",
+        "`grad` has no adjoint for a gathered table (E0110)",
+    ),
+    (
         "tests/filetests/errors/e0071_no_kernel.teg",
         "g",
         "an extern op without a kernel (E0071)",

@@ -73,7 +73,10 @@ fn bytes_moved_equal_the_prediction_for_every_source_and_sink_setting() {
                 let what =
                     format!("{ex}, cost{{{cost}}}: predicted {predicted} B, moved {measured} B");
                 if UNEXPLAINED.contains(&(ex, cost.as_str())) {
-                    assert_ne!(measured, predicted, "fixed: take it out of UNEXPLAINED: {what}");
+                    assert_ne!(
+                        measured, predicted,
+                        "fixed: take it out of UNEXPLAINED: {what}"
+                    );
                     known += 1;
                     continue;
                 }
