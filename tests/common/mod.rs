@@ -87,7 +87,13 @@ pub fn before_after(
     pipeline: &str,
     inputs: &HashMap<String, Tensor>,
 ) -> (Sinks, Sinks, String) {
+    // The input runs as `tapc run` runs it: `grad` statements lowered first.
     let (m, facts) = compile_ok("input", src);
+    let (m, facts) = if m.graphs.iter().any(tapc::ir::Graph::has_grad) {
+        grad_cases::lowered("input", src)
+    } else {
+        (m, facts)
+    };
     let before = (0..m.graphs.len())
         .map(|i| run(&m, &facts, i, inputs))
         .collect();
