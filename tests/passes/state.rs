@@ -72,7 +72,7 @@ fn every_pass_keeps_state_and_updates() {
     let mut checked = 0;
     for name in ["sgd_momentum.teg", "adamw.teg"] {
         let src = common::example(name);
-        let (m0, f0) = compile_ok(name, &src);
+        let (m0, _) = compile_ok(name, &src);
         let (states, updates) = state_names(&m0);
         assert_eq!(states, updates, "{name}");
         assert!(states.len() >= 4, "{name}: {states:?}");
