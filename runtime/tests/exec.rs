@@ -7,11 +7,11 @@
 //! of waiting forever).
 
 mod common;
-use common::double;
+use common::{double, source_then_scratch, whole};
 use std::path::{Path, PathBuf};
 use tapc_runtime::cli::{self, Outcome};
 use tapc_runtime::exec::{execute, KernelFn, Options};
-use tapc_runtime::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task, View};
+use tapc_runtime::plan::{Plan, Sink, Source, Task, View};
 use tapc_runtime::program::run_program;
 use tapc_runtime::{npy, DType, Data, Tensor};
 
@@ -45,20 +45,7 @@ fn plan_of(n: usize) -> Plan {
     let task = |k: u32, name: &str| Task {
         name: name.into(),
         kernel: k,
-        args: vec![
-            Arg {
-                buffer: k,
-                offset: 0,
-                lo: 0,
-                hi: bytes as i64,
-            },
-            Arg {
-                buffer: k + 1,
-                offset: 0,
-                lo: 0,
-                hi: bytes as i64,
-            },
-        ],
+        args: vec![whole(k, bytes), whole(k + 1, bytes)],
         range: vec![(0, n as i64)],
         split: Some(0),
         align: 16,
@@ -67,20 +54,7 @@ fn plan_of(n: usize) -> Plan {
     };
     Plan {
         graph: "g".into(),
-        buffers: vec![
-            Buffer {
-                bytes,
-                init: Init::Source(0),
-            },
-            Buffer {
-                bytes,
-                init: Init::Scratch,
-            },
-            Buffer {
-                bytes,
-                init: Init::Scratch,
-            },
-        ],
+        buffers: source_then_scratch(bytes, 2),
         sources: vec![Source {
             name: "x".into(),
             dtype: DType::F32,

@@ -4,10 +4,10 @@
 //! validated; and the step helpers every front end shares.
 
 mod common;
-use common::double;
+use common::{double, source_then_scratch, whole};
 use std::collections::HashMap;
 use tapc_runtime::cli::{self, Outcome};
-use tapc_runtime::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task, View};
+use tapc_runtime::plan::{Plan, Sink, Source, Task, View};
 use tapc_runtime::program::run_program;
 use tapc_runtime::steps::{parse_count, run_named, scalar_text, Steps};
 use tapc_runtime::{npy, DType, Data, Tensor};
@@ -18,12 +18,6 @@ const N: usize = 4;
 /// one element) and `sink @h %h`.
 fn plan() -> Plan {
     let bytes = 4 * N as u64;
-    let arg = |buffer| Arg {
-        buffer,
-        offset: 0,
-        lo: 0,
-        hi: bytes as i64,
-    };
     let sink = |name: &str, shape: Vec<usize>, strides: Vec<i64>| Sink {
         name: name.into(),
         dtype: DType::F32,
@@ -37,16 +31,7 @@ fn plan() -> Plan {
     };
     Plan {
         graph: "g".into(),
-        buffers: vec![
-            Buffer {
-                bytes,
-                init: Init::Source(0),
-            },
-            Buffer {
-                bytes,
-                init: Init::Scratch,
-            },
-        ],
+        buffers: source_then_scratch(bytes, 1),
         sources: vec![Source {
             name: "x".into(),
             dtype: DType::F32,
@@ -56,7 +41,7 @@ fn plan() -> Plan {
         tasks: vec![Task {
             name: "apply @double -> %h".into(),
             kernel: 0,
-            args: vec![arg(0), arg(1)],
+            args: vec![whole(0, bytes), whole(1, bytes)],
             range: vec![(0, N as i64)],
             split: None,
             align: 1,
