@@ -4,6 +4,7 @@
 pub mod grad_cases;
 pub mod graphgen;
 pub mod mpi;
+pub mod pyenv;
 pub mod rng;
 pub mod syspkg;
 pub mod tolerance;
