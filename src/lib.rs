@@ -11,6 +11,7 @@
 pub mod codegen;
 pub mod diag;
 pub mod driver;
+pub mod embed;
 pub mod format;
 pub mod interp;
 pub mod ir;

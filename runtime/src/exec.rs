@@ -71,11 +71,59 @@ pub struct Report {
     pub task_names: Vec<String>,
     /// Every job, when [`Options::record`] is set.
     pub events: Vec<Event>,
+    /// The address of each source's buffer during the run, in source order: an embedder can
+    /// check that an [`Input::Borrowed`] was read in place.
+    pub source_addrs: Vec<usize>,
+}
+
+/// The value of one source: a tensor, copied into an aligned buffer of the run, or caller
+/// memory read in place.
+#[derive(Clone, Copy)]
+pub enum Input<'a> {
+    Tensor(&'a Tensor),
+    Borrowed(Borrowed<'a>),
+}
+
+/// C-order elements of `dtype` and `shape` at `ptr`, read in place (a `bool` is one byte 0 or
+/// 1, as numpy stores it).
+#[derive(Clone, Copy)]
+pub struct Borrowed<'a> {
+    ptr: *const u8,
+    dtype: DType,
+    shape: &'a [usize],
+}
+
+impl<'a> Borrowed<'a> {
+    /// # Safety
+    /// `ptr` must point at `numel(shape) * dtype.size_bytes()` readable bytes, aligned to the
+    /// element size, that nothing writes while a run reads them. The program never writes a
+    /// source's buffer.
+    pub unsafe fn new(ptr: *const u8, dtype: DType, shape: &'a [usize]) -> Borrowed<'a> {
+        Borrowed { ptr, dtype, shape }
+    }
+}
+
+impl Input<'_> {
+    fn dtype(&self) -> DType {
+        match self {
+            Input::Tensor(t) => t.dtype(),
+            Input::Borrowed(b) => b.dtype,
+        }
+    }
+
+    fn shape(&self) -> &[usize] {
+        match self {
+            Input::Tensor(t) => &t.shape,
+            Input::Borrowed(b) => b.shape,
+        }
+    }
 }
 
 struct AlignedBuf {
     ptr: *mut u8,
     layout: Layout,
+    /// False for caller memory read in place ([`Input::Borrowed`]): never freed here.
+    owned: bool,
 }
 
 /// Buffers at least this big are aligned to (and advised as) transparent huge pages: one page
@@ -108,7 +156,11 @@ impl AlignedBuf {
             .map_err(|_| format!("cannot allocate {bytes} bytes"))?;
         if bytes >= HUGE {
             if let Some(ptr) = spare::take(layout) {
-                return Ok(AlignedBuf { ptr, layout });
+                return Ok(AlignedBuf {
+                    ptr,
+                    layout,
+                    owned: true,
+                });
             }
         }
         // Not zeroed: every element a task or sink reads was written by an earlier task (and
@@ -125,7 +177,11 @@ impl AlignedBuf {
         if bytes >= HUGE {
             advise_huge(ptr, size);
         }
-        Ok(AlignedBuf { ptr, layout })
+        Ok(AlignedBuf {
+            ptr,
+            layout,
+            owned: true,
+        })
     }
 }
 
@@ -189,6 +245,9 @@ pub fn keep_freed_buffers(on: bool) {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let keep = KEEP_FREED.load(Ordering::Relaxed) && self.layout.size() as u64 >= HUGE;
         if keep && spare::keep(self.ptr, self.layout) {
             return;
@@ -424,6 +483,18 @@ pub fn execute_with<T>(
     opts: &Options,
     sinks: impl FnOnce(&[SinkView]) -> Result<T, String>,
 ) -> Result<(T, Report), String> {
+    let inputs: Vec<Input> = inputs.iter().map(|t| Input::Tensor(t)).collect();
+    execute_inputs(plan, kernels, &inputs, opts, sinks)
+}
+
+/// [`execute_with`] on [`Input`]s: borrowed ones are read in place, not copied.
+pub fn execute_inputs<T>(
+    plan: &Plan,
+    kernels: &[KernelFn],
+    inputs: &[Input],
+    opts: &Options,
+    sinks: impl FnOnce(&[SinkView]) -> Result<T, String>,
+) -> Result<(T, Report), String> {
     plan.validate(kernels.len())?;
     if inputs.len() != plan.sources.len() {
         return Err(format!(
@@ -437,6 +508,13 @@ pub fn execute_with<T>(
     let test_fault = TestFault::from_env()?;
     let nt = plan.tasks.len();
     let (bufs, live) = initial_buffers(plan, inputs)?;
+    let source_addrs = (plan.sources.iter())
+        .map(|s| {
+            bufs[s.buffer as usize]
+                .as_ref()
+                .map_or(0, |b| b.ptr as usize)
+        })
+        .collect();
     let (pending, dependents) = plan.waits();
     let shared = Shared {
         plan,
@@ -472,12 +550,14 @@ pub fn execute_with<T>(
     }
     let sinks = sinks(&sink_views(plan, &st.bufs)?)?;
     events.sort_by_key(|e: &Event| e.start);
+
     let report = Report {
         wall,
         peak_bytes: st.peak,
         threads,
         task_names: plan.tasks.iter().map(|t| t.name.clone()).collect(),
         events,
+        source_addrs,
     };
     Ok((sinks, report))
 }
@@ -485,7 +565,7 @@ pub fn execute_with<T>(
 /// The buffers that live from the start (constants and sources, filled) and their bytes.
 fn initial_buffers(
     plan: &Plan,
-    inputs: &[&Tensor],
+    inputs: &[Input],
 ) -> Result<(Vec<Option<AlignedBuf>>, u64), String> {
     let mut bufs: Vec<Option<AlignedBuf>> = (0..plan.buffers.len()).map(|_| None).collect();
     let mut live = 0u64;
@@ -500,23 +580,38 @@ fn initial_buffers(
             }
             Init::Source(k) => {
                 let (src, t) = (&plan.sources[*k as usize], &inputs[*k as usize]);
-                if t.dtype() != src.dtype || t.shape != src.shape {
+                if t.dtype() != src.dtype || t.shape() != src.shape {
                     return Err(format!(
                         "input for source @{}: expected {}, found {}",
                         src.name,
                         crate::tensor::type_string(src.dtype, &src.shape),
-                        t.shape_string()
+                        crate::tensor::type_string(t.dtype(), t.shape())
                     ));
                 }
-                let buf = AlignedBuf::new(b.bytes)?;
-                copy_in(&t.data, buf.ptr);
-                buf
+                source_buffer(t, b.bytes)?
             }
         };
         live += b.bytes;
         bufs[i] = Some(buf);
     }
     Ok((bufs, live))
+}
+
+/// The buffer of a source bound to `input`: a copy in a fresh buffer of `bytes`, or the
+/// borrowed memory itself.
+fn source_buffer(input: &Input, bytes: u64) -> Result<AlignedBuf, String> {
+    match input {
+        Input::Tensor(t) => {
+            let buf = AlignedBuf::new(bytes)?;
+            copy_in(&t.data, buf.ptr);
+            Ok(buf)
+        }
+        Input::Borrowed(b) => Ok(AlignedBuf {
+            ptr: b.ptr as *mut u8,
+            layout: Layout::new::<u8>(),
+            owned: false,
+        }),
+    }
 }
 
 /// Every sink read in place from its (computed) buffer.

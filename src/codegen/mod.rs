@@ -333,13 +333,13 @@ pub fn emit_to_file(
 /// A graph compiled in-process: its plan and the addresses of its kernels.
 pub struct Program<'a> {
     pub plan: &'a Plan,
-    kernels: Vec<KernelFn>,
+    kernels: &'a [KernelFn],
 }
 
 impl Program<'_> {
     /// The compiled kernels, indexed by the plan's `Task::kernel`.
     pub fn kernels(&self) -> &[KernelFn] {
-        &self.kernels
+        self.kernels
     }
 
     /// Runs the plan with sources bound by name (through the runtime's binding, as `tapc
@@ -357,23 +357,60 @@ impl Program<'_> {
             .collect();
         let ins =
             cli::bind(&self.plan.graph, &sources, &named, &[], |_| None).map_err(|e| e.message)?;
-        exec::execute(self.plan, &self.kernels, &ins, opts)
+        exec::execute(self.plan, self.kernels, &ins, opts)
     }
 }
 
-/// JIT-compiles graph `gi` (MCJIT) and calls `f` with the program; the machine code lives
-/// until `f` returns.
-pub fn with_jit<T>(
-    m: &Module,
-    gi: usize,
-    facts: &GraphFacts,
-    opts: &Options,
-    f: impl FnOnce(&Program) -> T,
-) -> Result<T, Diagnostic> {
-    let cx = Context::create();
-    let (engine, sched): (ExecutionEngine, Schedule) = guarded(|| {
+/// The LLVM context and execution engine that own a [`Jit`]'s machine code. Never used after
+/// the kernels' addresses are taken; only dropped (the engine, then its context).
+struct Machine {
+    engine: std::mem::ManuallyDrop<ExecutionEngine<'static>>,
+    cx: *mut Context,
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        // SAFETY: the engine borrows the context, so it goes first; the context came from
+        // `Box::into_raw` in `jit` and is freed once, here.
+        unsafe {
+            std::mem::ManuallyDrop::drop(&mut self.engine);
+            drop(Box::from_raw(self.cx));
+        }
+    }
+}
+
+// SAFETY: after `jit` returns, nothing calls into the engine or the context again: they only
+// keep the machine code mapped until they are dropped, which needs no particular thread. The
+// kernels are plain functions over the buffers they are given.
+unsafe impl Send for Machine {}
+unsafe impl Sync for Machine {}
+
+/// A graph JIT-compiled once and kept: its plan and kernels stay valid until it is dropped,
+/// so an embedder (the Python package) runs it many times without recompiling.
+pub struct Jit {
+    pub plan: Plan,
+    kernels: Vec<KernelFn>,
+    _machine: Machine,
+}
+
+impl Jit {
+    /// The program, to run.
+    pub fn program(&self) -> Program<'_> {
+        Program {
+            plan: &self.plan,
+            kernels: &self.kernels,
+        }
+    }
+}
+
+/// JIT-compiles graph `gi` (MCJIT) into a [`Jit`] that keeps its machine code.
+pub fn jit(m: &Module, gi: usize, facts: &GraphFacts, opts: &Options) -> Result<Jit, Diagnostic> {
+    let cx: *mut Context = Box::into_raw(Box::new(Context::create()));
+    // SAFETY: the context lives until `Machine` drops it, after the engine that borrows it.
+    let cx_ref: &'static Context = unsafe { &*cx };
+    let made = guarded(|| {
         let (module, sched, _) = build(
-            &cx,
+            cx_ref,
             m,
             gi,
             facts,
@@ -391,20 +428,44 @@ pub fn with_jit<T>(
             engine.add_global_mapping(&f, report);
         }
         Ok((engine, sched))
-    })?;
+    });
+    let (engine, sched): (ExecutionEngine<'static>, Schedule) = match made {
+        Ok(v) => v,
+        Err(d) => {
+            // SAFETY: nothing borrows the context any more.
+            drop(unsafe { Box::from_raw(cx) });
+            return Err(d);
+        }
+    };
+    let machine = Machine {
+        engine: std::mem::ManuallyDrop::new(engine),
+        cx,
+    };
     let mut kernels: Vec<KernelFn> = Vec::new();
     for k in 0..sched.kernels.len() {
-        let addr = engine
-            .get_function_address(&kernel_symbol(k))
+        let addr = (machine.engine.get_function_address(&kernel_symbol(k)))
             .map_err(|e| backend_error(format!("JIT lookup of kernel {k} failed: {e:?}")))?;
         // SAFETY: the symbol is a kernel compiled with exactly this signature.
         kernels.push(unsafe { std::mem::transmute::<usize, KernelFn>(addr) });
     }
-    let prog = Program {
-        plan: &sched.plan,
+    Ok(Jit {
+        plan: sched.plan,
         kernels,
-    };
-    Ok(f(&prog))
+        _machine: machine,
+    })
+}
+
+/// JIT-compiles graph `gi` (MCJIT) and calls `f` with the program; the machine code lives
+/// until `f` returns.
+pub fn with_jit<T>(
+    m: &Module,
+    gi: usize,
+    facts: &GraphFacts,
+    opts: &Options,
+    f: impl FnOnce(&Program) -> T,
+) -> Result<T, Diagnostic> {
+    let j = jit(m, gi, facts, opts)?;
+    Ok(f(&j.program()))
 }
 
 /// JIT-compiles (with `copts`) and runs graph `gi` once.

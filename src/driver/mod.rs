@@ -2,7 +2,7 @@
 //! printed and its exit code, so tests drive the real CLI without spawning processes.
 
 pub mod calibrate;
-mod emit;
+pub(crate) mod emit;
 
 use crate::passes::manager::{self, RunConfig};
 
@@ -428,7 +428,7 @@ pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
 
 /// `config` with the input files its pipeline's options name (`cost{machine=FILE}`) read in:
 /// the driver does the pipeline's I/O; a file that cannot be read is reported by its pass.
-fn read_pass_files(pipeline: &str, mut config: RunConfig) -> RunConfig {
+pub(crate) fn read_pass_files(pipeline: &str, mut config: RunConfig) -> RunConfig {
     for path in manager::input_paths(pipeline, &config) {
         let text = std::fs::read_to_string(&path).map_err(|e| e.to_string());
         config.files.insert(path, text);
@@ -838,7 +838,7 @@ fn default_output(file: &Path, emit: crate::codegen::EmitKind) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn pick_graph(m: &Module, name: Option<&str>) -> Result<usize, Diagnostic> {
+pub(crate) fn pick_graph(m: &Module, name: Option<&str>) -> Result<usize, Diagnostic> {
     match name {
         Some(n) => m
             .graphs
