@@ -31,12 +31,6 @@ struct Program {
     last_addrs: Mutex<Vec<usize>>,
 }
 
-/// Raw pointers handed to the run, which happens with the GIL released. The arrays they point
-/// into are kept alive by the calling frame until the run returns.
-struct Unguarded<T>(T);
-// SAFETY: see above; the program only reads the inputs and writes each `out` array once.
-unsafe impl<T> Send for Unguarded<T> {}
-
 /// The numpy dtype of a tapc dtype: bf16 is `ml_dtypes.bfloat16` when that package is
 /// installed, else numpy's `uint16` (the same bits).
 fn np_dtype<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyArrayDescr>> {
@@ -221,6 +215,39 @@ fn host_cpu() -> PyResult<String> {
     Ok(format!("{} {} {}", h.triple, h.cpu, h.features))
 }
 
+/// The inputs of a call, checked against the sources and made readable in place; the arrays
+/// must stay alive while the addresses are used.
+fn call_inputs<'py>(
+    py: Python<'py>,
+    c: &Compiled,
+    args: &[Bound<'py, PyAny>],
+) -> PyResult<(Vec<Bound<'py, PyUntypedArray>>, Vec<usize>)> {
+    if args.len() != c.inputs.len() {
+        return Err(PyTypeError::new_err(format!(
+            "graph @{} takes {} input(s), {} given",
+            c.graph,
+            c.inputs.len(),
+            args.len()
+        )));
+    }
+    let arrays: Vec<Bound<PyUntypedArray>> = (c.inputs.iter().zip(args))
+        .map(|(p, a)| readable(checked(py, "input", p, a)?))
+        .collect::<PyResult<_>>()?;
+    let addrs = arrays.iter().map(|a| data_ptr(a) as usize).collect();
+    Ok((arrays, addrs))
+}
+
+/// The runtime's view of the input arrays at `addrs` (from [`call_inputs`]).
+fn borrowed<'a>(c: &'a Compiled, addrs: &[usize]) -> Vec<Input<'a>> {
+    (addrs.iter().zip(&c.inputs))
+        // SAFETY: each array is C-contiguous, aligned, of the port's dtype and shape, and
+        // kept alive by the caller until the run returns.
+        .map(|(&p, port)| {
+            Input::Borrowed(unsafe { Borrowed::new(p as *const u8, port.dtype, &port.shape) })
+        })
+        .collect()
+}
+
 /// Writes a sink into a caller's array (C-contiguous, `bytes` long).
 fn write_into(v: &SinkView, dst: *mut u8, bytes: usize) -> Result<(), String> {
     // SAFETY: `dst` is a writeable C-contiguous array of the sink's dtype and shape, kept
@@ -312,6 +339,30 @@ impl Program {
             .clone()
     }
 
+    /// Runs the program `n` times on `args` from Rust, with no Python in between; returns
+    /// each run's seconds (a benchmarking hook: the program's own time, against which a
+    /// Python call's overhead is measured).
+    fn _time_runs(&self, py: Python, args: Vec<Bound<PyAny>>, n: usize) -> PyResult<Vec<f64>> {
+        let c = &self.inner;
+        let (_arrays, addrs) = call_inputs(py, c, &args)?;
+        let times = py.detach(move || {
+            let inputs = borrowed(c, &addrs);
+            (0..n)
+                .map(|_| {
+                    let t0 = std::time::Instant::now();
+                    c.run(&inputs, |views| {
+                        views
+                            .iter()
+                            .map(SinkView::to_tensor)
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .map(|_| t0.elapsed().as_secs_f64())
+                })
+                .collect::<Result<Vec<f64>, String>>()
+        });
+        times.map_err(PyValueError::new_err)
+    }
+
     /// Runs on `args` (one array per source, in order); `out` is None or one array-or-None
     /// per sink. Returns a dict of the sinks by name (the `out` arrays where given).
     #[pyo3(signature = (args, out=None))]
@@ -322,44 +373,23 @@ impl Program {
         out: Option<Vec<Option<Bound<'py, PyAny>>>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let c = &self.inner;
-        if args.len() != c.inputs.len() {
-            return Err(PyTypeError::new_err(format!(
-                "graph @{} takes {} input(s), {} given",
-                c.graph,
-                c.inputs.len(),
-                args.len()
-            )));
-        }
-        let arrays: Vec<Bound<PyUntypedArray>> = (c.inputs.iter().zip(&args))
-            .map(|(p, a)| readable(checked(py, "input", p, a)?))
-            .collect::<PyResult<_>>()?;
+        let (_arrays, addrs) = call_inputs(py, c, &args)?;
         let out = out.unwrap_or_else(|| vec![None; c.outputs.len()]);
         let outs: Vec<Option<Bound<PyUntypedArray>>> = (c.outputs.iter().zip(&out))
             .map(|(p, o)| o.as_ref().map(|o| self.out_array(py, p, o)).transpose())
             .collect::<PyResult<_>>()?;
-        let ptrs = Unguarded((
-            arrays
-                .iter()
-                .map(|a| data_ptr(a) as usize)
-                .collect::<Vec<_>>(),
+        let ptrs = (
+            addrs,
             (outs.iter())
                 .map(|o| {
                     o.as_ref()
                         .map(|a| (data_ptr(a) as usize, a.len() * a.dtype().itemsize()))
                 })
                 .collect::<Vec<_>>(),
-        ));
+        );
         let ran = py.detach(move || {
-            let (ins, outs) = &ptrs.0;
-            let inputs: Vec<Input> = (ins.iter().zip(&c.inputs))
-                // SAFETY: each array is C-contiguous, aligned, of the port's dtype and shape,
-                // and alive until `run` returns.
-                .map(|(&p, port)| {
-                    Input::Borrowed(unsafe {
-                        Borrowed::new(p as *const u8, port.dtype, &port.shape)
-                    })
-                })
-                .collect();
+            let (addrs, outs) = &ptrs;
+            let inputs = borrowed(c, addrs);
             c.run(&inputs, |views| {
                 (views.iter().zip(outs))
                     .map(|(v, o)| match o {

@@ -1,5 +1,6 @@
 """The tapc Python API: results against numpy, binding, errors, dtypes, caching, options."""
 
+import pathlib
 import subprocess
 import sys
 
@@ -267,3 +268,15 @@ def test_out_arrays_are_checked(mlp):
     with pytest.raises(TypeError, match="no output `z`"):
         mlp(x, w, b, out={"z": np.empty(3)})
 
+
+
+def test_the_readme_example_matches_the_committed_mlp_fixtures():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    data = root / "tests" / "data" / "mlp"
+    f = tapc.compile(root / "examples" / "mlp.teg")
+    ins = {p.name: np.load(data / f"{p.name}.npy") for p in f.inputs}
+    out = f(**ins)
+    for sink in ("logits", "sampled"):
+        want = np.load(data / f"expected_{sink}.npy")
+        assert out[sink].shape == want.shape
+        np.testing.assert_allclose(out[sink], want, rtol=1e-4, atol=1e-4)
