@@ -8,7 +8,7 @@ use crate::driver::{emit, pick_graph, read_pass_files};
 use crate::ir::Module;
 use crate::passes::manager::{self, RunConfig};
 use crate::verify::GraphFacts;
-use tapc_runtime::exec::{self, Input, Report, SinkView};
+use tapc_runtime::exec::{self, Input, Report, SinkData, SinkView};
 use tapc_runtime::DType;
 
 /// How to compile: what `tapc FILE -o OUT` and `tapc run` take as flags.
@@ -134,6 +134,13 @@ impl Compiled {
         Ok(out.report("cost").unwrap_or_default().to_string())
     }
 
+    fn exec_options(&self) -> exec::Options {
+        exec::Options {
+            threads: self.threads,
+            record: false,
+        }
+    }
+
     /// Runs the program on `inputs` (one per source, in order; borrowed ones are read in
     /// place) and hands the sinks, read in place, to `sinks` before their buffers are freed.
     pub fn run<T>(
@@ -141,16 +148,14 @@ impl Compiled {
         inputs: &[Input],
         sinks: impl FnOnce(&[SinkView]) -> Result<T, String>,
     ) -> Result<(T, Report), String> {
-        let opts = exec::Options {
-            threads: self.threads,
-            record: false,
-        };
-        exec::execute_inputs(
-            &self.jit.plan,
-            self.jit.program().kernels(),
-            inputs,
-            &opts,
-            sinks,
-        )
+        let (plan, kernels) = (&self.jit.plan, self.jit.kernels());
+        exec::execute_inputs(plan, kernels, inputs, &self.exec_options(), sinks)
+    }
+
+    /// Runs the program on `inputs` and returns the sinks, each in the buffer the program
+    /// wrote it into when that buffer is all its own, else copied ([`exec::execute_owned`]).
+    pub fn run_owned(&self, inputs: &[Input]) -> Result<(Vec<SinkData>, Report), String> {
+        let (plan, kernels) = (&self.jit.plan, self.jit.kernels());
+        exec::execute_owned(plan, kernels, inputs, &self.exec_options())
     }
 }

@@ -5,13 +5,14 @@
 //! vectors (no copy), or are written into caller-given arrays (`out`).
 //! The Python layer (`python/tapc/__init__.py`) binds arguments by name and caches programs.
 
+use numpy::npyffi::{self, NpyTypes, PY_ARRAY_API};
 use numpy::{PyArray1, PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::Mutex;
 use tapc::embed::{self, Compiled, Port};
-use tapc_runtime::exec::{Borrowed, Input, SinkView};
+use tapc_runtime::exec::{Borrowed, Input, OwnedBuffer, SinkData, SinkView};
 use tapc_runtime::{DType, Data, Tensor};
 
 pyo3::create_exception!(
@@ -157,6 +158,47 @@ fn to_numpy<'py>(py: Python<'py>, t: Tensor) -> PyResult<Bound<'py, PyAny>> {
     flat.call_method1("reshape", (shape,))
 }
 
+/// The memory of a numpy array made from a sink's buffer: the array's base object, which
+/// frees the buffer when numpy drops the array.
+#[pyclass(frozen, module = "tapc._native")]
+struct SinkBuffer {
+    _buf: OwnedBuffer,
+}
+
+/// A numpy array over a sink's own buffer (no copy): C order, writeable, owned through its
+/// base object.
+fn buffer_to_numpy<'py>(
+    py: Python<'py>,
+    p: &Port,
+    buf: OwnedBuffer,
+) -> PyResult<Bound<'py, PyAny>> {
+    let descr = np_dtype(py, p.dtype)?;
+    let mut dims: Vec<npyffi::npy_intp> = p.shape.iter().map(|&d| d as npyffi::npy_intp).collect();
+    let data = buf.as_ptr();
+    let base = Bound::new(py, SinkBuffer { _buf: buf })?;
+    // SAFETY: the descriptor reference is stolen by the call; `data` holds the sink's
+    // elements in C order and lives as long as `base`, which the array then owns.
+    unsafe {
+        let ty = npyffi::get_type_object(py, NpyTypes::PyArray_Type);
+        let arr = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            ty,
+            descr.into_ptr().cast(),
+            dims.len() as std::os::raw::c_int,
+            dims.as_mut_ptr(),
+            std::ptr::null_mut(),
+            data.cast(),
+            npyffi::NPY_ARRAY_CARRAY,
+            std::ptr::null_mut(),
+        );
+        let arr = Bound::from_owned_ptr_or_err(py, arr)?;
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, arr.as_ptr().cast(), base.into_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(arr)
+    }
+}
+
 /// The `CompileError` of `e`, its `diagnostics` parsed from the JSON rendering.
 fn compile_error(py: Python, e: &embed::CompileError) -> PyErr {
     let err = CompileError::new_err(e.human());
@@ -258,6 +300,24 @@ fn write_into(v: &SinkView, dst: *mut u8, bytes: usize) -> Result<(), String> {
 }
 
 impl Program {
+    /// A call with no `out` arrays: each sink comes back in the buffer the program wrote,
+    /// as a numpy array's memory, where that buffer is its own (else copied once).
+    fn run_owned<'py>(&self, py: Python<'py>, addrs: &[usize]) -> PyResult<Bound<'py, PyDict>> {
+        let c = &self.inner;
+        let ran = py.detach(|| c.run_owned(&borrowed(c, addrs)));
+        let (sinks, report) = ran.map_err(PyValueError::new_err)?;
+        *self.last_addrs.lock().unwrap_or_else(|e| e.into_inner()) = report.source_addrs;
+        let dict = PyDict::new(py);
+        for (p, sink) in c.outputs.iter().zip(sinks) {
+            let array = match sink {
+                SinkData::Buffer(b) => buffer_to_numpy(py, p, b)?,
+                SinkData::Copy(t) => to_numpy(py, t)?,
+            };
+            dict.set_item(&p.name, array)?;
+        }
+        Ok(dict)
+    }
+
     /// The `out` array of sink `p`, checked: of its dtype and shape, C-contiguous, writeable.
     fn out_array<'py>(
         &self,
@@ -350,13 +410,8 @@ impl Program {
             (0..n)
                 .map(|_| {
                     let t0 = std::time::Instant::now();
-                    c.run(&inputs, |views| {
-                        views
-                            .iter()
-                            .map(SinkView::to_tensor)
-                            .collect::<Result<Vec<_>, _>>()
-                    })
-                    .map(|_| t0.elapsed().as_secs_f64())
+                    // As a call without `out` runs it; the sinks are freed here.
+                    c.run_owned(&inputs).map(|_| t0.elapsed().as_secs_f64())
                 })
                 .collect::<Result<Vec<f64>, String>>()
         });
@@ -378,6 +433,9 @@ impl Program {
         let outs: Vec<Option<Bound<PyUntypedArray>>> = (c.outputs.iter().zip(&out))
             .map(|(p, o)| o.as_ref().map(|o| self.out_array(py, p, o)).transpose())
             .collect::<PyResult<_>>()?;
+        if outs.iter().all(Option::is_none) {
+            return self.run_owned(py, &addrs);
+        }
         let ptrs = (
             addrs,
             (outs.iter())

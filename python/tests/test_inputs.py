@@ -224,3 +224,25 @@ def test_a_hundred_calls_do_not_grow_memory():
     # Keeping each call's 4 MiB result (or its input copy) would grow 400 MiB; allow a tenth.
     leaked_if_kept = 100 * x.nbytes
     assert grown < leaked_if_kept / 10, f"resident set grew {grown} bytes over 100 calls"
+
+
+def test_an_output_is_the_buffer_the_program_wrote(add):
+    x, y = inputs(6)
+    z = add(x, y)["z"]
+    # The array's memory is the runtime's buffer, owned through its base object: no copy.
+    assert type(z.base).__name__ == "SinkBuffer"
+    assert z.flags.c_contiguous and z.flags.writeable and z.flags.aligned
+    assert z.ctypes.data % 64 == 0, "the executor's buffers are 64-byte aligned"
+    z += 1  # the caller's to change
+    np.testing.assert_array_equal(z, x + y + 1)
+
+
+def test_a_strided_or_shared_sink_is_copied_once(add):
+    f = tapc.compile(ADD.replace("sink @z %z", "%t = transpose %z [1, 0]\n  sink @z %z\n  sink @t %t"))
+    x, y = inputs(7)
+    out = f(x, y)
+    np.testing.assert_array_equal(out["t"], (x + y).T)
+    np.testing.assert_array_equal(out["z"], x + y)
+    # Two sinks in one buffer: neither takes it; each is a C-order copy of its own.
+    for a in out.values():
+        assert type(a.base).__name__ != "SinkBuffer" and a.flags.c_contiguous

@@ -22,8 +22,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod owned;
 mod pool;
 
+pub use owned::{execute_owned, OwnedBuffer, SinkData};
 pub use pool::Event;
 
 /// A compiled kernel: `bases[k]` points at element 0 of the task's `k`-th view, `range`
@@ -495,6 +497,20 @@ pub fn execute_inputs<T>(
     opts: &Options,
     sinks: impl FnOnce(&[SinkView]) -> Result<T, String>,
 ) -> Result<(T, Report), String> {
+    execute_core(plan, kernels, inputs, opts, |bufs| {
+        sinks(&sink_views(plan, bufs)?)
+    })
+}
+
+/// Runs `plan`, then hands the run's buffers (indexed like the plan's) to `finish` before
+/// they are freed.
+fn execute_core<T>(
+    plan: &Plan,
+    kernels: &[KernelFn],
+    inputs: &[Input],
+    opts: &Options,
+    finish: impl FnOnce(&mut [Option<AlignedBuf>]) -> Result<T, String>,
+) -> Result<(T, Report), String> {
     plan.validate(kernels.len())?;
     if inputs.len() != plan.sources.len() {
         return Err(format!(
@@ -548,7 +564,7 @@ pub fn execute_inputs<T>(
     if st.finished != nt {
         return Err("the schedule did not finish (a dependency cycle?)".into());
     }
-    let sinks = sinks(&sink_views(plan, &st.bufs)?)?;
+    let sinks = finish(&mut st.bufs)?;
     events.sort_by_key(|e: &Event| e.start);
 
     let report = Report {

@@ -394,6 +394,11 @@ pub struct Jit {
 }
 
 impl Jit {
+    /// The compiled kernels, indexed by the plan's `Task::kernel`.
+    pub fn kernels(&self) -> &[KernelFn] {
+        &self.kernels
+    }
+
     /// The program, to run.
     pub fn program(&self) -> Program<'_> {
         Program {
