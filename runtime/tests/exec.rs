@@ -10,7 +10,7 @@ mod common;
 use common::{double, source_then_scratch, whole};
 use std::path::{Path, PathBuf};
 use tapc_runtime::cli::{self, Outcome};
-use tapc_runtime::exec::{execute, KernelFn, Options};
+use tapc_runtime::exec::{execute, execute_owned, Borrowed, Input, KernelFn, Options, SinkData};
 use tapc_runtime::plan::{Plan, Sink, Source, Task, View};
 use tapc_runtime::program::run_program;
 use tapc_runtime::{npy, DType, Data, Tensor};
@@ -233,4 +233,63 @@ fn a_failing_kernel_is_named_with_its_range_and_writes_nothing() {
         assert!(lo <= BAD && BAD < hi, "{}", o.stderr);
         assert!(files_in(&out).is_empty(), "left: {:?}", files_in(&out));
     }
+}
+
+#[test]
+fn a_borrowed_input_is_read_in_place() {
+    let n = 1000;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let shape = [n];
+    // SAFETY: `x` holds n f32s and is not written during the run.
+    let b = unsafe { Borrowed::new(x.as_ptr().cast(), DType::F32, &shape) };
+    let plan = plan_of(n);
+    let (sinks, rep) = execute_owned(
+        &plan,
+        &[double, double],
+        &[Input::Borrowed(b)],
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(rep.source_addrs, vec![x.as_ptr() as usize]);
+    let [SinkData::Copy(t)] = &sinks[..] else {
+        panic!("a strided sink is copied")
+    };
+    assert_eq!(
+        t.data,
+        Data::F32((0..n / 2).map(|k| 4.0 * x[n - 1 - 2 * k]).collect())
+    );
+}
+
+#[test]
+fn a_whole_buffer_sink_is_handed_over_and_others_copied() {
+    let n = 1000;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let input = Tensor::new(vec![n], Data::F32(x.clone())).unwrap();
+    let mut plan = plan_of(n);
+    plan.sinks[0].view = View {
+        buffer: 2,
+        offset: 0,
+        strides: vec![1],
+    };
+    plan.sinks[0].shape = vec![n];
+    let opts = Options::default();
+    let (sinks, _) =
+        execute_owned(&plan, &[double, double], &[Input::Tensor(&input)], &opts).unwrap();
+    let [SinkData::Buffer(b)] = &sinks[..] else {
+        panic!("the sink is all of its buffer")
+    };
+    assert_eq!(b.len(), 4 * n);
+    assert_eq!(b.as_ptr() as usize % 64, 0);
+    // SAFETY: the buffer holds the sink's n f32s and is ours now.
+    let y = unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<f32>(), n) };
+    assert!(y.iter().zip(&x).all(|(&y, &x)| y == 4.0 * x));
+    // A second sink in the same buffer: neither takes it.
+    let mut shared = plan.clone();
+    shared.sinks.push(Sink {
+        name: "y2".into(),
+        ..plan.sinks[0].clone()
+    });
+    let (sinks, _) =
+        execute_owned(&shared, &[double, double], &[Input::Tensor(&input)], &opts).unwrap();
+    assert!(matches!(&sinks[..], [SinkData::Copy(a), SinkData::Copy(b)] if a.data == b.data));
 }
