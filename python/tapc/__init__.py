@@ -7,8 +7,9 @@
 
 A program is JIT-compiled for this CPU once and cached (by text, options and host CPU); each
 call releases the GIL while it runs. C-contiguous, aligned inputs are read in place (never
-copied); others are copied once. Outputs are numpy arrays that take over the runtime's result
-vectors, or are written into arrays passed as ``out={"name": array}``.
+copied); others are copied once. Outputs are numpy arrays over the buffers the program wrote
+(no copy; a strided or shared sink is copied once), or are written into arrays passed as
+``out={"name": array}``.
 
 dtypes: f32 f64 f16 i8 i16 i32 i64 u8 u16 u32 u64 bool map to the numpy dtype of the same
 name; bf16 is ``ml_dtypes.bfloat16`` when ml_dtypes is installed, else numpy ``uint16``

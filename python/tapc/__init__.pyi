@@ -40,7 +40,9 @@ class Function:
     ) -> Dict[str, np.ndarray]:
         """Runs the graph on one array per source (by name or in order); returns the sinks by
         name. Arrays must have the source's dtype and shape exactly (TypeError / ValueError
-        otherwise); C-contiguous aligned ones are read in place, others copied once. ``out``
+        otherwise); C-contiguous aligned ones are read in place, others copied once. Outputs are
+        arrays over the program's own buffers (no copy) unless a sink is a strided or shared view
+        (copied once). ``out``
         maps sink names to C-contiguous writeable arrays to write those sinks into. The GIL is
         released while the program runs."""
     @property
