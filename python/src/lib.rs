@@ -9,6 +9,7 @@ use numpy::npyffi::{self, NpyTypes, PY_ARRAY_API};
 use numpy::{PyArray1, PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::Mutex;
 use tapc::embed::{self, Compiled, Port};
@@ -32,9 +33,22 @@ struct Program {
     last_addrs: Mutex<Vec<usize>>,
 }
 
-/// The numpy dtype of a tapc dtype: bf16 is `ml_dtypes.bfloat16` when that package is
-/// installed, else numpy's `uint16` (the same bits).
+/// The numpy dtype of every tapc dtype (in `DType::ALL` order), made once per process.
+static DTYPES: PyOnceLock<Vec<Py<PyArrayDescr>>> = PyOnceLock::new();
+
+/// The numpy dtype of a tapc dtype: bf16 is `ml_dtypes.bfloat16` when that package can be
+/// imported the first time a dtype is mapped, else numpy's `uint16` (the same bits).
 fn np_dtype<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyArrayDescr>> {
+    let all = DTYPES.get_or_try_init(py, || {
+        (DType::ALL.iter())
+            .map(|&d| make_np_dtype(py, d).map(Bound::unbind))
+            .collect::<PyResult<Vec<_>>>()
+    })?;
+    let k = DType::ALL.iter().position(|&x| x == d).unwrap_or(0);
+    Ok(all[k].bind(py).clone())
+}
+
+fn make_np_dtype<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyArrayDescr>> {
     if d == DType::BF16 {
         if let Ok(m) = py.import("ml_dtypes") {
             return PyArrayDescr::new(py, m.getattr("bfloat16")?);

@@ -63,6 +63,8 @@ class Function:
     def __call__(self, *args: Any, out: Optional[Dict[str, np.ndarray]] = None, **kwargs: Any) -> Dict[str, np.ndarray]:
         if not kwargs and len(args) == len(self.inputs):
             ordered = list(args)
+        elif not args and kwargs.keys() == self._names.keys():
+            ordered = [kwargs[n] for n in self._names]  # dicts keep the sources' order
         else:
             ordered = self._bind(args, kwargs)
         return self._program.run(ordered, self._bind_out(out) if out else None)

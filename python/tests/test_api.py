@@ -96,6 +96,7 @@ def test_positional_and_mixed_calls_agree(mlp):
     named = mlp(x=x, w=w, b=b)["y"]
     np.testing.assert_array_equal(mlp(x, w, b)["y"], named)
     np.testing.assert_array_equal(mlp(x, b=b, w=w)["y"], named)
+    np.testing.assert_array_equal(mlp(b=b, x=x, w=w)["y"], named)
 
 
 def test_ports_describe_sources_and_sinks(mlp):
