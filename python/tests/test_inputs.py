@@ -246,3 +246,23 @@ def test_a_strided_or_shared_sink_is_copied_once(add):
     # Two sinks in one buffer: neither takes it; each is a C-order copy of its own.
     for a in out.values():
         assert type(a.base).__name__ != "SinkBuffer" and a.flags.c_contiguous
+
+
+def test_one_function_called_from_several_threads_at_once():
+    f = tapc.compile(ADD, threads=2)
+    results = {}
+
+    def call(k):
+        x, y = inputs(100 + k)
+        for _ in range(50):
+            z = f(x, y)["z"]
+        results[k] = (z, x + y)
+
+    threads = [threading.Thread(target=call, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [0, 1, 2, 3]
+    for got, want in results.values():
+        np.testing.assert_array_equal(got, want)
