@@ -17,7 +17,7 @@ use tapc_runtime::exec::{Borrowed, Input, OwnedBuffer, SinkData, SinkView};
 use tapc_runtime::{DType, Data, Tensor};
 
 pyo3::create_exception!(
-    _native,
+    tapc,
     CompileError,
     PyException,
     "A TEG text did not compile. `diagnostics` holds one dict per diagnostic: `severity`, \
