@@ -5,7 +5,8 @@
 //! run by the pass manager), [`interp`] (the reference interpreter: the oracle of what a graph
 //! means), [`codegen`] (the native backend), [`print`] (IR → text), [`format`] (`tapc fmt`: canonical text that keeps
 //! comments), [`driver`] (the `tapc`
-//! command line) and [`lsp`] (the language server). See docs/architecture.md for the layers,
+//! command line), [`embed`] (compile once, run many times on caller memory: the Python
+//! package's core) and [`lsp`] (the language server). See docs/architecture.md for the layers,
 //! the invariants and the API boundaries between these parts.
 
 pub mod codegen;

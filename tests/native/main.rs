@@ -10,6 +10,7 @@ mod bitwise;
 mod compile_scaling;
 mod dtype_reductions;
 mod dtypes;
+mod embed;
 mod gather;
 mod grad;
 mod grid;
