@@ -30,15 +30,26 @@ from ._native import CompileError
 __all__ = ["compile", "Function", "Port", "CompileError", "import_onnx", "compile_onnx"]
 
 
-class Port(NamedTuple):
-    """A source or sink of a compiled graph."""
-
+class _PortFields(NamedTuple):
     name: str
     #: The numpy dtype arrays of this port have.
     dtype: np.dtype
     shape: Tuple[int, ...]
-    #: The dtype's TEG name (``"f32"``, ``"bf16"``, ...).
+
+
+class Port(_PortFields):
+    """A source or sink of a compiled graph: the tuple ``(name, dtype, shape)``, with the
+    dtype's TEG name as ``teg_dtype`` (``"f32"``, ``"bf16"``, ...)."""
+
     teg_dtype: str
+
+    def __new__(cls, name: str, dtype: np.dtype, shape: Tuple[int, ...], teg_dtype: str) -> "Port":
+        self = super().__new__(cls, name, dtype, shape)
+        self.teg_dtype = teg_dtype
+        return self
+
+    def __repr__(self) -> str:
+        return f"Port(name={self.name!r}, dtype={self.dtype!r}, shape={self.shape!r}, teg_dtype={self.teg_dtype!r})"
 
 
 def _ports(raw) -> Tuple[Port, ...]:

@@ -19,14 +19,15 @@ class CompileError(Exception):
     diagnostics: List[Dict[str, Any]]
 
 class Port(NamedTuple):
-    """A source or sink of a compiled graph."""
+    """A source or sink of a compiled graph: ``(name, dtype, shape)``."""
 
     name: str
     dtype: np.dtype
     """The numpy dtype of its arrays (bf16: ml_dtypes.bfloat16 if installed, else uint16)."""
     shape: Tuple[int, ...]
-    teg_dtype: str
-    """The TEG dtype name: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool."""
+    @property
+    def teg_dtype(self) -> str:
+        """The TEG dtype name: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool."""
 
 class Function:
     """A TEG graph compiled for this machine (from :func:`compile`)."""

@@ -106,6 +106,8 @@ def test_ports_describe_sources_and_sinks(mlp):
         ("b", np.dtype(np.float32), (4,), "f32"),
     ]
     assert [(p.name, p.shape) for p in mlp.outputs] == [("y", (8, 4)), ("t", (4, 8))]
+    name, dtype, shape = mlp.inputs[0]  # a port is the tuple (name, dtype, shape)
+    assert (name, dtype, shape) == ("x", np.dtype(np.float32), (8, 16))
     assert mlp.graph == "mlp" and mlp.threads == 2
 
 
