@@ -683,6 +683,7 @@ fn measure(wl: &Workload, a: &BenchArgs, data_dir: Option<&Path>) -> Row {
     .facts;
     let copts = tapc::codegen::Options {
         fp_contract: a.contract,
+        ..Default::default()
     };
     tapc::codegen::with_jit(&m, 0, &facts[0], &copts, |p| {
         time_program(p, &ins, a.runs, wl, bytes)

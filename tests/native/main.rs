@@ -15,6 +15,7 @@ mod grad;
 mod grid;
 mod halo;
 mod link;
+mod lowp;
 mod math;
 mod mean;
 mod native;

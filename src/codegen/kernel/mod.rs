@@ -34,6 +34,7 @@
 
 mod access;
 mod blocking;
+mod dot;
 pub mod gather;
 mod pack;
 pub mod plan;
@@ -406,6 +407,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .filter(|&v| !self.fused[v])
             .collect();
         let red = has_reduce(&st.value);
+        if red && self.try_dot(st, &lv)? {
+            return Ok(());
+        }
         if let Some(j) = self.lane_var(st, &lv, red) {
             return self.lanes(st, &lv, j, red);
         }
