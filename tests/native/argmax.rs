@@ -177,7 +177,10 @@ fn vectorised_argmax_keeps_first_indices_and_nans() {
     let ins = HashMap::from([("x".to_string(), x)]);
     let src = program("f32", 6, k);
     let want = interp(&src, &ins);
-    assert_eq!(want[0].1.data, Data::I64(vec![0, 17, 40, 5, k as i64 - 1, k as i64 - 2]));
+    assert_eq!(
+        want[0].1.data,
+        Data::I64(vec![0, 17, 40, 5, k as i64 - 1, k as i64 - 2])
+    );
     for threads in [1, 2] {
         assert_eq!(jit(&src, &ins, threads), want, "{threads} threads");
     }
