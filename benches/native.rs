@@ -1,7 +1,7 @@
 //! Benchmarks of the native backend against numpy (not part of `cargo test`).
 //!
 //! `cargo bench --bench native -- [--runs N] [--only NAME|FAMILY,...] [--passes LIST] [--fp-contract off|on]
-//! [--data DIR] [--json] [--no-numpy]`
+//! [--data DIR] [--json] [--no-numpy] [--jax-only]`
 //!
 //! Every workload of issue 5 is compiled once with the JIT, after the pass pipeline `--passes`
 //! (default: the standard one, as `tapc FILE -o OUT` uses), and run with 1 and then 2 worker
@@ -662,6 +662,8 @@ struct BenchArgs {
     json: bool,
     contract: tapc::codegen::FpContract,
     refs: bool,
+    /// `--jax-only`: time JAX but not numpy (numpy's integer matmul takes minutes at 2048³).
+    jax_only: bool,
     passes: String,
 }
 
@@ -674,6 +676,7 @@ impl BenchArgs {
             json: false,
             contract: tapc::codegen::FpContract::On,
             refs: true,
+            jax_only: false,
             passes: tapc::passes::manager::DEFAULT_PIPELINE.to_string(),
         };
         let args: Vec<String> = std::env::args().skip(1).collect();
@@ -692,6 +695,7 @@ impl BenchArgs {
                     }
                 }
                 "--no-numpy" => b.refs = false,
+                "--jax-only" => b.jax_only = true,
                 _ => {}
             }
         }
@@ -995,8 +999,12 @@ fn print_json(rows: &[Row], np: &RefTimes, jx: &RefTimes) {
 
 fn main() {
     let a = BenchArgs::parse();
-    let skipped = || Err("skipped (--no-numpy)".to_string());
-    let numpy = if a.refs { numpy_version() } else { skipped() };
+    let skipped = || Err("skipped (--no-numpy or --jax-only)".to_string());
+    let numpy = if a.refs && !a.jax_only {
+        numpy_version()
+    } else {
+        skipped()
+    };
     let jax = if a.refs { jax_version() } else { skipped() };
     let (load_before, mach) = print_header(&a, &numpy, &jax);
     let tmp_data = std::env::temp_dir().join(format!("tapc-bench-{}", std::process::id()));

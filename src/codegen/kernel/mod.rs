@@ -28,7 +28,8 @@
 //! scheduler), `access` (loads and stores through strided views and folded pads), `reduce`
 //! (reductions in registers, fused multiply-adds, vectorised along a contiguous reduction),
 //! `blocking` (register blocking: the tile a vectorised statement gets, lane panels times row
-//! blocks, edge tiles) and `pack` (panels of a reused operand copied contiguous). This file
+//! blocks, edge tiles), `pack` (panels of a reused operand copied contiguous) and `dot` (bf16
+//! and u8×i8 contractions on the host's dot-product instructions, tried first). This file
 //! holds the kernel's state and the statement loops. It imports only `plan` (which imports
 //! nothing of it); the other files extend [`K`] with methods, so no two files import each other.
 
