@@ -1,7 +1,7 @@
 //! Benchmarks of the native backend against numpy (not part of `cargo test`).
 //!
 //! `cargo bench --bench native -- [--runs N] [--only NAME|FAMILY,...] [--passes LIST] [--fp-contract off|on]
-//! [--data DIR] [--json] [--no-numpy]`
+//! [--data DIR] [--json] [--no-numpy] [--jax-only]`
 //!
 //! Every workload of issue 5 is compiled once with the JIT, after the pass pipeline `--passes`
 //! (default: the standard one, as `tapc FILE -o OUT` uses), and run with 1 and then 2 worker
@@ -199,6 +199,16 @@ const SWEEP: &[(i64, i64, i64)] = &[
     (2048, 1, 2048),
 ];
 
+/// Shapes of the low-precision contractions (`bf16mm_M_K_N`, `u8mm_M_K_N`): the issue's 2048³
+/// and a few others (prime, odd, short-wide, K-dominant).
+const LOWP_SWEEP: &[(i64, i64, i64)] = &[
+    (2048, 2048, 2048),
+    (127, 127, 127),
+    (777, 1111, 333),
+    (16, 2048, 2048),
+    (512, 4096, 512),
+];
+
 /// ResNet-18's conv layers at batch 1 (kernel, stride, input size, in and out channels),
 /// padded with `pad` as the network does.
 const RESNET_CONVS: &[(i64, i64, i64, i64, i64)] = &[
@@ -247,6 +257,47 @@ fn workloads() -> Vec<Workload> {
             None,
         ));
     }
+    // Low-precision contractions (issue 18): bf16 × bf16 → f32 on `vdpbf16ps` and u8 × i8 → i32
+    // on `vpdpbusd` where the host has them, against `mm_M_K_N` (f32) at the same shapes.
+    for &(m, k, n) in LOWP_SWEEP {
+        for (kind, ad, bd, to) in [
+            ("bf16mm", "bf16", "bf16", "f32"),
+            ("u8mm", "u8", "i8", "i32"),
+        ] {
+            out.push(Workload {
+                name: format!("{kind}_{m}_{k}_{n}"),
+                src: format!(
+                    "op @mm(a: {ad}[M, K], b: {bd}[K, N]) -> (c: {to}[M, N]) {{
+  c[i, j] = sum[k]({to}(a[i, k]) * {to}(b[k, j]))
+}}
+graph @bench {{
+  %a = source @a : {ad}[{m}, {k}]
+  %b = source @b : {bd}[{k}, {n}]
+  %c = apply @mm(%a, %b)
+  sink @c %c
+}}"
+                ),
+                flops: 2.0 * (m * k * n) as f64,
+                passes: None,
+            });
+        }
+    }
+    // argmax over GPT-2's vocabulary for 8,192 tokens: memory-bound, judged against the
+    // measured read bandwidth.
+    out.push(Workload {
+        name: "argmax_8192_50257".into(),
+        src: "op @am(x: f32[T, V]) -> (y: i64[T]) {
+  y[t] = argmax[v](x[t, v])
+}
+graph @bench {
+  %x = source @x : f32[8192, 50257]
+  %y = apply @am(%x)
+  sink @y %y
+}"
+        .into(),
+        flops: 0.0,
+        passes: None,
+    });
     // A·Bᵀ through a folded transpose view (the contiguous dim of B is the reduction's).
     let (m, k, n) = (1024i64, 768i64, 3072i64);
     out.push(w(
@@ -309,6 +360,8 @@ graph @bench {{
 struct Machine {
     peak: [f64; 2],
     bandwidth: [f64; 2],
+    /// Bytes per second only read (a sum over 256 MiB), with 1 and 2 threads.
+    read: [f64; 2],
 }
 
 /// 12 independent 16-lane FMA chains (enough to cover the FMA latency on two ports).
@@ -365,10 +418,51 @@ fn copy_bandwidth(threads: usize) -> f64 {
     2.0 * (n * 4) as f64 / best
 }
 
+/// The maximum of `x` with four 16-lane AVX-512 accumulators: loads are the only limit.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn max_avx512(x: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm512_set1_ps(f32::MIN); 4];
+    for c in x.chunks_exact(64) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `c` has 64 floats, so lanes 16·j .. 16·j + 16 are in bounds.
+            *a = _mm512_max_ps(*a, unsafe { _mm512_loadu_ps(c.as_ptr().add(16 * j)) });
+        }
+    }
+    acc.iter()
+        .map(|&a| _mm512_reduce_max_ps(a))
+        .fold(f32::MIN, f32::max)
+}
+
+/// Bytes per second only read (the maximum of 1 GiB of f32, best of 5) on `threads` threads
+/// (0 without AVX-512).
+fn read_bandwidth(threads: usize) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        let n: usize = 256 << 20;
+        let src = vec![1.0f32; n];
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t0 = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for c in src.chunks(n.div_ceil(threads)) {
+                    // SAFETY: AVX-512F was detected above.
+                    s.spawn(move || std::hint::black_box(unsafe { max_avx512(c) }));
+                }
+            });
+            best = best.min(t0.elapsed().as_secs_f64());
+        }
+        return (n * 4) as f64 / best;
+    }
+    0.0
+}
+
 fn measure_machine() -> Machine {
     Machine {
         peak: [fma_peak(1) / 1e9, fma_peak(2) / 1e9],
         bandwidth: [copy_bandwidth(1) / 1e9, copy_bandwidth(2) / 1e9],
+        read: [read_bandwidth(1) / 1e9, read_bandwidth(2) / 1e9],
     }
 }
 
@@ -378,7 +472,7 @@ fn inputs(m: &tapc::ir::Module) -> HashMap<String, Tensor> {
     // Integer sources are gathered indices: below the first dimension of every float source.
     let rows = m.graphs[0]
         .sources()
-        .filter(|s| s.1.dtype == DType::F32)
+        .filter(|s| s.1.dtype != DType::I32)
         .filter_map(|s| s.1.shape.first().copied())
         .min()
         .unwrap_or(1);
@@ -392,6 +486,13 @@ fn inputs(m: &tapc::ir::Module) -> HashMap<String, Tensor> {
                     .map(|_| (rng.unit_f32() * rows as f32) as i32 % rows as i32)
                     .collect(),
             ),
+            DType::BF16 => Data::BF16(
+                (0..n)
+                    .map(|_| tapc_runtime::bf16::from_f32(rng.unit_f32() * 2.0 - 1.0))
+                    .collect(),
+            ),
+            DType::U8 => Data::U8((0..n).map(|_| rng.next() as u8).collect()),
+            DType::I8 => Data::I8((0..n).map(|_| rng.next() as i8).collect()),
             d => panic!("no bench inputs of dtype {d:?}"),
         };
         out.insert(name.to_string(), Tensor::new(shape, data).unwrap());
@@ -561,6 +662,8 @@ struct BenchArgs {
     json: bool,
     contract: tapc::codegen::FpContract,
     refs: bool,
+    /// `--jax-only`: time JAX but not numpy (numpy's integer matmul takes minutes at 2048³).
+    jax_only: bool,
     passes: String,
 }
 
@@ -573,6 +676,7 @@ impl BenchArgs {
             json: false,
             contract: tapc::codegen::FpContract::On,
             refs: true,
+            jax_only: false,
             passes: tapc::passes::manager::DEFAULT_PIPELINE.to_string(),
         };
         let args: Vec<String> = std::env::args().skip(1).collect();
@@ -591,6 +695,7 @@ impl BenchArgs {
                     }
                 }
                 "--no-numpy" => b.refs = false,
+                "--jax-only" => b.jax_only = true,
                 _ => {}
             }
         }
@@ -633,8 +738,8 @@ fn print_header(
     );
     let mach = measure_machine();
     println!(
-        "machine: AVX-512 FMA peak {:.0} GFLOP/s on 1 thread, {:.0} on 2; copy bandwidth (read + write) {:.1} GB/s on 1 thread, {:.1} on 2",
-        mach.peak[0], mach.peak[1], mach.bandwidth[0], mach.bandwidth[1]
+        "machine: AVX-512 FMA peak {:.0} GFLOP/s on 1 thread, {:.0} on 2; copy bandwidth (read + write) {:.1} GB/s on 1 thread, {:.1} on 2; read bandwidth {:.1} GB/s on 1 thread, {:.1} on 2",
+        mach.peak[0], mach.peak[1], mach.bandwidth[0], mach.bandwidth[1], mach.read[0], mach.read[1]
     );
     match numpy {
         Ok(v) => println!("numpy {v}: timed on the same inputs with 1 and 2 BLAS/OpenMP threads"),
@@ -656,13 +761,19 @@ fn measure(wl: &Workload, a: &BenchArgs, data_dir: Option<&Path>) -> Row {
     let g0 = &m.graphs[0];
     let sinks: f64 = g0
         .sinks()
-        .filter_map(|(_, v)| g0.ty(v).map(|t| t.elements() as f64 * 4.0))
+        .filter_map(|(_, v)| {
+            g0.ty(v)
+                .map(|t| (t.elements() * t.dtype.size_bytes() as i64) as f64)
+        })
         .sum();
     // A gather reads only the rows it writes (plus the indices), not its whole table.
     let bytes = if name == "embedding" {
         2.0 * sinks + ins["ids"].len() as f64 * 4.0
     } else {
-        ins.values().map(|t| t.len() as f64 * 4.0).sum::<f64>() + sinks
+        ins.values()
+            .map(|t| (t.len() * t.dtype().size_bytes()) as f64)
+            .sum::<f64>()
+            + sinks
     };
     if let Some(dir) = data_dir {
         let d = dir.join(name);
@@ -683,6 +794,7 @@ fn measure(wl: &Workload, a: &BenchArgs, data_dir: Option<&Path>) -> Row {
     .facts;
     let copts = tapc::codegen::Options {
         fp_contract: a.contract,
+        ..Default::default()
     };
     tapc::codegen::with_jit(&m, 0, &facts[0], &copts, |p| {
         time_program(p, &ins, a.runs, wl, bytes)
@@ -772,6 +884,9 @@ fn rate_and_limit(r: &Row, mach: &Machine) -> (String, String) {
             format!("{g:.0}"),
             format!("{:.0}%", 100.0 * g / mach.peak[1]),
         )
+    } else if r.name.starts_with("argmax") {
+        let gb = r.bytes / r.t2 / 1e9;
+        ("-".into(), format!("{:.0}% rd", 100.0 * gb / mach.read[1]))
     } else {
         let gb = r.bytes / r.t2 / 1e9;
         (
@@ -884,8 +999,12 @@ fn print_json(rows: &[Row], np: &RefTimes, jx: &RefTimes) {
 
 fn main() {
     let a = BenchArgs::parse();
-    let skipped = || Err("skipped (--no-numpy)".to_string());
-    let numpy = if a.refs { numpy_version() } else { skipped() };
+    let skipped = || Err("skipped (--no-numpy or --jax-only)".to_string());
+    let numpy = if a.refs && !a.jax_only {
+        numpy_version()
+    } else {
+        skipped()
+    };
     let jax = if a.refs { jax_version() } else { skipped() };
     let (load_before, mach) = print_header(&a, &numpy, &jax);
     let tmp_data = std::env::temp_dir().join(format!("tapc-bench-{}", std::process::id()));

@@ -102,6 +102,18 @@ def workload(np, name):
     kind = base.split("_")[0]
     if kind in ("mm", "bmm"):
         return lambda d: d["a"] @ d["b"]
+    if kind == "bf16mm":
+        # numpy has no bf16 matmul: widen to f32 and use its f32 matmul; JAX multiplies bf16
+        # with f32 accumulation (inputs arrive as ml_dtypes.bfloat16, see `load_inputs`).
+        if np.__name__ == "jax.numpy":
+            return lambda d: np.matmul(d["a"], d["b"], preferred_element_type=np.float32)
+        return lambda d: d["a"].astype(f32) @ d["b"].astype(f32)
+    if kind == "u8mm":
+        if np.__name__ == "jax.numpy":
+            return lambda d: np.matmul(d["a"], d["b"], preferred_element_type=np.int32)
+        return lambda d: d["a"].astype(np.int32) @ d["b"].astype(np.int32)
+    if kind == "argmax":
+        return lambda d: np.argmax(d["x"], axis=1)
     if kind == "abt":
         return lambda d: d["a"] @ d["w"].T
     if kind == "linres":
@@ -150,6 +162,16 @@ def live_bytes(jitted, inputs, name):
     return total
 
 
+def load_inputs(np, d, name):
+    """The workload's `.npy` inputs; a bf16 workload's (written as `<u2` bits) viewed as
+    `ml_dtypes.bfloat16`, the type JAX uses."""
+    inputs = {f[:-4]: np.load(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".npy")}
+    if name.startswith("bf16"):
+        import ml_dtypes
+        inputs = {k: v.view(ml_dtypes.bfloat16) for k, v in inputs.items()}
+    return inputs
+
+
 def median(v):
     v = sorted(v)
     return v[len(v) // 2]
@@ -185,7 +207,7 @@ def main():
         if fn is None or not os.path.isdir(d):
             print(f"no {args.lib} reference or no inputs for workload {name!r} in {args.data}", file=sys.stderr)
             sys.exit(1)
-        inputs = {f[:-4]: np.load(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".npy")}
+        inputs = load_inputs(np, d, name)
         if args.lib == "jax":
             inputs = {k: jax.device_put(v) for k, v in inputs.items()}
             run = lambda: jax.block_until_ready(fn(inputs))  # noqa: E731

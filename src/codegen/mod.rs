@@ -67,6 +67,19 @@ pub enum EmitKind {
 pub struct Options {
     /// Whether float `sum[k](a * b)` reductions multiply and add with one rounding.
     pub fp_contract: FpContract,
+    /// Whether bf16 and u8×i8 contractions may use the CPU's dot-product instructions.
+    pub dot_products: DotProducts,
+}
+
+/// `--dot-products`: whether low-precision contractions use dot-product instructions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DotProducts {
+    /// `vdpbf16ps` for bf16 and `vpdpbusd` for u8×i8 contractions when the host has
+    /// AVX512_BF16 / AVX512_VNNI (docs/teg.md §12 states their tolerance).
+    #[default]
+    Auto,
+    /// The portable path only (what a host without the instructions runs).
+    Portable,
 }
 
 /// `--fp-contract`: how a float sum of products rounds.
@@ -146,6 +159,10 @@ fn build<'ctx>(
         b: &builder,
         w: host.lanes,
         contract: opts.fp_contract == FpContract::On,
+        dot: match opts.dot_products {
+            DotProducts::Auto => host.dot,
+            DotProducts::Portable => target::Dot::default(),
+        },
     };
     let mut entries = Vec::new();
     for (k, spec) in sched.kernels.iter().enumerate() {

@@ -42,6 +42,8 @@ pub struct Gen<'a, 'ctx> {
     pub w: u32,
     /// `--fp-contract=on`: fused multiply-add in float sums of products.
     pub contract: bool,
+    /// The dot-product instructions kernels may use (none with `--dot-products=portable`).
+    pub dot: super::target::Dot,
 }
 
 fn unsupported<T>(what: String) -> R<T> {

@@ -24,6 +24,17 @@ pub struct Host {
     /// Lanes of the vectors kernels compute with (16 with AVX-512, 8 with AVX, else 4).
     pub lanes: u32,
     pub avx512: bool,
+    /// The dot-product instructions the host has (used only with 16-lane vectors).
+    pub dot: Dot,
+}
+
+/// Dot-product instructions of the host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dot {
+    /// AVX512_BF16: `vdpbf16ps` (pairs of bf16 products summed into f32 lanes).
+    pub bf16: bool,
+    /// AVX512_VNNI: `vpdpbusd` (quads of u8×i8 products summed into i32 lanes).
+    pub vnni: bool,
 }
 
 static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
@@ -41,6 +52,10 @@ pub fn host() -> Result<&'static Host, String> {
         let features = TargetMachine::get_host_cpu_features().to_string();
         let has = |f: &str| features.split(',').any(|x| x == format!("+{f}"));
         let avx512 = has("avx512f");
+        let dot = Dot {
+            bf16: avx512 && has("avx512bf16"),
+            vnni: avx512 && has("avx512vnni"),
+        };
         let lanes = if avx512 {
             16
         } else if has("avx") {
@@ -54,6 +69,7 @@ pub fn host() -> Result<&'static Host, String> {
             features,
             lanes,
             avx512,
+            dot,
         })
     })
     .as_ref()

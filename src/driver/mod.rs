@@ -209,12 +209,17 @@ struct Contract {
     /// Accepted for compatibility: the same as `--fp-contract=on` (the default).
     #[arg(long, hide = true, conflicts_with = "fp_contract")]
     fast_math: bool,
+    /// `auto` (default): bf16 and u8×i8 contractions use the CPU's dot-product instructions
+    /// (AVX512_BF16, AVX512_VNNI) when it has them; `portable`: never (as on a host without).
+    #[arg(long, value_enum, value_name = "auto|portable", default_value_t = crate::codegen::DotProducts::Auto)]
+    dot_products: crate::codegen::DotProducts,
 }
 
 impl Contract {
     fn options(&self) -> crate::codegen::Options {
         crate::codegen::Options {
             fp_contract: self.fp_contract,
+            dot_products: self.dot_products,
         }
     }
 }

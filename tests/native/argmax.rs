@@ -139,3 +139,49 @@ fn passes_keep_argmax_results() {
     }
     assert_eq!(checked, 3);
 }
+
+/// `argmax`/`argmin` vectorised along a contiguous reduction of at least 64 points (per-lane
+/// best values and first indices, combined by value then index, the tail in order) against
+/// the interpreter: random rows of six dtypes (integer rows full of ties), and f32 rows built
+/// for the combine: the best value in two lanes of different vectors, NaNs in the vector part
+/// and in the tail only, −0.0 against 0.0, an all −inf row, the best value only in the tail.
+#[test]
+fn vectorised_argmax_keeps_first_indices_and_nans() {
+    let mut compared = 0;
+    for d in ["f32", "f64", "bf16", "i8", "u8", "u64"] {
+        for (m, k) in [(5, 64), (4, 65), (3, 203), (2, 1031)] {
+            let src = program(d, m, k);
+            let (module, _) = common::compile_ok("argmax", &src);
+            let ins = common::inputs(&module, 0);
+            let want = interp(&src, &ins);
+            for threads in [1, 2] {
+                for ((name, w), (_, g)) in want.iter().zip(&jit(&src, &ins, threads)) {
+                    assert_eq!(w, g, "{d}[{m}, {k}], {threads} threads: @{name}");
+                    compared += w.len();
+                }
+            }
+        }
+    }
+    // 6 dtypes; (5 + 4 + 3 + 2) rows of 3 sinks, on 1 and 2 threads.
+    assert_eq!(compared, 6 * 14 * 3 * 2);
+    let k = 203;
+    let (nan, inf) = (f32::NAN, f32::INFINITY);
+    let mut rows = vec![vec![-1.0f32; k]; 6];
+    rows[0] = vec![-inf; k];
+    (rows[1][17], rows[1][64 + 3]) = (5.0, 5.0);
+    (rows[2][100], rows[2][40], rows[2][41]) = (nan, nan, 9.0);
+    (rows[3][10], rows[3][5]) = (-0.0, 0.0);
+    rows[4][k - 1] = 3.0;
+    (rows[5][k - 2], rows[5][0]) = (nan, 7.0);
+    let x = Tensor::new(vec![6, k], Data::F32(rows.concat())).unwrap();
+    let ins = HashMap::from([("x".to_string(), x)]);
+    let src = program("f32", 6, k);
+    let want = interp(&src, &ins);
+    assert_eq!(
+        want[0].1.data,
+        Data::I64(vec![0, 17, 40, 5, k as i64 - 1, k as i64 - 2])
+    );
+    for threads in [1, 2] {
+        assert_eq!(jit(&src, &ins, threads), want, "{threads} threads");
+    }
+}

@@ -16,6 +16,7 @@ mod grad;
 mod grid;
 mod halo;
 mod link;
+mod lowp;
 mod math;
 mod mean;
 mod native;

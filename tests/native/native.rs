@@ -649,6 +649,7 @@ fn fp_contract_off_stays_within_the_float_tolerance() {
     let (m, facts) = common::compile_ok("semantics", SEMANTICS);
     let copts = tapc::codegen::Options {
         fp_contract: FpContract::Off,
+        ..Default::default()
     };
     for gi in 0..m.graphs.len() {
         match check_graph_with("fp-contract=off", &m, &facts, gi, &copts) {
@@ -691,6 +692,7 @@ fn fp_contract_off_matmul_is_bit_equal_to_the_interpreter() {
         for contract in [FpContract::Off, FpContract::On] {
             let copts = tapc::codegen::Options {
                 fp_contract: contract,
+                ..Default::default()
             };
             for threads in [1, 2] {
                 let opts = Options {

@@ -197,7 +197,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
 
     /// The lane variable from `lo` to `hi` in blocks of `jb` lanes: `f(block start, None)`
     /// for every full block, then `f(start, Some(lanes left))` for a partial last block.
-    fn lane_blocks(
+    pub(super) fn lane_blocks(
         &mut self,
         lo: IntValue<'ctx>,
         hi: IntValue<'ctx>,
@@ -249,7 +249,12 @@ impl<'ctx> K<'_, '_, 'ctx> {
     }
 
     /// `lo + (hi - lo) / step * step`.
-    fn round_down(&self, lo: IntValue<'ctx>, hi: IntValue<'ctx>, step: i64) -> IntValue<'ctx> {
+    pub(super) fn round_down(
+        &self,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        step: i64,
+    ) -> IntValue<'ctx> {
         let b = self.g.b;
         let n = b.build_int_sub(hi, lo, "").expect("positioned");
         let nb = b

@@ -28,12 +28,14 @@
 //! scheduler), `access` (loads and stores through strided views and folded pads), `reduce`
 //! (reductions in registers, fused multiply-adds, vectorised along a contiguous reduction),
 //! `blocking` (register blocking: the tile a vectorised statement gets, lane panels times row
-//! blocks, edge tiles) and `pack` (panels of a reused operand copied contiguous). This file
+//! blocks, edge tiles), `pack` (panels of a reused operand copied contiguous) and `dot` (bf16
+//! and u8×i8 contractions on the host's dot-product instructions, tried first). This file
 //! holds the kernel's state and the statement loops. It imports only `plan` (which imports
 //! nothing of it); the other files extend [`K`] with methods, so no two files import each other.
 
 mod access;
 mod blocking;
+mod dot;
 pub mod gather;
 mod pack;
 pub mod plan;
@@ -406,6 +408,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
             .filter(|&v| !self.fused[v])
             .collect();
         let red = has_reduce(&st.value);
+        if red && self.try_dot(st, &lv)? {
+            return Ok(());
+        }
         if let Some(j) = self.lane_var(st, &lv, red) {
             return self.lanes(st, &lv, j, red);
         }

@@ -5,6 +5,9 @@
 // The kernel's state, types and imports (`super`), plus what only this file uses.
 use super::*;
 
+/// Vectors of lanes a vectorised `argmax`/`argmin` keeps (best values and their indices).
+const ARG_LANES: i64 = 4;
+
 impl<'ctx> K<'_, '_, 'ctx> {
     pub(super) fn reduce(
         &mut self,
@@ -16,7 +19,18 @@ impl<'ctx> K<'_, '_, 'ctx> {
     ) -> R<Vec<V<'ctx>>> {
         let g = self.g;
         if kind.is_arg() {
-            return self.arg_reduce(kind == Reduction::ArgMax, vars[0], body, cx);
+            let max = kind == Reduction::ArgMax;
+            let v = vars[0];
+            let w = g.w as i64;
+            if cx.lane.is_none()
+                && cx.groups.len() == 1
+                && self.inst.extent(v) >= ARG_LANES * w
+                && self.contiguous_loads(body, v) > 0
+                && body.dtype != DType::Bool
+            {
+                return self.arg_along(max, v, body, cx);
+            }
+            return self.arg_reduce(max, v, body, cx);
         }
         if let (None, [_], Some(&r)) = (cx.lane, cx.groups.as_slice(), vars.last()) {
             if self.inst.extent(r) >= 4 && self.contiguous_loads(body, r) > 0 && d != DType::Bool {
@@ -58,6 +72,127 @@ impl<'ctx> K<'_, '_, 'ctx> {
             Ok(best.chain(index).collect())
         })?;
         Ok(out[n..].to_vec())
+    }
+
+    /// `argmax`/`argmin` over `v` vectorised along it (a contiguous load): [`ARG_LANES`]
+    /// vectors of lanes, each keeping its best value and that value's first index (a lane sees
+    /// its indices in increasing order), combined by value and then the smallest index; the
+    /// points after the last full block then continue in order. The interpreter's result
+    /// exactly: the first index of the best value, or of the first NaN.
+    fn arg_along(&mut self, max: bool, v: usize, body: &CExpr, cx: &Cx<'ctx>) -> R<Vec<V<'ctx>>> {
+        let g = self.g;
+        let (w, u) = (g.w as i64, ARG_LANES);
+        let (lo, hi) = self.inst.vars[v].range;
+        let full_end = lo + (hi - lo) / (u * w) * (u * w);
+        let bd = body.dtype;
+        let start = if max { Reduction::Max } else { Reduction::Min };
+        let mut init = vec![g.splat(g.identity(start, bd)?); u as usize];
+        init.extend(vec![g.splat(g.i64c(lo).into()); u as usize]);
+        let parent = cx.groups[0].clone();
+        let loops = Loops { g, f: self.loops.f };
+        let acc = loops.counted(
+            self,
+            g.i64c(lo),
+            g.i64c(full_end),
+            u * w,
+            init,
+            &mut |k, r0, acc| {
+                let g = k.g;
+                let groups: Vec<Group> = (0..u)
+                    .map(|j| Group {
+                        lane_base: Some(
+                            g.b.build_int_add(r0, g.i64c(j * w), "")
+                                .expect("positioned"),
+                        ),
+                        mask: None,
+                        slot: j,
+                        ..parent.clone()
+                    })
+                    .collect();
+                let xs = k.eval(
+                    body,
+                    &Cx {
+                        lane: Some(v),
+                        groups: groups.clone(),
+                    },
+                )?;
+                let mut best = Vec::new();
+                let mut index = Vec::new();
+                for (j, grp) in groups.iter().enumerate() {
+                    let base = grp.lane_base.expect("lane groups");
+                    let idx = g.bin(Op::Add, g.splat(base.into()), g.iota().into());
+                    let takes = g.arg_takes(xs[j], acc[j], bd, max)?;
+                    best.push(g.select(takes, xs[j], acc[j]));
+                    index.push(g.select(takes, idx, acc[u as usize + j]));
+                }
+                best.extend(index);
+                Ok(best)
+            },
+        )?;
+        let (mut b, mut i) = (acc[0], acc[u as usize]);
+        for j in 1..u as usize {
+            (b, i) = self.arg_pick(max, bd, (b, i), (acc[j], acc[u as usize + j]))?;
+        }
+        let lane = |x: V<'ctx>, l: u64| {
+            g.b.build_extract_element(
+                x.into_vector_value(),
+                g.cx.i32_type().const_int(l, false),
+                "",
+            )
+            .expect("positioned")
+        };
+        let (mut sb, mut si) = (lane(b, 0), lane(i, 0));
+        for l in 1..w as u64 {
+            (sb, si) = self.arg_pick(max, bd, (sb, si), (lane(b, l), lane(i, l)))?;
+        }
+        let index = CExpr {
+            kind: CKind::Var(v),
+            dtype: DType::I64,
+        };
+        let cx = cx.clone();
+        let out = loops.counted(
+            self,
+            g.i64c(full_end),
+            g.i64c(hi),
+            1,
+            vec![sb, si],
+            &mut |k, iv, acc| {
+                k.env[v] = Some(iv);
+                let (x, at) = (k.eval(body, &cx)?[0], k.eval(&index, &cx)?[0]);
+                let takes = k.g.arg_takes(x, acc[0], bd, max)?;
+                Ok(vec![
+                    k.g.select(takes, x, acc[0]),
+                    k.g.select(takes, at, acc[1]),
+                ])
+            },
+        )?;
+        Ok(vec![out[1]])
+    }
+
+    /// Of two (best value, first index) candidates from disjoint index sets, the better
+    /// value, or on a tie (NaN ties NaN) the smaller index.
+    fn arg_pick(
+        &self,
+        max: bool,
+        d: DType,
+        (b, i): (V<'ctx>, V<'ctx>),
+        (x, xi): (V<'ctx>, V<'ctx>),
+    ) -> R<(V<'ctx>, V<'ctx>)> {
+        let g = self.g;
+        let better = g.arg_takes(x, b, d, max)?;
+        let worse = g.arg_takes(b, x, d, max)?;
+        let first = g.icmp(IntPredicate::SLT, xi, i);
+        let tie_first = g.bin(
+            Op::And,
+            g.bin(
+                Op::Xor,
+                worse,
+                g.c_like(worse, g.cx.bool_type().const_int(1, false).into()),
+            ),
+            first,
+        );
+        let takes = g.bin(Op::Or, better, tie_first);
+        Ok((g.select(takes, x, b), g.select(takes, xi, i)))
     }
 
     /// Evaluates `body` for `cx` and combines it into `acc` (one per group); unless
