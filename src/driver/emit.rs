@@ -21,6 +21,7 @@ pub fn dot(m: &Module) -> String {
                 NodeKind::Sequence { .. } => ("octagon", "#B4F8C8"),
                 NodeKind::Pin { .. } => ("note", "#F8E8B4"),
                 NodeKind::Grad { .. } => ("invtrapezium", "#F8D0D0"),
+                NodeKind::Scatter(_) => ("larrow", "#E5E8E8"),
             };
             let label = node_text(g, n).replace('\\', "\\\\").replace('"', "\\\"");
             let _ = writeln!(
