@@ -614,7 +614,7 @@ impl Builder<'_> {
         };
         let name = format!("{text} -> {}", self.vname(r));
         let k = self.add_kernel(KernelSpec::Scatter(Box::new(spec)), name.clone());
-        let mut range: Vec<(i64, i64)> = upd.shape.iter().map(|&n| (0, n)).collect();
+        let range: Vec<(i64, i64)> = upd.shape.iter().map(|&n| (0, n)).collect();
         let split = (0..range.len()).find(|&d| d != s.axis).map(|d| d as u32);
         let bytes = (l.elements() * 2 + upd.elements() * 3) * l.dtype.size_bytes() as i64;
         let work = WORK_PER_BYTE * bytes as f64;

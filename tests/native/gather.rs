@@ -12,17 +12,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use tapc_runtime::{npy, Tensor};
 
-const SHARDED: &str = "canonicalize,shard{parts=2,dim=auto},fuse,canonicalize";
+pub(crate) const SHARDED: &str = "canonicalize,shard{parts=2,dim=auto},fuse,canonicalize";
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gather")
 }
 
-fn read(p: &Path) -> Tensor {
+pub(crate) fn read(p: &Path) -> Tensor {
     npy::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-fn ty(t: &Tensor) -> String {
+pub(crate) fn ty(t: &Tensor) -> String {
     let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
     format!("{}[{}]", t.data.dtype().name(), dims.join(", "))
 }
@@ -57,7 +57,7 @@ fn program(kind: &str, table: &Tensor, idx: &Tensor, out: &str) -> String {
 }
 
 /// The ways a case runs: name and the command line after the file (or program).
-fn run_all(
+pub(crate) fn run_all(
     dir: &Path,
     file: &Path,
     inputs: &Path,
@@ -204,7 +204,7 @@ fn gathers_match_numpy_in_interpreter_jit_exe_on_1_and_2_threads_and_sharded() {
 }
 
 /// Runs `cmd`, which must fail with exit 1 and a message containing every one of `want`.
-fn fails(cmd: &mut Command, want: &[&str], how: &str) -> Result<(), String> {
+pub(crate) fn fails(cmd: &mut Command, want: &[&str], how: &str) -> Result<(), String> {
     let o = cmd.output().map_err(|e| e.to_string())?;
     let err = String::from_utf8_lossy(&o.stderr);
     if o.status.code() != Some(1) {
