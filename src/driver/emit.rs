@@ -2,7 +2,7 @@
 
 use crate::ir::graph::{Graph, NodeKind, SeqRef};
 use crate::ir::Module;
-use crate::print::{apply_signature, node_text};
+use crate::print::{apply_signature, node_text, scatter_signature};
 use crate::verify::GraphFacts;
 use std::fmt::Write;
 
@@ -64,7 +64,7 @@ fn seq_node(g: &Graph, r: &SeqRef) -> usize {
 }
 
 /// Per apply: its index space, each port's projection (extern-op syntax) and derived costs
-/// ([`apply_signature`]).
+/// ([`apply_signature`]); per scatter, its index space and projections ([`scatter_signature`]).
 pub fn signatures(m: &Module, facts: &[GraphFacts]) -> String {
     let mut s = String::new();
     for (g, f) in m.graphs.iter().zip(facts) {
@@ -72,6 +72,9 @@ pub fn signatures(m: &Module, facts: &[GraphFacts]) -> String {
         for (i, n) in g.nodes.iter().enumerate() {
             if let Some(inst) = f.instances.get(&i) {
                 s.push_str(&apply_signature(g, n, inst));
+            }
+            if let Some(sig) = scatter_signature(g, n) {
+                s.push_str(&sig);
             }
         }
     }
