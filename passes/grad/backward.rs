@@ -59,10 +59,10 @@ impl Lowering<'_> {
                     .e
                     .view_adjoint(v, dy, &|x| dep[x.index()])
                     .map_err(|w| unsupported(format!("the selector {w}"), node.span))?,
-                NodeKind::Scatter(_) => {
-                    let what = "a `scatter` (its adjoint is not written yet)".to_string();
-                    return Err(unsupported(what, node.span));
-                }
+                NodeKind::Scatter(s) => self
+                    .e
+                    .scatter_adjoint(s, dy, &|x| dep[x.index()])
+                    .map_err(|w| unsupported(format!("{w} (only `reduce add` has an adjoint)"), node.span))?,
                 _ => vec![],
             };
             for (x, d) in parts {

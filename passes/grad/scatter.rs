@@ -5,13 +5,19 @@
 //! but along the gathered dimension (one entry per point), and scatter-added into zeros
 //! (`backward.rs`). Supported: one gathered dimension, every other dimension indexed by one
 //! variable over the whole dimension (an embedding `E[ids[..], h]`, a GatherElements
-//! `x[i, idx[i, j]]`, a gather inside a sum); anything else stays E0110.
+//! `x[i, idx[i, j]]`, a gather inside a sum); anything else stays E0110. And the converse: the
+//! adjoint of a `scatter … reduce add` is the adjoint itself for the base and a gather of it for
+//! the updates.
 
+use super::emit::Emitter;
 use super::expr::{self, bin, call, constant, mul, name};
-use super::kernel::{fresh_port, Piece, PortRef, ScatterPiece, StmtCx};
+use super::kernel::{fresh_port, port, Piece, PortRef, ScatterPiece, StmtCx};
 use super::rules::Contribution;
+use super::views::one_stmt;
+use crate::diag::Span;
+use crate::ir::graph::{Scatter, ScatterReduce, ValueId};
 use crate::ir::instance::{Affine, GatherLoad, Scalar};
-use crate::ir::kernel::{BinOp, Func, KExpr};
+use crate::ir::kernel::{BinOp, Func, Gather, IExpr, Index, KExpr, KExprKind};
 use crate::ir::{DType, TensorType};
 
 /// `e + a` with `a` an affine integer value over the variables' names (`e` when it is 0).
@@ -89,5 +95,55 @@ impl StmtCx<'_> {
             places: vec![],
             scatter: Some(ScatterPiece { idx, axis, shape }),
         })
+    }
+}
+
+impl Emitter<'_> {
+    /// The adjoints of a `scatter … reduce add` (operands of the rebuilt graph) given the
+    /// adjoint `dy` of its value: the base's is `dy` itself, the updates' `dy` gathered back at
+    /// the indices (`d[i0, .., ia, ..] = dy[i0, .., idx[i0, .., ia, ..], ..]`, wrapping a
+    /// negative index as the scatter did). Other reductions have no adjoint yet (an error).
+    pub fn scatter_adjoint(
+        &mut self,
+        s: &Scatter,
+        dy: ValueId,
+        want: &dyn Fn(ValueId) -> bool,
+    ) -> Result<Vec<(ValueId, ValueId)>, String> {
+        if s.reduce != ScatterReduce::Add {
+            return Err(format!("a `scatter … reduce {}`", s.reduce.name()));
+        }
+        let mut out = vec![(s.base, dy)];
+        if want(s.upd) && self.ty(s.upd).dtype.is_float() {
+            let (ut, it, yt) = (self.ty(s.upd), self.ty(s.idx), self.ty(dy));
+            let lhs: Vec<String> = (0..ut.rank()).map(|d| format!("i{d}")).collect();
+            let sp = Span::default();
+            let idx = (0..ut.rank())
+                .map(|d| match d == s.axis {
+                    true => Index::Gather(Gather {
+                        tensor: "idx".into(),
+                        indices: lhs.iter().map(|v| IExpr::Name(v.clone(), sp)).collect(),
+                        offset: None,
+                        span: sp,
+                        tensor_span: sp,
+                    }),
+                    false => Index::Expr(IExpr::Name(lhs[d].clone(), sp)),
+                })
+                .collect();
+            let value = KExpr {
+                kind: KExprKind::Access("dy".into(), idx),
+                span: sp,
+            };
+            let name = format!("d_{}", self.name(s.upd));
+            let op = one_stmt(
+                self.op_name(&format!("grad_{}", self.name(s.upd))),
+                vec![port("dy", &yt), port("idx", &it)],
+                &ut,
+                lhs,
+                value,
+            );
+            let d = self.apply(op, vec![dy, s.idx], &[name])[0];
+            out.push((s.upd, d));
+        }
+        Ok(out)
     }
 }

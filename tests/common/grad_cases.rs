@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 39;
+pub const CASES: usize = 40;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -146,6 +146,16 @@ pub fn cases() -> Vec<Case> {
              %y = apply @pick(%a, %idx)\n  %l = apply @sum1(%y)\n  %da = grad %l wrt %a\n  sink @l %l\n  sink @da %da\n}}\n"
         ),
         wrt: &["a"],
+    });
+    c.push(Case {
+        construct: "scatter add (the base's adjoint passed on, the updates' gathered back; duplicates)",
+        src: format!(
+            "op @rows(x: i64[N, H]) -> (y: i64[N, H]) {{\n  y[n, h] = x[n, h] * 3 % 7 - 3\n}}\n{SUM2}\
+             graph @g {{\n  %a = source @a : f64[4, 3]\n  %b = source @b : f64[6, 3]\n  %r = iota axis 0 : i64[6, 3]\n\
+             %idx = apply @rows(%r)\n  %y = scatter %a, %idx, %b axis 0 reduce add\n  %l = apply @sum2(%y)\n\
+             %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+        ),
+        wrt: &["a", "b"],
     });
     c.push(Case {
         construct: "contraction (matmul)",
