@@ -62,7 +62,9 @@ impl Lowering<'_> {
                 NodeKind::Scatter(s) => self
                     .e
                     .scatter_adjoint(s, dy, &|x| dep[x.index()])
-                    .map_err(|w| unsupported(format!("{w} (only `reduce add` has an adjoint)"), node.span))?,
+                    .map_err(|w| {
+                        unsupported(format!("{w} (only `reduce add` has an adjoint)"), node.span)
+                    })?,
                 _ => vec![],
             };
             for (x, d) in parts {

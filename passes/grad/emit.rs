@@ -1,9 +1,11 @@
 //! Where the `grad` pass writes: the graph being rebuilt (a [`Builder`]), the ops it generates,
 //! and fresh, readable op names (`@mlp_grad_w1`).
 
-use crate::diag::Span;
 use super::kernel::ScatterPiece;
-use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, Scatter, ScatterReduce, ValueId, View};
+use crate::diag::Span;
+use crate::ir::graph::{
+    Apply, GenKind, Generator, NodeKind, Scatter, ScatterReduce, ValueId, View,
+};
 use crate::ir::{OpDef, TensorType};
 use crate::passes::fuse::emit::Names;
 use crate::passes::rewrite::Builder;
@@ -71,7 +73,12 @@ impl Emitter<'_> {
             kind: GenKind::Zeros,
             ty: xt.clone(),
         };
-        let base = self.b.emit(NodeKind::Generator(zeros), &format!("{name}.zero"), xt.clone(), self.span);
+        let base = self.b.emit(
+            NodeKind::Generator(zeros),
+            &format!("{name}.zero"),
+            xt.clone(),
+            self.span,
+        );
         let s = Scatter {
             base,
             idx,

@@ -166,23 +166,22 @@ impl StmtCx<'_> {
                 }
             }
         }
-        pieces.extend(groups.into_iter()
-            .map(|(places, lhs, value)| {
-                let shape = places
-                    .iter()
-                    .filter_map(|p| match p {
-                        Place::Var { len, .. } => Some(*len),
-                        Place::Const(_) => None,
-                    })
-                    .collect();
-                let ty = TensorType::new(xty.dtype, shape);
-                let gen = self.assemble("", value, (&out, &ty), lhs, &extra);
-                Piece {
-                    gen,
-                    places,
-                    scatter: None,
-                }
-            }));
+        pieces.extend(groups.into_iter().map(|(places, lhs, value)| {
+            let shape = places
+                .iter()
+                .filter_map(|p| match p {
+                    Place::Var { len, .. } => Some(*len),
+                    Place::Const(_) => None,
+                })
+                .collect();
+            let ty = TensorType::new(xty.dtype, shape);
+            let gen = self.assemble("", value, (&out, &ty), lhs, &extra);
+            Piece {
+                gen,
+                places,
+                scatter: None,
+            }
+        }));
         Ok(pieces)
     }
 

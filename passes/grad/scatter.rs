@@ -25,7 +25,11 @@ fn plus_affine(e: KExpr, a: &Affine, names: &[String]) -> KExpr {
     let mut out = e;
     for &(v, c) in &a.terms {
         let v = name(names[v].clone());
-        let term = if c == 1 { v } else { mul(constant(Scalar::I(c)), v) };
+        let term = if c == 1 {
+            v
+        } else {
+            mul(constant(Scalar::I(c)), v)
+        };
         out = bin(BinOp::Add, out, term);
     }
     if a.constant > 0 {
@@ -71,9 +75,17 @@ impl StmtCx<'_> {
                 )),
             }
         }
-        let others: Vec<usize> = c.bound.iter().copied().filter(|v| !own.contains(v)).collect();
+        let others: Vec<usize> = c
+            .bound
+            .iter()
+            .copied()
+            .filter(|v| !own.contains(v))
+            .collect();
         if let Some(v) = others.iter().find(|v| self.inst.vars[**v].range.0 != 0) {
-            return Err(format!("the gathered load of `{x}` is read over a shard of `{}`", names[*v]));
+            return Err(format!(
+                "the gathered load of `{x}` is read over a shard of `{}`",
+                names[*v]
+            ));
         }
         let mut order = own;
         order.splice(axis..axis, others.iter().copied());

@@ -62,8 +62,14 @@ pub fn emit_scatter<'ctx>(
     let bufs: Vec<PointerValue> = p[..4].iter().map(|x| x.into_pointer_value()).collect();
     let dims: Vec<usize> = (0..rank).filter(|&d| d != s.axis).collect();
     let n = Nest {
-        lo: dims.iter().map(|&d| p[4 + 2 * d].into_int_value()).collect(),
-        hi: dims.iter().map(|&d| p[4 + 2 * d + 1].into_int_value()).collect(),
+        lo: dims
+            .iter()
+            .map(|&d| p[4 + 2 * d].into_int_value())
+            .collect(),
+        hi: dims
+            .iter()
+            .map(|&d| p[4 + 2 * d + 1].into_int_value())
+            .collect(),
     };
     let loops = Loops { g, f: body };
     let pos_strides = row_major(&s.idx.shape);
@@ -145,7 +151,15 @@ fn update_line<'ctx>(
         let j = g.select(neg, g.bin(Op::Add, x, g.i64c(size).into()), x);
         let bad = g.icmp(IntPredicate::UGE, j, g.i64c(size).into());
         let pos = add(at[4], mul(g, i, pos_stride));
-        check(g, loops.f, s, bad.into_int_value(), pos, x.into_int_value(), size);
+        check(
+            g,
+            loops.f,
+            s,
+            bad.into_int_value(),
+            pos,
+            x.into_int_value(),
+            size,
+        );
         let oo = add(at[3], mul(g, j.into_int_value(), s.out.strides[s.axis]));
         let uo = add(at[2], mul(g, i, s.upd.strides[s.axis]));
         let u = ptr::load(b, tys[2], ptr::element(b, bufs[2], tys[2], uo));

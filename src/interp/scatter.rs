@@ -34,7 +34,11 @@ pub fn eval(
     let strides = row_major(shape);
     let mut out = Vec::new();
     out.try_reserve_exact(base.ty.elements().max(0) as usize)
-        .map_err(|_| Failure::NoMemory(NoMemory { bytes: base.ty.bytes() as u128 }))?;
+        .map_err(|_| {
+            Failure::NoMemory(NoMemory {
+                bytes: base.ty.bytes() as u128,
+            })
+        })?;
     out.extend((0..base.ty.elements() as usize).map(|i| base.get(i)));
     let mut bad = None;
     let mut k = 0usize;
@@ -58,7 +62,8 @@ pub fn eval(
     if let Some(msg) = bad {
         return Err(Failure::Index(msg));
     }
-    let mut data = store::with_capacity(base.ty.dtype, base.ty.elements()).map_err(Failure::NoMemory)?;
+    let mut data =
+        store::with_capacity(base.ty.dtype, base.ty.elements()).map_err(Failure::NoMemory)?;
     out.into_iter().for_each(|x| store::push(&mut data, x));
     Ok(Value {
         ty: base.ty.clone(),

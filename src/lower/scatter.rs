@@ -11,7 +11,9 @@ fn bad(span: Span, msg: impl Into<String>) -> Diagnostic {
     let msg = msg.into();
     Diagnostic::error(codes::BAD_SCATTER_ATTR, msg.clone())
         .primary(span, msg)
-        .note("a scatter is written `%y = scatter %base, %idx, %upd axis A reduce add|max|min|none`")
+        .note(
+            "a scatter is written `%y = scatter %base, %idx, %upd axis A reduce add|max|min|none`",
+        )
 }
 
 /// The scatter of the three operands `args` with attributes `attrs`.

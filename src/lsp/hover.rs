@@ -51,7 +51,10 @@ pub fn hover(doc: &Document, offset: usize) -> Option<(String, std::ops::Range<u
     }
     if let Some((g, i)) = scatter_node(doc, offset) {
         let sig = crate::print::scatter_signature(g, &g.nodes[i])?;
-        return Some((format!("derived signature\n{}", code(&sig)), g.nodes[i].span.range()));
+        return Some((
+            format!("derived signature\n{}", code(&sig)),
+            g.nodes[i].span.range(),
+        ));
     }
     let (g, _, i) = apply_node(doc, offset)?;
     Some((apply_at(doc, offset)?, g.nodes[i].span.range()))
@@ -60,9 +63,10 @@ pub fn hover(doc: &Document, offset: usize) -> Option<(String, std::ops::Range<u
 /// The graph and node index of the scatter whose statement holds `offset`.
 fn scatter_node(doc: &Document, offset: usize) -> Option<(&Graph, usize)> {
     let (g, _) = graph_at(doc, offset)?;
-    let i = g.nodes.iter().position(|n| {
-        matches!(n.kind, NodeKind::Scatter(_)) && n.span.range().contains(&offset)
-    })?;
+    let i = g
+        .nodes
+        .iter()
+        .position(|n| matches!(n.kind, NodeKind::Scatter(_)) && n.span.range().contains(&offset))?;
     Some((g, i))
 }
 

@@ -94,7 +94,11 @@ pub fn scatter_signature(g: &Graph, n: &Node) -> Option<String> {
     };
     let mut s = String::new();
     let _ = writeln!(s, "  {}", node_text(g, n));
-    let index: Vec<String> = names.iter().zip(&upd.shape).map(|(n, e)| format!("{n}: {e}")).collect();
+    let index: Vec<String> = names
+        .iter()
+        .zip(&upd.shape)
+        .map(|(n, e)| format!("{n}: {e}"))
+        .collect();
     let _ = writeln!(s, "    index [{}]", index.join(", "));
     let ports = [("base", true), ("idx", false), ("upd", false)];
     for (name, whole) in ports {

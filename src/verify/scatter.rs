@@ -12,7 +12,11 @@ fn err(code: Code, span: Span, msg: String, label: &str) -> Diagnostic {
 }
 
 /// The result type of scatter `s` with operand types `[base, idx, upd]`.
-pub fn scatter_type(s: &Scatter, args: &[TensorType], span: Span) -> Result<TensorType, Diagnostic> {
+pub fn scatter_type(
+    s: &Scatter,
+    args: &[TensorType],
+    span: Span,
+) -> Result<TensorType, Diagnostic> {
     let (base, idx, upd) = (&args[0], &args[1], &args[2]);
     if s.axis >= base.rank() {
         let msg = format!("`axis {}` is out of range for the base {base}", s.axis);
@@ -20,11 +24,21 @@ pub fn scatter_type(s: &Scatter, args: &[TensorType], span: Span) -> Result<Tens
     }
     if !idx.dtype.is_int() {
         let msg = format!("the indices of a scatter must be integers, but they are {idx}");
-        return Err(err(codes::BAD_SCATTER_INDEX, span, msg, "not an integer index tensor"));
+        return Err(err(
+            codes::BAD_SCATTER_INDEX,
+            span,
+            msg,
+            "not an integer index tensor",
+        ));
     }
     if idx.shape != upd.shape {
         let msg = format!("the indices {idx} and the updates {upd} of a scatter differ in shape");
-        return Err(err(codes::BAD_SCATTER_SHAPE, span, msg, "one shape expected"));
+        return Err(err(
+            codes::BAD_SCATTER_SHAPE,
+            span,
+            msg,
+            "one shape expected",
+        ));
     }
     let same_but_axis = base.rank() == upd.rank()
         && (0..base.rank()).all(|d| d == s.axis || base.shape[d] == upd.shape[d]);
@@ -33,8 +47,10 @@ pub fn scatter_type(s: &Scatter, args: &[TensorType], span: Span) -> Result<Tens
             "the updates {upd} of a scatter along axis {} must have the base {base}'s rank and sizes but along that axis",
             s.axis
         );
-        return Err(err(codes::BAD_SCATTER_SHAPE, span, msg, "shapes do not match")
-            .note("broadcast or reshape the indices and updates first"));
+        return Err(
+            err(codes::BAD_SCATTER_SHAPE, span, msg, "shapes do not match")
+                .note("broadcast or reshape the indices and updates first"),
+        );
     }
     if upd.dtype != base.dtype {
         let msg = format!("the updates {upd} of a scatter differ in dtype from the base {base}");
@@ -42,8 +58,10 @@ pub fn scatter_type(s: &Scatter, args: &[TensorType], span: Span) -> Result<Tens
     }
     if base.dtype == crate::ir::DType::Bool && s.reduce != ScatterReduce::None {
         let msg = format!("`reduce {}` is not defined for bool", s.reduce.name());
-        return Err(err(codes::BAD_SCATTER_REDUCE, span, msg, "use `reduce none`")
-            .note("or cast to an integer dtype"));
+        return Err(
+            err(codes::BAD_SCATTER_REDUCE, span, msg, "use `reduce none`")
+                .note("or cast to an integer dtype"),
+        );
     }
     Ok(base.clone())
 }

@@ -579,6 +579,9 @@ fn hover_on_a_scatter_shows_its_signature() {
     assert!(text.contains(sig), "{text}");
     let h = c.request("textDocument/hover", at(src, "%y =", 0));
     let text = h["contents"]["value"].as_str().unwrap();
-    assert!(text.contains("%y = scatter %b, %i, %u axis 0 reduce add : f32[4, 3]"), "{text}");
+    assert!(
+        text.contains("%y = scatter %b, %i, %u axis 0 reduce add : f32[4, 3]"),
+        "{text}"
+    );
     assert_eq!(c.shutdown(), Some(0));
 }

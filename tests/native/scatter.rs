@@ -95,7 +95,10 @@ fn scatters_match_numpy_in_interpreter_jit_exe_on_1_and_2_threads_and_sharded() 
     // Every case runs 4 ways, and 5 when its updates can be sharded (all but the two 1-element
     // cases).
     assert_eq!(ways, 14 * 4 + 12);
-    eprintln!("compared {compared} elements ({} cases, {ways} runs)", cases.len());
+    eprintln!(
+        "compared {compared} elements ({} cases, {ways} runs)",
+        cases.len()
+    );
 }
 
 #[test]
@@ -147,7 +150,10 @@ fn out_of_range_scatter_indices_fail_cleanly_in_every_engine() {
             let out = dir.join(format!("out-{how}{bad}"));
             cmd.arg("--out-dir").arg(&out);
             fails(&mut cmd, &want, how).unwrap();
-            assert!(!out.join("y.npy").exists(), "{how}: a failed run wrote an output");
+            assert!(
+                !out.join("y.npy").exists(),
+                "{how}: a failed run wrote an output"
+            );
             checked += 1;
         }
     }

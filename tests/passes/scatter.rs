@@ -83,9 +83,18 @@ fn the_alias_analysis_sees_a_scatter_as_a_buffer_of_its_own() {
     let info = tapc::passes::alias::analysis::analyze(g).expect("a verified graph");
     let id = |n: &str| g.find_value(n).unwrap();
     assert!(info.is_root(id("y")) && info.is_root(id("m")));
-    assert!(!info.aliases(id("y"), id("E")).unwrap(), "the result is not the base");
-    assert!(!info.aliases(id("y"), id("y2")).unwrap(), "two scatters, two buffers");
-    assert!(info.aliases(id("idx"), id("ids")).unwrap(), "a broadcast is a view");
+    assert!(
+        !info.aliases(id("y"), id("E")).unwrap(),
+        "the result is not the base"
+    );
+    assert!(
+        !info.aliases(id("y"), id("y2")).unwrap(),
+        "two scatters, two buffers"
+    );
+    assert!(
+        info.aliases(id("idx"), id("ids")).unwrap(),
+        "a broadcast is a view"
+    );
     let report = info.report().unwrap();
     assert!(report.contains("%y: root (scatter) f32[7, 6]"), "{report}");
 }

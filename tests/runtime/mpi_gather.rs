@@ -107,7 +107,11 @@ fn a_scatter_after_a_row_sharded_producer_on_two_ranks_matches_numpy_and_fails_c
     let bad = dir.join("bad");
     std::fs::create_dir_all(&bad).unwrap();
     for n in ["base", "upd"] {
-        std::fs::copy(fixture.join(format!("{n}.npy")), bad.join(format!("{n}.npy"))).unwrap();
+        std::fs::copy(
+            fixture.join(format!("{n}.npy")),
+            bad.join(format!("{n}.npy")),
+        )
+        .unwrap();
     }
     let mut v: Vec<i64> = (0..85).map(|k| k % 11 - 5).collect();
     v[16 * 5 + 4] = 11;
