@@ -371,6 +371,18 @@ pub fn gather_message(
     )
 }
 
+/// The first three lines of the `len` bytes of UTF-8 at `what` (`missing` for absent ones).
+///
+/// # Safety
+/// `what` must point to `len` readable bytes.
+unsafe fn lines(what: *const u8, len: i64, missing: &str) -> [String; 3] {
+    // SAFETY: a kernel passes a constant string of exactly `len` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(what, len.max(0) as usize) };
+    let text = String::from_utf8_lossy(bytes);
+    let mut parts = text.split('\n');
+    [(); 3].map(|_| parts.next().unwrap_or(missing).to_string())
+}
+
 /// Called by a compiled kernel when a gathered index is out of range, just before it returns
 /// status 2. `what` (`len` bytes of UTF-8) is the access, the input and the index text, one per
 /// line.
@@ -385,12 +397,8 @@ pub unsafe extern "C" fn tapc_rt_gather_fault(
     value: i64,
     size: i64,
 ) {
-    // SAFETY: the kernel passes a constant string of exactly `len` bytes.
-    let bytes = unsafe { std::slice::from_raw_parts(what, len.max(0) as usize) };
-    let text = String::from_utf8_lossy(bytes);
-    let mut parts = text.split('\n');
-    let mut next = || parts.next().unwrap_or("?").to_string();
-    let (access, input, index) = (next(), next(), next());
+    // SAFETY: the caller's contract.
+    let [access, input, index] = unsafe { lines(what, len, "?") };
     let msg = gather_message(&access, &input, d as usize, &index, value, size);
     GATHER_FAULT.with(|g| *g.borrow_mut() = Some(msg));
 }
@@ -424,12 +432,8 @@ pub unsafe extern "C" fn tapc_rt_scatter_fault(
     value: i64,
     size: i64,
 ) {
-    // SAFETY: the kernel passes a constant string of exactly `len` bytes.
-    let bytes = unsafe { std::slice::from_raw_parts(what, len.max(0) as usize) };
-    let text = String::from_utf8_lossy(bytes);
-    let mut parts = text.split('\n');
-    let mut next = || parts.next().unwrap_or("").to_string();
-    let (scatter, idx, shape) = (next(), next(), next());
+    // SAFETY: the caller's contract.
+    let [scatter, idx, shape] = unsafe { lines(what, len, "") };
     let shape: Vec<i64> = shape.split(' ').filter_map(|s| s.parse().ok()).collect();
     let mut coord = vec![0; shape.len()];
     let mut rest = pos;

@@ -8,9 +8,8 @@
 //! index tensor, the coordinate and the value, and no output.
 
 use crate::dtypes::tapc;
-use crate::gather::{fails, read, run_all, ty, SHARDED};
+use crate::gather::{check_all, compare_runs, fails_everywhere, read, run_all, ty};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use tapc_runtime::{npy, Tensor};
 
 fn fixtures() -> PathBuf {
@@ -50,55 +49,16 @@ fn check_case(case: &Path) -> Result<(usize, usize), String> {
     std::fs::write(&file, program(&base, &idx, &upd, axis, reduce)).map_err(|e| e.to_string())?;
     tapc(&["check", file.to_str().unwrap()])?;
     let sharded = upd.shape.iter().any(|&d| d >= 2);
-    let mut n = 0;
-    let runs = run_all(&dir, &file, case, sharded);
-    for (how, r) in &runs {
-        r.clone().map_err(|e| format!("{name} {how}: {e}"))?;
-        let got = read(&dir.join(how).join("y.npy"));
-        if got != want {
-            return Err(format!(
-                "{name} {how}: {:?} differs from numpy's {:?}",
-                got.data, want.data
-            ));
-        }
-        n += want.len();
-    }
-    Ok((n, runs.len()))
+    compare_runs(name, &dir, &run_all(&dir, &file, case, sharded), &want)
 }
 
 #[test]
 fn scatters_match_numpy_in_interpreter_jit_exe_on_1_and_2_threads_and_sharded() {
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(fixtures())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    cases.sort();
-    assert_eq!(cases.len(), 14, "the scatter fixtures of gen.py");
-    let (mut compared, mut ways, mut bad) = (0, 0, Vec::new());
-    for case in &cases {
-        match check_case(case) {
-            Ok((n, w)) => {
-                compared += n;
-                ways += w;
-            }
-            Err(e) => bad.push(e),
-        }
-    }
-    assert!(
-        bad.is_empty(),
-        "{} of {} cases failed:\n{}",
-        bad.len(),
-        cases.len(),
-        bad.join("\n")
-    );
+    let (compared, ways) = check_all(&fixtures(), 14, check_case);
     // Every case runs 4 ways, and 5 when its updates can be sharded (all but the two 1-element
     // cases).
     assert_eq!(ways, 14 * 4 + 12);
-    eprintln!(
-        "compared {compared} elements ({} cases, {ways} runs)",
-        cases.len()
-    );
+    eprintln!("compared {compared} elements (14 cases, {ways} runs)");
 }
 
 #[test]
@@ -122,7 +82,6 @@ fn out_of_range_scatter_indices_fail_cleanly_in_every_engine() {
         }
         let file = dir.join("g.teg");
         std::fs::write(&file, program(&base, &idx, &upd, 1, "add")).unwrap();
-        let (f, i) = (file.to_str().unwrap(), inputs.to_str().unwrap());
         let want = [
             "scattered index out of range in `scatter %base, %idx, %upd axis 1 reduce add`",
             "`%idx[2, 1]`",
@@ -130,32 +89,7 @@ fn out_of_range_scatter_indices_fail_cleanly_in_every_engine() {
             "size 7 (valid: -7 to 6)",
             "%y",
         ];
-        let exe = dir.join("prog");
-        tapc(&[f, "-o", exe.to_str().unwrap()]).unwrap();
-        let sharded = dir.join("prog_sharded");
-        tapc(&[f, "-o", sharded.to_str().unwrap(), "--passes", SHARDED]).unwrap();
-        let tapc_bin = || Command::new(env!("CARGO_BIN_EXE_tapc"));
-        let mut runs: Vec<(&str, Command)> = vec![("interp", tapc_bin()), ("jit", tapc_bin())];
-        runs[0].1.args(["run", "--interp", f, "--input-dir", i]);
-        runs[1].1.args(["run", f, "--input-dir", i]);
-        for (how, threads) in [("exe1", "1"), ("exe2", "2")] {
-            let mut c = Command::new(&exe);
-            c.args(["--threads", threads, "--input-dir", i]);
-            runs.push((how, c));
-        }
-        let mut c = Command::new(&sharded);
-        c.args(["--input-dir", i]);
-        runs.push(("sharded", c));
-        for (how, mut cmd) in runs {
-            let out = dir.join(format!("out-{how}{bad}"));
-            cmd.arg("--out-dir").arg(&out);
-            fails(&mut cmd, &want, how).unwrap();
-            assert!(
-                !out.join("y.npy").exists(),
-                "{how}: a failed run wrote an output"
-            );
-            checked += 1;
-        }
+        checked += fails_everywhere(&dir, &file, &inputs, &want, &bad.to_string());
     }
     assert_eq!(checked, 10);
 }
