@@ -85,7 +85,10 @@ const INSTRUCTIONS: &[(&str, &str)] = &[
     ("interleave", "interleave %a, %b axis N"),
     ("repeat", "repeat %v times N axis N"),
     ("pad", "pad %v [lo:hi, ...] reflect | constant C"),
-    ("scatter", "scatter %base, %idx, %upd axis N reduce add|max|min|none"),
+    (
+        "scatter",
+        "scatter %base, %idx, %upd axis N reduce add|max|min|none",
+    ),
     ("zeros", "zeros : dtype[dims]"),
     ("ones", "ones : dtype[dims]"),
     ("full", "full C : dtype[dims]"),

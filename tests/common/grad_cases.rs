@@ -127,14 +127,13 @@ pub fn cases() -> Vec<Case> {
     });
     c.push(Case {
         construct: "gathered table (an embedding: duplicate and negative ids; a scatter-add)",
-        src: format!(
-            "op @ids(x: i64[B, S]) -> (y: i64[B, S]) {{\n  y[b, s] = x[b, s] * 2 - 3\n}}\n\
-             op @emb(e: f64[V, H], ids: i64[B, S], w: f64[H]) -> (y: f64[B, S, H]) {{\n  y[b, s, h] = e[ids[b, s], h] * w[h] + e[ids[b, s] - 1, h] * e[ids[b, s] - 1, h]\n}}\n\
-             op @flat(x: f64[B, S, H]) -> (l: f64[]) {{\n  l[] = sum[b, s, h](x[b, s, h] * x[b, s, h])\n}}\n\
-             graph @g {{\n  %a = source @a : f64[5, 3]\n  %b = source @b : f64[3]\n  %i0 = iota axis 1 : i64[2, 3]\n\
+        src: "op @ids(x: i64[B, S]) -> (y: i64[B, S]) {\n  y[b, s] = x[b, s] * 2 - 3\n}\n\
+             op @emb(e: f64[V, H], ids: i64[B, S], w: f64[H]) -> (y: f64[B, S, H]) {\n  y[b, s, h] = e[ids[b, s], h] * w[h] + e[ids[b, s] - 1, h] * e[ids[b, s] - 1, h]\n}\n\
+             op @flat(x: f64[B, S, H]) -> (l: f64[]) {\n  l[] = sum[b, s, h](x[b, s, h] * x[b, s, h])\n}\n\
+             graph @g {\n  %a = source @a : f64[5, 3]\n  %b = source @b : f64[3]\n  %i0 = iota axis 1 : i64[2, 3]\n\
              %ids = apply @ids(%i0)\n  %y = apply @emb(%a, %ids, %b)\n  %l = apply @flat(%y)\n  %da, %db = grad %l wrt %a, %b\n\
-             sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
-        ),
+             sink @l %l\n  sink @da %da\n  sink @db %db\n}\n"
+            .to_string(),
         wrt: &["a", "b"],
     });
     c.push(Case {
