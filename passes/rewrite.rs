@@ -250,6 +250,7 @@ pub fn for_each_operand(kind: &mut NodeKind, f: &mut dyn FnMut(&mut ValueId)) {
             })
         }
         NodeKind::Grad { loss, wrt } => std::iter::once(loss).chain(wrt.iter_mut()).for_each(f),
+        NodeKind::Scatter(s) => s.operands_mut().into_iter().for_each(f),
         NodeKind::Source { .. } | NodeKind::Generator(_) => {}
     }
 }
@@ -260,6 +261,7 @@ fn cse_key(kind: &NodeKind) -> Option<String> {
     match kind {
         NodeKind::View(v) => Some(format!("view {v:?}")),
         NodeKind::Generator(gen) => Some(format!("gen {gen:?}")),
+        NodeKind::Scatter(s) => Some(format!("scatter {s:?}")),
         NodeKind::Apply(a) => Some(format!(
             "apply {} {:?} {:?} {:?} {:?}",
             a.op, a.params, a.args, a.range, a.placement

@@ -56,6 +56,8 @@ pub enum RootKind {
     Generator(&'static str),
     /// An output of `apply @op`.
     Apply(String),
+    /// The result of a `scatter` (a buffer of its own, first a copy of the base).
+    Scatter,
 }
 
 impl fmt::Display for RootKind {
@@ -64,6 +66,7 @@ impl fmt::Display for RootKind {
             RootKind::Source(n) => write!(f, "source @{n}"),
             RootKind::Generator(n) => f.write_str(n),
             RootKind::Apply(op) => write!(f, "apply @{op}"),
+            RootKind::Scatter => f.write_str("scatter"),
         }
     }
 }
@@ -261,6 +264,7 @@ fn collect(g: &Graph) -> Result<Collected, AliasError> {
             NodeKind::Source { name, .. } => Def::Root(RootKind::Source(name.clone())),
             NodeKind::Generator(gen) => Def::Root(RootKind::Generator(gen.kind.name())),
             NodeKind::Apply(a) => Def::Root(RootKind::Apply(a.op.clone())),
+            NodeKind::Scatter(_) => Def::Root(RootKind::Scatter),
             NodeKind::View(v) => Def::View(v.clone()),
             NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => continue,
             NodeKind::Grad { .. } => {

@@ -103,7 +103,7 @@ fn weak(e: &CExpr) -> W {
         CKind::Call(Func::Cast(_), _) => W::Strong,
         CKind::Call(Func::Select, a) => join(weak(&a[1]), weak(&a[2])),
         CKind::Call(Func::Max | Func::Min, a) => join(weak(&a[0]), weak(&a[1])),
-        CKind::Call(Func::Abs, a) => weak(&a[0]),
+        CKind::Call(Func::Abs | Func::Popcount, a) => weak(&a[0]),
         CKind::Call(Func::Pow, a) => match join(weak(&a[0]), weak(&a[1])) {
             W::Strong => W::Strong,
             _ => W::Float,

@@ -3,7 +3,7 @@
 //! `wrt` value and reach the loss; each value's adjoints are summed once all its readers are
 //! done; a `wrt` value the loss does not depend on gets `zeros`.
 
-use super::kernel::PortRef;
+use super::kernel::{Generated, PortRef};
 use super::{depends, reaches, unsupported, Lowering};
 use crate::diag::Diagnostic;
 use crate::ir::graph::{GenKind, Generator, Node, NodeKind, ValueId};
@@ -59,6 +59,12 @@ impl Lowering<'_> {
                     .e
                     .view_adjoint(v, dy, &|x| dep[x.index()])
                     .map_err(|w| unsupported(format!("the selector {w}"), node.span))?,
+                NodeKind::Scatter(s) => self
+                    .e
+                    .scatter_adjoint(s, dy, &|x| dep[x.index()])
+                    .map_err(|w| {
+                        unsupported(format!("{w} (only `reduce add` has an adjoint)"), node.span)
+                    })?,
                 _ => vec![],
             };
             for (x, d) in parts {
@@ -120,22 +126,30 @@ impl Lowering<'_> {
             let pieces = cx
                 .adjoint(&s)
                 .map_err(|w| unsupported(format!("in `@{}`, {w}", a.op), node.span))?;
-            for p in pieces {
-                let args = p
-                    .gen
-                    .inputs
+            let bind = |g: &Generated| -> Vec<ValueId> {
+                g.inputs
                     .iter()
                     .map(|r| match r {
                         PortRef::Src(s) => sr.srcs[s],
                         PortRef::Target => y,
                         PortRef::DTarget => dy,
                     })
-                    .collect();
+                    .collect()
+            };
+            for p in pieces {
+                let args = bind(&p.gen);
                 let mut op = p.gen.op;
                 op.name = self.e.op_name(&format!("grad_{xname}"));
                 let name = format!("d_{xname}");
                 let d = self.e.apply(op, args, std::slice::from_ref(&name))[0];
-                out.push((x, self.e.place(d, &p.places, x, &name)));
+                let d = match p.scatter {
+                    Some(sp) => {
+                        let args = bind(&sp.idx);
+                        self.e.scatter_add(d, sp, args, x, &name)
+                    }
+                    None => self.e.place(d, &p.places, x, &name),
+                };
+                out.push((x, d));
             }
         }
         Ok(out)

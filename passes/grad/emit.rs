@@ -1,8 +1,11 @@
 //! Where the `grad` pass writes: the graph being rebuilt (a [`Builder`]), the ops it generates,
 //! and fresh, readable op names (`@mlp_grad_w1`).
 
+use super::kernel::ScatterPiece;
 use crate::diag::Span;
-use crate::ir::graph::{Apply, NodeKind, ValueId, View};
+use crate::ir::graph::{
+    Apply, GenKind, Generator, NodeKind, Scatter, ScatterReduce, ValueId, View,
+};
 use crate::ir::{OpDef, TensorType};
 use crate::passes::fuse::emit::Names;
 use crate::passes::rewrite::Builder;
@@ -39,6 +42,51 @@ impl Emitter<'_> {
 
     pub fn view(&mut self, v: View, name: &str, ty: TensorType) -> ValueId {
         self.b.emit(NodeKind::View(v), name, ty, self.span)
+    }
+
+    /// The scatter-add of a gathered load's adjoint `d` into zeros of `x`'s type: the
+    /// coordinates from `sp.idx` applied to `args`, both reshaped to `sp.shape`.
+    pub fn scatter_add(
+        &mut self,
+        d: ValueId,
+        sp: ScatterPiece,
+        args: Vec<ValueId>,
+        x: ValueId,
+        name: &str,
+    ) -> ValueId {
+        let mut op = sp.idx.op;
+        op.name = self.op_name(&format!("grad_at_{}", self.name(x)));
+        let at = self.apply(op, args, &[format!("{name}.at")])[0];
+        let xt = self.ty(x);
+        let [upd, idx] = [d, at].map(|v| {
+            let t = TensorType::new(self.ty(v).dtype, sp.shape.clone());
+            if self.ty(v) == t {
+                return v;
+            }
+            let r = View::Reshape {
+                arg: v,
+                shape: sp.shape.clone(),
+            };
+            self.view(r, &format!("{name}.rows"), t)
+        });
+        let zeros = Generator {
+            kind: GenKind::Zeros,
+            ty: xt.clone(),
+        };
+        let base = self.b.emit(
+            NodeKind::Generator(zeros),
+            &format!("{name}.zero"),
+            xt.clone(),
+            self.span,
+        );
+        let s = Scatter {
+            base,
+            idx,
+            upd,
+            axis: sp.axis,
+            reduce: ScatterReduce::Add,
+        };
+        self.b.emit(NodeKind::Scatter(s), name, xt, self.span)
     }
 
     /// An apply of the generated `op` (added to the module) to `args`, one result per output.

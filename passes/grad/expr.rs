@@ -109,7 +109,7 @@ impl Writer<'_> {
                 Some(CKind::Load { src, index, .. }) => Index::Gather(Gather {
                     tensor: (self.src_name)(src),
                     indices: index.iter().map(|i| affine(i, &name)).collect(),
-                    offset: (*a != Affine::constant(0)).then(|| (IOp::Add, affine(a, &name))),
+                    offset: gather_offset(a, &name),
                     span: Span::default(),
                     tensor_span: Span::default(),
                 }),
@@ -121,6 +121,18 @@ impl Writer<'_> {
             idx,
         ))
     }
+}
+
+/// A gather's offset as the parser reads it back from the printed text: none for 0, `- c` for
+/// a negative constant (written `+ -c` it would re-parse as a negation), else `+ a`.
+fn gather_offset(a: &Affine, name: &dyn Fn(usize) -> String) -> Option<(IOp, IExpr)> {
+    if *a == Affine::constant(0) {
+        return None;
+    }
+    if a.terms.is_empty() && a.constant < 0 {
+        return Some((IOp::Sub, IExpr::Int(-a.constant, Span::default())));
+    }
+    Some((IOp::Add, affine(a, name)))
 }
 
 fn k(kind: KExprKind) -> KExpr {

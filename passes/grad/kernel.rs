@@ -40,10 +40,21 @@ pub enum Place {
     Const(i64),
 }
 
-/// An adjoint op computing the adjoint of one window of a source, and where the window is.
+/// An adjoint op computing the adjoint of one window of a source, and where the window is;
+/// or, for a gathered load, the values a scatter-add puts into the source.
 pub struct Piece {
     pub gen: Generated,
     pub places: Vec<Place>,
+    pub scatter: Option<ScatterPiece>,
+}
+
+/// How a gathered load's adjoint lands in its table: `gen`'s values are scatter-added along
+/// `axis` at the coordinates `idx` computes, both reshaped to `shape` (the table's, but along
+/// the axis: one entry per load point).
+pub struct ScatterPiece {
+    pub idx: Generated,
+    pub axis: usize,
+    pub shape: Vec<i64>,
 }
 
 /// A generated op and the binding of each of its inputs.
@@ -53,7 +64,7 @@ pub struct Generated {
 }
 
 impl StmtCx<'_> {
-    fn var_names(&self) -> Vec<String> {
+    pub(super) fn var_names(&self) -> Vec<String> {
         self.inst
             .vars
             .iter()
@@ -129,8 +140,18 @@ impl StmtCx<'_> {
         let found = b.out;
         let x = self.src_name(source);
         let xty = (self.src_ty)(source);
+        let out = fresh_port(&format!("d_{x}"), &self.port_names(&target));
+        let extra = [
+            (target.as_str(), PortRef::Target),
+            (dt.as_str(), PortRef::DTarget),
+        ];
+        let mut pieces = Vec::new();
         let mut groups: Vec<(Vec<Place>, Vec<String>, crate::ir::kernel::KExpr)> = Vec::new();
         for c in &found {
+            if let Some(g) = &c.gather {
+                pieces.push(self.scatter_piece(&mut w, c, g, (&x, &xty), &out, &extra)?);
+                continue;
+            }
             let (places, own) = self.window(c, &x, &xty)?;
             let names = self.var_names();
             let lhs: Vec<String> = own.iter().map(|v| names[*v].clone()).collect();
@@ -145,29 +166,26 @@ impl StmtCx<'_> {
                 }
             }
         }
-        let out = fresh_port(&format!("d_{x}"), &self.port_names(&target));
-        let extra = [
-            (target.as_str(), PortRef::Target),
-            (dt.as_str(), PortRef::DTarget),
-        ];
-        Ok(groups
-            .into_iter()
-            .map(|(places, lhs, value)| {
-                let shape = places
-                    .iter()
-                    .filter_map(|p| match p {
-                        Place::Var { len, .. } => Some(*len),
-                        Place::Const(_) => None,
-                    })
-                    .collect();
-                let ty = TensorType::new(xty.dtype, shape);
-                let gen = self.assemble("", value, (&out, &ty), lhs, &extra);
-                Piece { gen, places }
-            })
-            .collect())
+        pieces.extend(groups.into_iter().map(|(places, lhs, value)| {
+            let shape = places
+                .iter()
+                .filter_map(|p| match p {
+                    Place::Var { len, .. } => Some(*len),
+                    Place::Const(_) => None,
+                })
+                .collect();
+            let ty = TensorType::new(xty.dtype, shape);
+            let gen = self.assemble("", value, (&out, &ty), lhs, &extra);
+            Piece {
+                gen,
+                places,
+                scatter: None,
+            }
+        }));
+        Ok(pieces)
     }
 
-    fn port_names(&self, target: &str) -> Vec<String> {
+    pub(super) fn port_names(&self, target: &str) -> Vec<String> {
         let mut n: Vec<String> = self.sources().iter().map(|s| self.src_name(s)).collect();
         n.push(target.to_string());
         n
@@ -183,9 +201,6 @@ impl StmtCx<'_> {
         x: &str,
         xty: &TensorType,
     ) -> Result<(Vec<Place>, Vec<usize>), String> {
-        if c.gathered {
-            return Err(format!("the gathered load of `{x}` (its adjoint, a scatter-add, is not in the language yet)"));
-        }
         let names = self.var_names();
         let mut places = Vec::new();
         let mut own = Vec::new();
@@ -216,7 +231,7 @@ impl StmtCx<'_> {
 
     /// One load's contribution with its variables renamed to the adjoint's left-hand side and
     /// the other variables in scope summed over.
-    fn term(
+    pub(super) fn term(
         &self,
         w: &mut Writer,
         c: &Contribution,
@@ -266,7 +281,7 @@ impl StmtCx<'_> {
 
     /// An op with one output statement `out[lhs] = value`, whose inputs are the tensors
     /// `value` reads: sources of the statement, or the `extra` ports.
-    fn assemble(
+    pub(super) fn assemble(
         &self,
         name: &str,
         value: crate::ir::kernel::KExpr,
@@ -313,7 +328,7 @@ impl StmtCx<'_> {
 }
 
 /// `base`, or `base_`, `base__`, ... : a port name none of `taken` has.
-fn fresh_port(base: &str, taken: &[String]) -> String {
+pub(super) fn fresh_port(base: &str, taken: &[String]) -> String {
     let mut n = base.to_string();
     while taken.contains(&n) {
         n.push('_');

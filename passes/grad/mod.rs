@@ -15,6 +15,7 @@ mod emit;
 mod expr;
 mod kernel;
 mod rules;
+mod scatter;
 mod views;
 
 use crate::diag::{codes, Diagnostic, Span};

@@ -6,7 +6,7 @@
 //! adjoint kernel; forward graph values are never recomputed.
 
 use super::expr::{self, bin, call, div, float, mul, neg, select, typed, Writer};
-use crate::ir::instance::{Affine, CExpr, CKind, Src};
+use crate::ir::instance::{Affine, CExpr, CKind, GatherLoad, Src};
 use crate::ir::kernel::{BinOp, Func, KExpr, Reduction, UnOp};
 
 /// One load of the source reached with its adjoint: `index` is the load's affine index,
@@ -15,8 +15,8 @@ pub struct Contribution {
     pub index: Vec<Affine>,
     pub adj: KExpr,
     pub bound: Vec<usize>,
-    /// A gathered load: its adjoint would be a scatter-add, which the language lacks.
-    pub gathered: bool,
+    /// A gathered load (`E[ids[b], h]`): its adjoint is a scatter-add (`scatter.rs`).
+    pub gather: Option<Box<GatherLoad>>,
 }
 
 pub struct Back<'w, 'a> {
@@ -42,7 +42,7 @@ impl Back<'_, '_> {
                         index: index.clone(),
                         adj,
                         bound: bound.clone(),
-                        gathered: false,
+                        gather: None,
                     });
                 }
             }
@@ -50,7 +50,7 @@ impl Back<'_, '_> {
                 index: g.index.clone(),
                 adj,
                 bound: bound.clone(),
-                gathered: true,
+                gather: Some(g.clone()),
             }),
             CKind::Gather(_) => {}
             CKind::Reduce { kind, vars, body } => {

@@ -444,7 +444,7 @@ fn broadcast_keep(x: &[i64], y: &[i64]) -> Vec<Option<usize>> {
 }
 
 /// An op `name` with one statement `y[lhs] = value`.
-fn one_stmt(
+pub(super) fn one_stmt(
     name: String,
     inputs: Vec<crate::ir::PortDef>,
     out: &TensorType,

@@ -18,6 +18,7 @@
 mod cover;
 mod kexpr;
 mod reduce;
+mod scatter;
 mod split;
 
 use crate::diag::{codes, Diagnostic, Span};
@@ -231,6 +232,12 @@ fn shard_graph(
     let mut report = String::new();
     let mut next_node = 0u32;
     for (ni, node) in old.nodes.iter().enumerate() {
+        if let (NodeKind::Scatter(s), None) = (&node.kind, plan) {
+            if scatter::shard_scatter(&mut b, node, s, cfg, &mut report)? {
+                changed = true;
+                continue;
+            }
+        }
         let NodeKind::Apply(a) = &node.kind else {
             b.copy_node(node)?;
             continue;

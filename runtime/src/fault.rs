@@ -16,7 +16,8 @@
 //!   too.
 //! - [`tapc_rt_gather_fault`] is what a compiled kernel calls on an out-of-range gathered index
 //!   (before it returns status 2): it keeps the message ([`gather_message`]) for the worker,
-//!   which names the task with it ([`take_gather_fault`]).
+//!   which names the task with it ([`take_gather_fault`]); [`tapc_rt_scatter_fault`] does the
+//!   same for a scattered index ([`scatter_message`]).
 //! - **Test-only hook.** [`TestFault::from_env`] reads `TAPC_RT_TEST_FAULT=KIND:TEXT`, with
 //!   `KIND` one of `panic`, `segv`, `bus`, `fpe`, `stack`: every task whose name contains
 //!   `TEXT` then panics, raises that signal on its worker thread, or (`stack`) recurses until
@@ -370,6 +371,18 @@ pub fn gather_message(
     )
 }
 
+/// The first three lines of the `len` bytes of UTF-8 at `what` (`missing` for absent ones).
+///
+/// # Safety
+/// `what` must point to `len` readable bytes.
+unsafe fn lines(what: *const u8, len: i64, missing: &str) -> [String; 3] {
+    // SAFETY: a kernel passes a constant string of exactly `len` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(what, len.max(0) as usize) };
+    let text = String::from_utf8_lossy(bytes);
+    let mut parts = text.split('\n');
+    [(); 3].map(|_| parts.next().unwrap_or(missing).to_string())
+}
+
 /// Called by a compiled kernel when a gathered index is out of range, just before it returns
 /// status 2. `what` (`len` bytes of UTF-8) is the access, the input and the index text, one per
 /// line.
@@ -384,17 +397,55 @@ pub unsafe extern "C" fn tapc_rt_gather_fault(
     value: i64,
     size: i64,
 ) {
-    // SAFETY: the kernel passes a constant string of exactly `len` bytes.
-    let bytes = unsafe { std::slice::from_raw_parts(what, len.max(0) as usize) };
-    let text = String::from_utf8_lossy(bytes);
-    let mut parts = text.split('\n');
-    let mut next = || parts.next().unwrap_or("?").to_string();
-    let (access, input, index) = (next(), next(), next());
+    // SAFETY: the caller's contract.
+    let [access, input, index] = unsafe { lines(what, len, "?") };
     let msg = gather_message(&access, &input, d as usize, &index, value, size);
     GATHER_FAULT.with(|g| *g.borrow_mut() = Some(msg));
 }
 
-/// The message of the last out-of-range gathered index reported on this thread.
+/// The message of an out-of-range scattered index: the scatter, the index tensor, the
+/// coordinate of the bad element in it, its value and the valid range. The interpreter uses it
+/// too, so both say the same.
+pub fn scatter_message(scatter: &str, idx: &str, coord: &[i64], value: i64, size: i64) -> String {
+    let c: Vec<String> = coord.iter().map(|x| x.to_string()).collect();
+    format!(
+        "scattered index out of range in `{scatter}`: `{idx}[{}]` is {value}, \
+         but the scattered dimension has size {size} (valid: {} to {})",
+        c.join(", "),
+        size.saturating_neg(),
+        size - 1
+    )
+}
+
+/// Called by a compiled scatter kernel when an index is out of range, just before it returns
+/// status 2. `what` (`len` bytes of UTF-8) is the scatter's text, the index tensor's name and
+/// its shape (sizes separated by spaces), one per line; `pos` is the bad element's row-major
+/// position in the index tensor.
+///
+/// # Safety
+/// `what` must point to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tapc_rt_scatter_fault(
+    what: *const u8,
+    len: i64,
+    pos: i64,
+    value: i64,
+    size: i64,
+) {
+    // SAFETY: the caller's contract.
+    let [scatter, idx, shape] = unsafe { lines(what, len, "") };
+    let shape: Vec<i64> = shape.split(' ').filter_map(|s| s.parse().ok()).collect();
+    let mut coord = vec![0; shape.len()];
+    let mut rest = pos;
+    for d in (0..shape.len()).rev() {
+        coord[d] = rest % shape[d].max(1);
+        rest /= shape[d].max(1);
+    }
+    let msg = scatter_message(&scatter, &idx, &coord, value, size);
+    GATHER_FAULT.with(|g| *g.borrow_mut() = Some(msg));
+}
+
+/// The message of the last out-of-range gathered (or scattered) index reported on this thread.
 pub fn take_gather_fault() -> Option<String> {
     GATHER_FAULT.with(|g| g.borrow_mut().take())
 }

@@ -17,13 +17,13 @@ use inkwell::values::InstructionOpcode as Op;
 use inkwell::values::{FunctionValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
-struct Nest<'ctx> {
-    lo: Vec<IntValue<'ctx>>,
-    hi: Vec<IntValue<'ctx>>,
+pub(super) struct Nest<'ctx> {
+    pub(super) lo: Vec<IntValue<'ctx>>,
+    pub(super) hi: Vec<IntValue<'ctx>>,
 }
 
 /// Loops over every output dimension, threading `state` (per-level values) down.
-fn nest<'ctx, S: Clone>(
+pub(super) fn nest<'ctx, S: Clone>(
     loops: &Loops<'_, '_, 'ctx>,
     n: &Nest<'ctx>,
     d: usize,

@@ -4,7 +4,7 @@
 //! - [`schedule`] turns the graph into buffers, strided views and tasks (one per apply or
 //!   shard, plus gathers for non-strided selectors and generator kernels);
 //! - [`kernel`] compiles each apply into one function over an index sub-range, [`copy`] the
-//!   gathers and generators, with the TEG scalar semantics of [`ops`];
+//!   gathers and generators, [`scatter`] the scatters, with the TEG scalar semantics of [`ops`];
 //! - the module is optimised with the new pass manager (`default<O3>`) for the host CPU and
 //!   its feature string ([`target`]);
 //! - [`emit_to_file`] writes LLVM IR, assembly, an object, or an executable linked with the
@@ -22,6 +22,7 @@ pub mod loops;
 pub mod math;
 pub mod ops;
 pub mod ptr;
+pub mod scatter;
 pub mod schedule;
 pub mod storage;
 pub mod target;
@@ -183,6 +184,7 @@ fn build<'ctx>(
             KernelSpec::Generate { out, kind } => {
                 copy::emit_generate(&gen, host, &name, out, *kind)
             }
+            KernelSpec::Scatter(s) => scatter::emit_scatter(&gen, host, &name, s),
         }
         .map_err(|e| backend_error(format!("cannot compile `{}`: {e}", sched.names[k])))?;
         entries.push(f);
@@ -447,6 +449,10 @@ pub fn jit(m: &Module, gi: usize, facts: &GraphFacts, opts: &Options) -> Result<
         // The runtime functions kernels call are in this process, not a library.
         if let Some(f) = module.get_function(kernel::gather::GATHER_FAULT) {
             let report = tapc_runtime::fault::tapc_rt_gather_fault as *const () as usize;
+            engine.add_global_mapping(&f, report);
+        }
+        if let Some(f) = module.get_function(scatter::SCATTER_FAULT) {
+            let report = tapc_runtime::fault::tapc_rt_scatter_fault as *const () as usize;
             engine.add_global_mapping(&f, report);
         }
         Ok((engine, sched))

@@ -550,6 +550,8 @@ impl<'ctx> Gen<'_, 'ctx> {
                 self.select(neg, self.bin(Op::Sub, z, x), x)
             }
             Func::Abs => return unsupported("abs of bool".into()),
+            Func::Popcount if ad[0].is_int() => self.intrinsic("llvm.ctpop", &[x.get_type()], &[x]),
+            Func::Popcount => return unsupported(format!("popcount of {}", ad[0])),
             Func::Max => self.extremum(x, args[1], ad[0], true)?,
             Func::Min => self.extremum(x, args[1], ad[0], false)?,
             Func::Select => {

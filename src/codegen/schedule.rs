@@ -13,10 +13,11 @@
 //! written together after the run) and are ignored.
 
 use super::kernel::plan::{plan as kernel_plan, KernelPlan};
+use super::scatter::ScatterSpec;
 pub use super::view::{row_major, Padding, SView};
 use crate::diag::{codes, Diagnostic};
 use crate::ir::footprint::volume;
-use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, PadMode, View};
+use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, PadMode, Scatter, View};
 use crate::ir::instance::{walk, CKind, Instance, Scalar};
 use crate::ir::{DType, Graph, Module, TensorType, ValueId};
 use crate::verify::GraphFacts;
@@ -62,6 +63,8 @@ pub enum KernelSpec {
     },
     /// `out[c] = gen(c)`.
     Generate { out: SView, kind: GenKind },
+    /// `scatter`: args are base, indices, updates, then the result.
+    Scatter(Box<super::scatter::ScatterSpec>),
 }
 
 /// A plan and the kernels its tasks call (task `kernel` indexes `kernels`).
@@ -542,6 +545,10 @@ impl Builder<'_> {
             NodeKind::Grad { .. } => {
                 return Err(crate::diag::grad_not_lowered(self.g.nodes[i].span))
             }
+            NodeKind::Scatter(s) => {
+                let loc = self.scatter(s, results[0])?;
+                self.locs[results[0].index()] = Some(loc);
+            }
         }
         Ok(())
     }
@@ -587,6 +594,42 @@ impl Builder<'_> {
             producers: vec![],
             pad: None,
         })
+    }
+
+    /// A scatter task computing `r`: over the updates' index space, split along its first
+    /// dimension other than the axis (each part owns whole lines of the result).
+    fn scatter(&mut self, s: &Scatter, r: ValueId) -> Result<Loc, Diagnostic> {
+        let mut l = self.fresh(r)?;
+        let [base, idx, upd] = s.operands().map(|v| self.loc(v));
+        let text = crate::print::scatter_text(self.g, s);
+        let shape: Vec<String> = idx.shape.iter().map(|n| n.to_string()).collect();
+        let spec = ScatterSpec {
+            base: base.sview(),
+            idx: idx.sview(),
+            upd: upd.sview(),
+            out: l.sview(),
+            axis: s.axis,
+            reduce: s.reduce,
+            text: format!("{text}\n{}\n{}", self.vname(s.idx), shape.join(" ")),
+        };
+        let name = format!("{text} -> {}", self.vname(r));
+        let k = self.add_kernel(KernelSpec::Scatter(Box::new(spec)), name.clone());
+        let range: Vec<(i64, i64)> = upd.shape.iter().map(|&n| (0, n)).collect();
+        let split = (0..range.len()).find(|&d| d != s.axis).map(|d| d as u32);
+        let bytes = (l.elements() * 2 + upd.elements() * 3) * l.dtype.size_bytes() as i64;
+        let work = WORK_PER_BYTE * bytes as f64;
+        let ins = [&base, &idx, &upd];
+        let deps = ins.iter().flat_map(|x| x.producers.clone()).collect();
+        let args = vec![base.arg(), idx.arg(), upd.arg(), l.arg()];
+        let t = self.add_task(name.clone(), k, args, range, split, 1, work, deps);
+        let reads = ins.iter().map(|x| x.whole(name.clone())).collect();
+        self.access[t as usize] = TaskAccess {
+            node: None,
+            reads,
+            writes: vec![l.whole(self.vname(r))],
+        };
+        l.producers = vec![t];
+        Ok(l)
     }
 
     /// A generator task computing `r` from its coordinates (`iota`, `rand`).

@@ -51,6 +51,11 @@ codes! {
     BAD_REDUCTION = "E0038": "an invalid reduction (unknown kind, bad or shadowing variables)";
     BAD_GATHER = "E0039": "an invalid gathered index (not an integer input, nested, on the left-hand side, or an unsupported form)";
     BAD_PARAM = "E0040": "a missing, unknown or duplicate op parameter at an apply";
+    BAD_SCATTER_ATTR = "E0041": "a `scatter` with a missing, malformed or out-of-range `axis` or `reduce`";
+    BAD_SCATTER_INDEX = "E0042": "a `scatter` whose indices are not of an integer dtype";
+    BAD_SCATTER_SHAPE = "E0043": "a `scatter` whose base, indices and updates do not have matching shapes";
+    BAD_SCATTER_DTYPE = "E0044": "a `scatter` whose updates' dtype differs from its base's";
+    BAD_SCATTER_REDUCE = "E0045": "a `scatter` reduction its dtype does not have (`add`, `max` or `min` of bool)";
     BAD_SINK = "E0050": "two sinks with the same name";
     BAD_SEQUENCE = "E0051": "a sequence point naming something that is not a sink or apply";
     CYCLE = "E0052": "a cycle through sequence points";

@@ -2,7 +2,7 @@
 
 use crate::ir::graph::{Graph, NodeKind, SeqRef};
 use crate::ir::Module;
-use crate::print::{apply_signature, node_text};
+use crate::print::{apply_signature, node_text, scatter_signature};
 use crate::verify::GraphFacts;
 use std::fmt::Write;
 
@@ -21,6 +21,7 @@ pub fn dot(m: &Module) -> String {
                 NodeKind::Sequence { .. } => ("octagon", "#B4F8C8"),
                 NodeKind::Pin { .. } => ("note", "#F8E8B4"),
                 NodeKind::Grad { .. } => ("invtrapezium", "#F8D0D0"),
+                NodeKind::Scatter(_) => ("larrow", "#E5E8E8"),
             };
             let label = node_text(g, n).replace('\\', "\\\\").replace('"', "\\\"");
             let _ = writeln!(
@@ -63,7 +64,7 @@ fn seq_node(g: &Graph, r: &SeqRef) -> usize {
 }
 
 /// Per apply: its index space, each port's projection (extern-op syntax) and derived costs
-/// ([`apply_signature`]).
+/// ([`apply_signature`]); per scatter, its index space and projections ([`scatter_signature`]).
 pub fn signatures(m: &Module, facts: &[GraphFacts]) -> String {
     let mut s = String::new();
     for (g, f) in m.graphs.iter().zip(facts) {
@@ -71,6 +72,9 @@ pub fn signatures(m: &Module, facts: &[GraphFacts]) -> String {
         for (i, n) in g.nodes.iter().enumerate() {
             if let Some(inst) = f.instances.get(&i) {
                 s.push_str(&apply_signature(g, n, inst));
+            }
+            if let Some(sig) = scatter_signature(g, n) {
+                s.push_str(&sig);
             }
         }
     }

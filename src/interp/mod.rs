@@ -7,6 +7,7 @@
 
 mod kernel;
 mod scalar;
+mod scatter;
 mod store;
 mod views;
 
@@ -90,6 +91,20 @@ pub fn run(
             }
             NodeKind::Sequence { .. } | NodeKind::Pin { .. } => vec![],
             NodeKind::Grad { .. } => return Err(crate::diag::grad_not_lowered(n.span)),
+            NodeKind::Scatter(sc) => {
+                let [b, x, u] = sc.operands().map(|v| get(&vals, v));
+                let text = crate::print::scatter_text(g, sc);
+                let idx_name = format!("%{}", g.value(sc.idx).name);
+                let r = scatter::eval(sc, &text, &idx_name, b, x, u).map_err(|e| match e {
+                    scatter::Failure::NoMemory(e) => oom(e, value_name()),
+                    scatter::Failure::Index(msg) => Diagnostic::error(
+                        codes::RUNTIME,
+                        format!("scatter -> {} failed: {msg}", value_name()),
+                    )
+                    .primary(n.span, "in this scatter"),
+                })?;
+                vec![r]
+            }
         };
         for (v, val) in n.results.iter().zip(out) {
             vals[v.index()] = Some(val);

@@ -161,6 +161,15 @@ pub fn call(f: Func, args: &[Scalar], a0: DType, d: DType) -> Scalar {
         },
         Func::Max => extremum(x, args[1], a0, true),
         Func::Min => extremum(x, args[1], a0, false),
+        Func::Popcount => {
+            let bits = a0.bits();
+            let mask = if bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            Scalar::I(i64::from((x.as_i64() as u64 & mask).count_ones()))
+        }
         Func::Select => {
             if x.as_bool() {
                 args[1]

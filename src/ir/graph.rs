@@ -75,6 +75,59 @@ pub enum NodeKind {
         loss: ValueId,
         wrt: Vec<ValueId>,
     },
+    /// `%y = scatter %base, %idx, %upd axis A reduce R`: `base` with each `upd` element
+    /// combined into the position its `idx` element names along `axis` (docs/teg.md §9.1).
+    Scatter(Scatter),
+}
+
+/// `scatter %base, %idx, %upd axis A reduce R` (ONNX ScatterElements): `idx` and `upd` have
+/// one shape, of `base`'s rank and sizes but along `axis`; for every coordinate `c` of `upd`,
+/// in row-major order, `y[c with axis := idx[c]] = R(y[...], upd[c])`, starting from `base`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scatter {
+    pub base: ValueId,
+    pub idx: ValueId,
+    pub upd: ValueId,
+    pub axis: usize,
+    pub reduce: ScatterReduce,
+}
+
+/// How a scattered element combines with the one already there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScatterReduce {
+    /// Replaces it (duplicates: the last in index order wins).
+    None,
+    Add,
+    Max,
+    Min,
+}
+
+impl ScatterReduce {
+    pub const ALL: [ScatterReduce; 4] = [
+        ScatterReduce::None,
+        ScatterReduce::Add,
+        ScatterReduce::Max,
+        ScatterReduce::Min,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterReduce::None => "none",
+            ScatterReduce::Add => "add",
+            ScatterReduce::Max => "max",
+            ScatterReduce::Min => "min",
+        }
+    }
+}
+
+impl Scatter {
+    /// The operands, in order: base, indices, updates.
+    pub fn operands(&self) -> [ValueId; 3] {
+        [self.base, self.idx, self.upd]
+    }
+    /// The operands, to rewrite in place.
+    pub fn operands_mut(&mut self) -> [&mut ValueId; 3] {
+        [&mut self.base, &mut self.idx, &mut self.upd]
+    }
 }
 
 /// `apply @op<params>(args) @[lo:hi, ...] on N`
@@ -287,6 +340,7 @@ impl NodeKind {
             NodeKind::Grad { loss, wrt } => {
                 std::iter::once(*loss).chain(wrt.iter().copied()).collect()
             }
+            NodeKind::Scatter(s) => s.operands().to_vec(),
             NodeKind::Source { .. } | NodeKind::Generator(_) | NodeKind::Sequence { .. } => vec![],
         }
     }

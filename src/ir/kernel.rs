@@ -321,6 +321,8 @@ pub enum Func {
     Max,
     Min,
     Select,
+    /// The number of set bits of an integer's two's complement at its dtype's width.
+    Popcount,
     Cast(DType),
 }
 
@@ -344,6 +346,7 @@ impl Func {
             "max" => Func::Max,
             "min" => Func::Min,
             "select" => Func::Select,
+            "popcount" => Func::Popcount,
             other => Func::Cast(DType::from_name(other)?),
         })
     }
@@ -366,6 +369,7 @@ impl Func {
             Func::Max => "max",
             Func::Min => "min",
             Func::Select => "select",
+            Func::Popcount => "popcount",
             Func::Cast(d) => d.name(),
         }
     }

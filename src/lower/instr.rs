@@ -75,11 +75,15 @@ pub(super) fn lower_instr(
     if is(GENERATORS) {
         return l.generator_node(name, args, ty);
     }
+    if name == "scatter" {
+        l.arity(args, 3, 3)?;
+        return super::scatter::lower_scatter(l.diags, args, attrs, span).map(NodeKind::Scatter);
+    }
     if !is(SELECTORS) {
         let known = SELECTORS
             .split(' ')
             .chain(GENERATORS.split(' '))
-            .chain(["apply", "source"]);
+            .chain(["apply", "source", "scatter"]);
         let mut d = Diagnostic::error(
             codes::UNKNOWN_INSTR,
             format!("unknown instruction `{name}`"),
@@ -91,7 +95,7 @@ pub(super) fn lower_instr(
             d = d.note(format!("help: did you mean `{best}`?"));
         }
         l.diags.push(d.note(format!(
-            "selectors: {SELECTORS}; generators: {GENERATORS}; ops are called with `apply @op(...)`"
+            "selectors: {SELECTORS}; generators: {GENERATORS}; `scatter`; ops are called with `apply @op(...)`"
         )));
         return None;
     }

@@ -6,7 +6,7 @@
 //! It is not part of the front end: it depends on the syntax tree, the IR and diagnostics,
 //! and nothing depends on it but `compile_source`. Files, each using only those below it:
 //! `graph` (graphs), `op` (ops, kernels, extern signatures) and `gather` (gathered indices)
-//! extend the shared context in `cx`; `instr` lowers selectors and generators; `literal` parses checked numbers, attribute
+//! extend the shared context in `cx`; `instr` lowers selectors and generators (and `scatter` its scatters); `literal` parses checked numbers, attribute
 //! values and list elements.
 
 mod cx;
@@ -15,6 +15,7 @@ mod graph;
 mod instr;
 mod literal;
 mod op;
+mod scatter;
 mod state;
 
 use crate::diag::{Diagnostics, Span};

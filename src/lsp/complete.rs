@@ -67,6 +67,7 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("prod", "prod[k](e): reduction over k"),
     ("argmax", "argmax[k](e): i64 index of the first greatest e"),
     ("argmin", "argmin[k](e): i64 index of the first least e"),
+    ("popcount", "popcount(x): integer, the number of set bits"),
 ];
 
 /// Right-hand sides of graph statements, with their forms.
@@ -84,6 +85,10 @@ const INSTRUCTIONS: &[(&str, &str)] = &[
     ("interleave", "interleave %a, %b axis N"),
     ("repeat", "repeat %v times N axis N"),
     ("pad", "pad %v [lo:hi, ...] reflect | constant C"),
+    (
+        "scatter",
+        "scatter %base, %idx, %upd axis N reduce add|max|min|none",
+    ),
     ("zeros", "zeros : dtype[dims]"),
     ("ones", "ones : dtype[dims]"),
     ("full", "full C : dtype[dims]"),

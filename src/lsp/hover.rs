@@ -1,5 +1,6 @@
 //! Hover: a value's type and defining statement, an op's ports and parameters, an apply's
-//! derived signature (as `tapc opt --emit signature` prints it) and a shard's footprint windows.
+//! derived signature (as `tapc opt --emit signature` prints it) and a shard's footprint windows;
+//! a scatter's signature likewise.
 
 use super::analysis::Document;
 use super::names::Sym;
@@ -48,8 +49,25 @@ pub fn hover(doc: &Document, offset: usize) -> Option<(String, std::ops::Range<u
         };
         return text.map(|t| (t, o.span.clone()));
     }
+    if let Some((g, i)) = scatter_node(doc, offset) {
+        let sig = crate::print::scatter_signature(g, &g.nodes[i])?;
+        return Some((
+            format!("derived signature\n{}", code(&sig)),
+            g.nodes[i].span.range(),
+        ));
+    }
     let (g, _, i) = apply_node(doc, offset)?;
     Some((apply_at(doc, offset)?, g.nodes[i].span.range()))
+}
+
+/// The graph and node index of the scatter whose statement holds `offset`.
+fn scatter_node(doc: &Document, offset: usize) -> Option<(&Graph, usize)> {
+    let (g, _) = graph_at(doc, offset)?;
+    let i = g
+        .nodes
+        .iter()
+        .position(|n| matches!(n.kind, NodeKind::Scatter(_)) && n.span.range().contains(&offset))?;
+    Some((g, i))
 }
 
 fn code(text: &str) -> String {
@@ -99,16 +117,21 @@ fn op(doc: &Document, name: &str) -> Option<String> {
     Some(format!("{}{note}", code(&header)))
 }
 
-/// The graph, facts and node index of the apply whose statement holds `offset`, when its
-/// graph compiled.
-fn apply_node(doc: &Document, offset: usize) -> Option<(&Graph, &GraphFacts, usize)> {
+/// The graph (and its facts) whose body holds `offset`, when it compiled.
+fn graph_at(doc: &Document, offset: usize) -> Option<(&Graph, &GraphFacts)> {
     let graph = doc
         .names
         .items
         .iter()
         .filter(|it| it.is_graph)
         .position(|it| it.span.contains(&offset))?;
-    let (g, facts) = doc.graph(graph)?;
+    doc.graph(graph)
+}
+
+/// The graph, facts and node index of the apply whose statement holds `offset`, when its
+/// graph compiled.
+fn apply_node(doc: &Document, offset: usize) -> Option<(&Graph, &GraphFacts, usize)> {
+    let (g, facts) = graph_at(doc, offset)?;
     let i = g
         .nodes
         .iter()

@@ -5,8 +5,8 @@
 mod signature;
 mod text;
 
-pub use signature::apply_signature;
+pub use signature::{apply_signature, scatter_signature};
 pub use text::{
     gather_text, graph_lines, iexpr_text, kexpr_text, node_text, op_lines, print_graph,
-    print_module, print_op, Line,
+    print_module, print_op, scatter_text, Line,
 };

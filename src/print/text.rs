@@ -296,6 +296,16 @@ fn ints<T: ToString>(v: &[T]) -> String {
     format!("[{}]", list(v, T::to_string))
 }
 
+/// `scatter %base, %idx, %upd axis A reduce R`, as printed (and named in its errors).
+pub fn scatter_text(g: &Graph, sc: &Scatter) -> String {
+    format!(
+        "scatter {} axis {} reduce {}",
+        list(&sc.operands(), |a| val(g, *a)),
+        sc.axis,
+        sc.reduce.name()
+    )
+}
+
 /// The text of one node, without indentation.
 pub fn node_text(g: &Graph, n: &Node) -> String {
     let results = list(&n.results, |v| val(g, *v));
@@ -321,6 +331,7 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         NodeKind::Grad { loss, wrt } => {
             format!("grad {} wrt {}", val(g, *loss), list(wrt, |v| val(g, *v)))
         }
+        NodeKind::Scatter(sc) => scatter_text(g, sc),
         NodeKind::Sequence { before, after } => {
             let r = |x: &SeqRef| match x {
                 SeqRef::Sink(s) => format!("@{s}"),

@@ -818,6 +818,11 @@ impl Lx<'_> {
                 ty
             }
             Func::Abs => cargs[0].1,
+            Func::Popcount => match cargs[0].1 {
+                Ty::WeakInt => Ty::WeakInt,
+                Ty::Known(d) if d.is_int() => Ty::Known(d),
+                _ => return bad(self, "needs an integer argument"),
+            },
             Func::Pow => match self.unify(cargs[0].1, cargs[1].1, span)? {
                 Ty::Known(d) if !d.is_float() => {
                     return bad(self, "needs float arguments (cast ints with `f32(...)`)")

@@ -6,6 +6,7 @@ mod bind;
 mod instance;
 mod kernel;
 mod probe;
+mod scatter;
 mod signature;
 mod size;
 mod stub;
@@ -125,6 +126,9 @@ fn verify_graph(cx: &GraphCx, g: &mut Graph, diags: &mut Diagnostics) -> GraphFa
             NodeKind::Apply(_) => apply_types(cx, g, n, &args, &mut facts),
             NodeKind::Sink { .. } | NodeKind::Sequence { .. } | NodeKind::Pin { .. } => Ok(vec![]),
             NodeKind::Grad { .. } => grad_types(g, n, &args, span),
+            NodeKind::Scatter(s) => scatter::scatter_type(s, &args, span)
+                .map(|t| vec![t])
+                .map_err(|d| vec![d]),
         };
         match tys {
             Err(ds) => {

@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 37;
+pub const CASES: usize = 40;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -124,6 +124,37 @@ pub fn cases() -> Vec<Case> {
              %y = apply @rows(%a, %ids, %b)\n  %l = apply @sum2(%y)\n  %db = grad %l wrt %b\n  sink @l %l\n  sink @db %db\n}}\n"
         ),
         wrt: &["b"],
+    });
+    c.push(Case {
+        construct: "gathered table (an embedding: duplicate and negative ids; a scatter-add)",
+        src: "op @ids(x: i64[B, S]) -> (y: i64[B, S]) {\n  y[b, s] = x[b, s] * 2 - 3\n}\n\
+             op @emb(e: f64[V, H], ids: i64[B, S], w: f64[H]) -> (y: f64[B, S, H]) {\n  y[b, s, h] = e[ids[b, s], h] * w[h] + e[ids[b, s] - 1, h] * e[ids[b, s] - 1, h]\n}\n\
+             op @flat(x: f64[B, S, H]) -> (l: f64[]) {\n  l[] = sum[b, s, h](x[b, s, h] * x[b, s, h])\n}\n\
+             graph @g {\n  %a = source @a : f64[5, 3]\n  %b = source @b : f64[3]\n  %i0 = iota axis 1 : i64[2, 3]\n\
+             %ids = apply @ids(%i0)\n  %y = apply @emb(%a, %ids, %b)\n  %l = apply @flat(%y)\n  %da, %db = grad %l wrt %a, %b\n\
+             sink @l %l\n  sink @da %da\n  sink @db %db\n}\n"
+            .to_string(),
+        wrt: &["a", "b"],
+    });
+    c.push(Case {
+        construct: "gathered table along its last axis, inside a sum (GatherElements; a scatter-add)",
+        src: format!(
+            "op @idx(x: i64[M, K]) -> (y: i64[M, K]) {{\n  y[i, k] = (x[i, k] * 3 + i) % 5 - 1\n}}\n\
+             op @pick(x: f64[M, N], idx: i64[M, K]) -> (y: f64[M]) {{\n  y[i] = sum[k](sin(x[i, idx[i, k] + 1]) * x[i, idx[i, k]])\n}}\n{SUM1}\
+             graph @g {{\n  %a = source @a : f64[3, 5]\n  %k0 = iota axis 1 : i64[3, 7]\n  %idx = apply @idx(%k0)\n\
+             %y = apply @pick(%a, %idx)\n  %l = apply @sum1(%y)\n  %da = grad %l wrt %a\n  sink @l %l\n  sink @da %da\n}}\n"
+        ),
+        wrt: &["a"],
+    });
+    c.push(Case {
+        construct: "scatter add (the base's adjoint passed on, the updates' gathered back; duplicates)",
+        src: format!(
+            "op @rows(x: i64[N, H]) -> (y: i64[N, H]) {{\n  y[n, h] = x[n, h] * 3 % 7 - 3\n}}\n{SUM2}\
+             graph @g {{\n  %a = source @a : f64[4, 3]\n  %b = source @b : f64[6, 3]\n  %r = iota axis 0 : i64[6, 3]\n\
+             %idx = apply @rows(%r)\n  %y = scatter %a, %idx, %b axis 0 reduce add\n  %l = apply @sum2(%y)\n\
+             %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+        ),
+        wrt: &["a", "b"],
     });
     c.push(Case {
         construct: "contraction (matmul)",

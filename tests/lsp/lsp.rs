@@ -564,3 +564,24 @@ fn a_grad_statement_has_hovers_semantic_tokens_and_no_diagnostics() {
     assert!(t["data"].as_array().is_some_and(|d| !d.is_empty()), "{t}");
     assert_eq!(c.shutdown(), Some(0));
 }
+
+#[test]
+fn hover_on_a_scatter_shows_its_signature() {
+    let src = "graph @g {\n  %b = zeros : f32[4, 3]\n  %i = zeros : i64[6, 3]\n  %u = ones : f32[6, 3]\n  %y = scatter %b, %i, %u axis 0 reduce add\n  sink @y %y\n}\n";
+    let mut c = started();
+    c.open(URI, src);
+    assert!(c.diagnostics(URI, 1).is_empty(), "{src}");
+    let h = c.request("textDocument/hover", at(src, "scatter", 0));
+    let text = h["contents"]["value"].as_str().unwrap();
+    // The updates' index space; the scattered axis of the base and result is read whole.
+    let sig = "index [i0: 6, i1: 3]\n    base: [0, i1] + [4, 1]\n    idx: [i0, i1] + [1, 1]\n    upd: [i0, i1] + [1, 1]\n    y: [0, i1] + [4, 1]";
+    assert!(text.contains("derived signature"), "{text}");
+    assert!(text.contains(sig), "{text}");
+    let h = c.request("textDocument/hover", at(src, "%y =", 0));
+    let text = h["contents"]["value"].as_str().unwrap();
+    assert!(
+        text.contains("%y = scatter %b, %i, %u axis 0 reduce add : f32[4, 3]"),
+        "{text}"
+    );
+    assert_eq!(c.shutdown(), Some(0));
+}

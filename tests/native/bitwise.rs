@@ -139,3 +139,74 @@ graph @g {
     }
     assert_eq!(checked, 3);
 }
+
+/// `popcount` at the edge values of every integer width: 0, the least and greatest value, all
+/// ones (-1, or the unsigned MAX) and 5, in one kernel per dtype. The count is of the two's
+/// complement bits (numpy: `np.bitwise_count(x.view(np.uintN))`; numpy's own `bitwise_count`
+/// of a signed value counts its absolute value instead). A weak argument is i64.
+#[test]
+fn popcount_counts_the_bits_at_every_width() {
+    let cases: [(&str, Data, Data); 8] = [
+        (
+            "i8",
+            Data::I8(vec![0, i8::MIN, i8::MAX, -1, 5]),
+            Data::I8(vec![0, 1, 7, 8, 2]),
+        ),
+        (
+            "u8",
+            Data::U8(vec![0, 0, u8::MAX, u8::MAX, 5]),
+            Data::U8(vec![0, 0, 8, 8, 2]),
+        ),
+        (
+            "i16",
+            Data::I16(vec![0, i16::MIN, i16::MAX, -1, 5]),
+            Data::I16(vec![0, 1, 15, 16, 2]),
+        ),
+        (
+            "u16",
+            Data::U16(vec![0, 0, u16::MAX, u16::MAX, 5]),
+            Data::U16(vec![0, 0, 16, 16, 2]),
+        ),
+        (
+            "i32",
+            Data::I32(vec![0, i32::MIN, i32::MAX, -1, 5]),
+            Data::I32(vec![0, 1, 31, 32, 2]),
+        ),
+        (
+            "u32",
+            Data::U32(vec![0, 0, u32::MAX, u32::MAX, 5]),
+            Data::U32(vec![0, 0, 32, 32, 2]),
+        ),
+        (
+            "i64",
+            Data::I64(vec![0, i64::MIN, i64::MAX, -1, 5]),
+            Data::I64(vec![0, 1, 63, 64, 2]),
+        ),
+        (
+            "u64",
+            Data::U64(vec![0, 0, u64::MAX, u64::MAX, 5]),
+            Data::U64(vec![0, 0, 64, 64, 2]),
+        ),
+    ];
+    let mut checked = 0;
+    for (d, x, want) in cases {
+        let src = format!(
+            "op @pc(x: {d}[N]) -> (y: {d}[N], w: i64[N]) {{
+  y[i] = popcount(x[i])
+  w[i] = popcount(i) + popcount(-1)
+}}
+graph @g {{
+  %x = source @x : {d}[5]
+  %y, %w = apply @pc(%x)
+  sink @y %y
+  sink @w %w
+}}"
+        );
+        let ins = HashMap::from([("x".into(), tensor(x))]);
+        // popcount(i) for i = 0..5, plus 64 (the bits of an i64 -1).
+        let weak = Data::I64(vec![64, 65, 65, 66, 65]);
+        both_give(&src, &ins, &[want, weak]);
+        checked += 1;
+    }
+    assert_eq!(checked, 8);
+}

@@ -12,17 +12,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use tapc_runtime::{npy, Tensor};
 
-const SHARDED: &str = "canonicalize,shard{parts=2,dim=auto},fuse,canonicalize";
+pub(crate) const SHARDED: &str = "canonicalize,shard{parts=2,dim=auto},fuse,canonicalize";
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gather")
 }
 
-fn read(p: &Path) -> Tensor {
+pub(crate) fn read(p: &Path) -> Tensor {
     npy::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-fn ty(t: &Tensor) -> String {
+pub(crate) fn ty(t: &Tensor) -> String {
     let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
     format!("{}[{}]", t.data.dtype().name(), dims.join(", "))
 }
@@ -57,7 +57,7 @@ fn program(kind: &str, table: &Tensor, idx: &Tensor, out: &str) -> String {
 }
 
 /// The ways a case runs: name and the command line after the file (or program).
-fn run_all(
+pub(crate) fn run_all(
     dir: &Path,
     file: &Path,
     inputs: &Path,
@@ -153,9 +153,19 @@ fn check_case(case: &Path) -> Result<(usize, usize), String> {
     if sharded && !shards_in_two(&file)? {
         return Err(format!("{name}: the shard pass made no second shard"));
     }
+    compare_runs(name, &dir, &run_all(&dir, &file, case, sharded), &want)
+}
+
+/// Each run's `y.npy` (in `dir/HOW/`) against numpy's `want`; the elements compared and how
+/// many ways ran.
+pub(crate) fn compare_runs(
+    name: &str,
+    dir: &Path,
+    runs: &[(String, Result<(), String>)],
+    want: &Tensor,
+) -> Result<(usize, usize), String> {
     let mut n = 0;
-    let runs = run_all(&dir, &file, case, sharded);
-    for (how, r) in &runs {
+    for (how, r) in runs {
         r.clone().map_err(|e| format!("{name} {how}: {e}"))?;
         let got = read(&dir.join(how).join("y.npy"));
         if got.shape != want.shape || got.data != want.data {
@@ -169,18 +179,28 @@ fn check_case(case: &Path) -> Result<(usize, usize), String> {
     Ok((n, runs.len()))
 }
 
-#[test]
-fn gathers_match_numpy_in_interpreter_jit_exe_on_1_and_2_threads_and_sharded() {
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(fixtures())
+/// Runs `check` on every case folder of `root` (there must be `count`); returns the elements
+/// compared and the runs, failing with every case that failed.
+pub(crate) fn check_all(
+    root: &Path,
+    count: usize,
+    check: impl Fn(&Path) -> Result<(usize, usize), String>,
+) -> (usize, usize) {
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(root)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
         .collect();
     cases.sort();
-    assert_eq!(cases.len(), 13, "the fixtures of gen.py");
+    assert_eq!(
+        cases.len(),
+        count,
+        "the fixtures of gen.py in {}",
+        root.display()
+    );
     let (mut compared, mut ways, mut bad) = (0, 0, Vec::new());
     for case in &cases {
-        match check_case(case) {
+        match check(case) {
             Ok((n, w)) => {
                 compared += n;
                 ways += w;
@@ -195,16 +215,19 @@ fn gathers_match_numpy_in_interpreter_jit_exe_on_1_and_2_threads_and_sharded() {
         cases.len(),
         bad.join("\n")
     );
+    (compared, ways)
+}
+
+#[test]
+fn gathers_match_numpy_in_interpreter_jit_exe_on_1_and_2_threads_and_sharded() {
+    let (compared, ways) = check_all(&fixtures(), 13, check_case);
     // Every case runs 4 ways, and 5 when it can be sharded (all but the two 1×1 cases).
     assert_eq!(ways, 13 * 4 + 11);
-    eprintln!(
-        "compared {compared} elements ({} cases, {ways} runs)",
-        cases.len()
-    );
+    eprintln!("compared {compared} elements (13 cases, {ways} runs)");
 }
 
 /// Runs `cmd`, which must fail with exit 1 and a message containing every one of `want`.
-fn fails(cmd: &mut Command, want: &[&str], how: &str) -> Result<(), String> {
+pub(crate) fn fails(cmd: &mut Command, want: &[&str], how: &str) -> Result<(), String> {
     let o = cmd.output().map_err(|e| e.to_string())?;
     let err = String::from_utf8_lossy(&o.stderr);
     if o.status.code() != Some(1) {
@@ -236,7 +259,6 @@ fn out_of_range_indices_fail_cleanly_in_every_engine() {
         npy::write(&inputs.join("E.npy"), &table).unwrap();
         let file = dir.join("g.teg");
         std::fs::write(&file, program("embed", &table, &ids, "f32[3, 2, 13]")).unwrap();
-        let (f, i) = (file.to_str().unwrap(), inputs.to_str().unwrap());
         let want = [
             "gathered index out of range in `E[ids[b, s], h]`",
             "index 0 of input `E` (`ids[b, s]`)",
@@ -244,50 +266,50 @@ fn out_of_range_indices_fail_cleanly_in_every_engine() {
             "size 7 (valid: -7 to 6)",
             "@g",
         ];
-        let exe = dir.join("prog");
-        tapc(&[f, "-o", exe.to_str().unwrap()]).unwrap();
-        let sharded = dir.join("prog_sharded");
-        tapc(&[f, "-o", sharded.to_str().unwrap(), "--passes", SHARDED]).unwrap();
-        let tapc_bin = || Command::new(env!("CARGO_BIN_EXE_tapc"));
-        let runs: Vec<(&str, Command)> = vec![
-            ("interp", {
-                let mut c = tapc_bin();
-                c.args(["run", "--interp", f, "--input-dir", i]);
-                c
-            }),
-            ("jit", {
-                let mut c = tapc_bin();
-                c.args(["run", f, "--input-dir", i]);
-                c
-            }),
-            ("exe1", {
-                let mut c = Command::new(&exe);
-                c.args(["--threads", "1", "--input-dir", i]);
-                c
-            }),
-            ("exe2", {
-                let mut c = Command::new(&exe);
-                c.args(["--threads", "2", "--input-dir", i]);
-                c
-            }),
-            ("sharded", {
-                let mut c = Command::new(&sharded);
-                c.args(["--input-dir", i]);
-                c
-            }),
-        ];
-        for (how, mut cmd) in runs {
-            let out = dir.join(format!("out-{how}{bad}"));
-            cmd.arg("--out-dir").arg(&out);
-            fails(&mut cmd, &want, how).unwrap();
-            assert!(
-                !out.join("y.npy").exists(),
-                "{how}: a failed run wrote an output"
-            );
-            checked += 1;
-        }
+        checked += fails_everywhere(&dir, &file, &inputs, &want, &bad.to_string());
     }
     assert_eq!(checked, 10);
+}
+
+/// Compiles `file` (plain and sharded) and runs it on `inputs` in the interpreter, the JIT, the
+/// program on 1 and 2 threads and the sharded program: each must fail with exit 1, a message
+/// with every one of `want`, and no `y.npy` (outputs go to `dir/out-HOW{tag}`); returns how
+/// many ways ran.
+pub(crate) fn fails_everywhere(
+    dir: &Path,
+    file: &Path,
+    inputs: &Path,
+    want: &[&str],
+    tag: &str,
+) -> usize {
+    let (f, i) = (file.to_str().unwrap(), inputs.to_str().unwrap());
+    let exe = dir.join("prog");
+    tapc(&[f, "-o", exe.to_str().unwrap()]).unwrap();
+    let sharded = dir.join("prog_sharded");
+    tapc(&[f, "-o", sharded.to_str().unwrap(), "--passes", SHARDED]).unwrap();
+    let tapc_bin = || Command::new(env!("CARGO_BIN_EXE_tapc"));
+    let mut runs: Vec<(&str, Command)> = vec![("interp", tapc_bin()), ("jit", tapc_bin())];
+    runs[0].1.args(["run", "--interp", f, "--input-dir", i]);
+    runs[1].1.args(["run", f, "--input-dir", i]);
+    for (how, threads) in [("exe1", "1"), ("exe2", "2")] {
+        let mut c = Command::new(&exe);
+        c.args(["--threads", threads, "--input-dir", i]);
+        runs.push((how, c));
+    }
+    let mut c = Command::new(&sharded);
+    c.args(["--input-dir", i]);
+    runs.push(("sharded", c));
+    let n = runs.len();
+    for (how, mut cmd) in runs {
+        let out = dir.join(format!("out-{how}{tag}"));
+        cmd.arg("--out-dir").arg(&out);
+        fails(&mut cmd, want, how).unwrap();
+        assert!(
+            !out.join("y.npy").exists(),
+            "{how}: a failed run wrote an output"
+        );
+    }
+    n
 }
 
 /// Gathers inside reductions (vectorised along the reduction, whose tail lanes are masked) and

@@ -23,6 +23,7 @@ mod native;
 mod native_cli;
 mod oracle;
 mod oracle_sizes;
+mod scatter;
 mod steps;
 mod transformer;
 mod unit;

@@ -11,6 +11,7 @@ mod cost_model;
 mod fuse;
 mod gather;
 mod grad;
+mod scatter;
 mod shard;
 mod state;
 mod unit;

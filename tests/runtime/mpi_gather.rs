@@ -7,7 +7,8 @@
 use crate::common;
 
 use common::mpi::{compile_with, mpi_tapc, mpirun, Btl};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 const SRC: &str = "op @embed(E: f32[V, H], ids: i32[B, S]) -> (y: f32[B, S, H]) {
   y[b, s, h] = E[ids[b, s], h]
@@ -20,31 +21,47 @@ graph @g {
 }
 ";
 
-#[test]
-fn a_row_sharded_gather_on_two_ranks_matches_numpy_and_fails_cleanly() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gather/embed_7x13_i32");
-    let dir = common::scratch("mpi-gather");
-    let file = dir.join("embed.teg");
-    std::fs::write(&file, SRC).unwrap();
-    let prog = dir.join("embed");
-    let passes = "canonicalize,shard{parts=2,dim=b},canonicalize";
+/// `prog` on 2 ranks with inputs from `inputs`, outputs to `out`.
+fn run2(prog: &Path, inputs: &Path, out: &Path) -> Output {
+    let args = [
+        "--input-dir".to_string(),
+        inputs.display().to_string(),
+        "--out-dir".into(),
+        out.display().to_string(),
+    ];
+    mpirun(2, Btl::SharedMemory, prog, &args)
+}
+
+/// Compiles `src` with `passes` for MPI into a scratch folder `name`, runs it on 2 ranks on the
+/// inputs of `fixture` and checks its `y` (of `len` elements) against numpy's; returns the
+/// folder and the program.
+fn two_ranks_match_numpy(
+    name: &str,
+    src: &str,
+    passes: &str,
+    fixture: &Path,
+    len: usize,
+) -> (PathBuf, PathBuf) {
+    let dir = common::scratch(name);
+    let file = dir.join(format!("{name}.teg"));
+    std::fs::write(&file, src).unwrap();
+    let prog = dir.join(name);
     compile_with(mpi_tapc(), &file, passes, &prog, true);
-    let run = |inputs: &Path, out: &Path| {
-        let args = [
-            "--input-dir".to_string(),
-            inputs.display().to_string(),
-            "--out-dir".into(),
-            out.display().to_string(),
-        ];
-        mpirun(2, Btl::SharedMemory, &prog, &args)
-    };
     let out = dir.join("out");
-    let o = run(&fixture, &out);
+    let o = run2(&prog, fixture, &out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let got = tapc_runtime::npy::read(&out.join("y.npy")).unwrap();
     let want = tapc_runtime::npy::read(&fixture.join("expected_y.npy")).unwrap();
     assert_eq!(got, want);
-    assert_eq!(got.len(), 3 * 2 * 13);
+    assert_eq!(got.len(), len);
+    (dir, prog)
+}
+
+#[test]
+fn a_row_sharded_gather_on_two_ranks_matches_numpy_and_fails_cleanly() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gather/embed_7x13_i32");
+    let passes = "canonicalize,shard{parts=2,dim=b},canonicalize";
+    let (dir, prog) = two_ranks_match_numpy("mpi-gather", SRC, passes, &fixture, 3 * 2 * 13);
 
     // Rank 1's rows hold -8: below -7, out of range.
     let bad = dir.join("bad");
@@ -56,13 +73,58 @@ fn a_row_sharded_gather_on_two_ranks_matches_numpy_and_fails_cleanly() {
     };
     tapc_runtime::npy::write(&bad.join("ids.npy"), &ids).unwrap();
     let out = dir.join("out-bad");
-    let o = run(&bad, &out);
+    let o = run2(&prog, &bad, &out);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "a bad index must fail the job");
     for want in [
         "rank 1: error: task `apply @embed",
         "gathered index out of range in `E[ids[b, s], h]`",
         "input `E` (`ids[b, s]`) is -8",
+    ] {
+        assert!(err.contains(want), "lacks `{want}`: {err}");
+    }
+    assert!(!out.join("y.npy").exists(), "a failed job wrote an output");
+}
+
+/// A scatter under `mpirun`: the embedding adjoint of the committed fixture
+/// `tests/data/scatter/add_11x5_a0_i64` (numpy's `np.add.at`, duplicates and negative indices),
+/// its updates computed by an apply sharded by rows over 2 ranks, gives numpy's result bit for
+/// bit; an out-of-range index fails the job naming the task, the index tensor, the coordinate
+/// and the value, and writes nothing.
+#[test]
+fn a_scatter_after_a_row_sharded_producer_on_two_ranks_matches_numpy_and_fails_cleanly() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scatter/add_11x5_a0_i64");
+    let src = "op @copy(x: f32[N, H]) -> (y: f32[N, H]) {\n  y[n, h] = x[n, h]\n}\n\
+               graph @g {\n  %base = source @base : f32[11, 5]\n  %idx = source @idx : i64[17, 5]\n  \
+               %upd0 = source @upd : f32[17, 5]\n  %upd = apply @copy(%upd0)\n  \
+               %y = scatter %base, %idx, %upd axis 0 reduce add\n  sink @y %y\n}\n";
+    let passes = "canonicalize,shard{parts=2,dim=n},canonicalize";
+    let (dir, prog) = two_ranks_match_numpy("mpi-scatter", src, passes, &fixture, 11 * 5);
+
+    let bad = dir.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    for n in ["base", "upd"] {
+        std::fs::copy(
+            fixture.join(format!("{n}.npy")),
+            bad.join(format!("{n}.npy")),
+        )
+        .unwrap();
+    }
+    let mut v: Vec<i64> = (0..85).map(|k| k % 11 - 5).collect();
+    v[16 * 5 + 4] = 11;
+    let idx = tapc_runtime::Tensor {
+        shape: vec![17, 5],
+        data: tapc_runtime::Data::I64(v),
+    };
+    tapc_runtime::npy::write(&bad.join("idx.npy"), &idx).unwrap();
+    let out = dir.join("out-bad");
+    let o = run2(&prog, &bad, &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a bad index must fail the job");
+    for want in [
+        "error: task `scatter %base, %idx, %upd axis 0 reduce add -> %y`",
+        "scattered index out of range",
+        "`%idx[16, 4]` is 11",
     ] {
         assert!(err.contains(want), "lacks `{want}`: {err}");
     }

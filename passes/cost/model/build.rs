@@ -28,7 +28,11 @@ impl Problem {
         for (ni, node) in g.nodes.iter().enumerate() {
             match &node.kind {
                 NodeKind::Source { name, ty, .. } => w.source(node, name, ty),
-                NodeKind::Generator(_) => w.define(node, vec![Root::Free], true),
+                // A scatter's result is a buffer of its own; its work (a copy of the base and
+                // one step per update) is not modelled (docs/passes/cost.md).
+                NodeKind::Generator(_) | NodeKind::Scatter(_) => {
+                    w.define(node, vec![Root::Free], true)
+                }
                 NodeKind::View(v) => w.view(node, v),
                 NodeKind::Sink { value, .. } => w.sink(*value),
                 NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}

@@ -1,0 +1,120 @@
+//! Scatters through the passes: every pipeline's output re-parses to the same module,
+//! verifies, and computes what the input computed (bit for bit: the values are small integers,
+//! so every sum is exact); a scatter is kept whole, CSE merges two identical scatters and DCE
+//! removes an unused one, and the alias analysis sees its result as a buffer of its own.
+
+use crate::common;
+use common::before_after;
+use std::collections::HashMap;
+use tapc_runtime::{Data, Tensor};
+
+const SRC: &str = "
+op @scale(x: f32[N, H]) -> (y: f32[N, H]) {
+  y[n, h] = x[n, h] * 2.0
+}
+
+op @embed(E: f32[V, H], ids: i64[N]) -> (y: f32[N, H]) {
+  y[n, h] = E[ids[n], h]
+}
+
+graph @main {
+  %E = source @E : f32[7, 6]
+  %ids = source @ids : i64[10]
+  %dy = source @dy : f32[10, 6]
+  %s = apply @scale(%dy)
+  %c = unsqueeze %ids [1]
+  %idx = broadcast %c [10, 6]
+  %y = scatter %E, %idx, %s axis 0 reduce add
+  %y2 = scatter %E, %idx, %s axis 0 reduce add
+  %unused = scatter %E, %idx, %s axis 0 reduce max
+  %m = scatter %E, %idx, %dy axis 0 reduce none
+  %t = apply @embed(%y, %ids)
+  sink @y %y
+  sink @y2 %y2
+  sink @m %m
+  sink @t %t
+}
+";
+
+fn inputs() -> HashMap<String, Tensor> {
+    let t = |shape: Vec<usize>, data| Tensor { shape, data };
+    let e: Vec<f32> = (0..42).map(|v| (v % 11) as f32 - 5.0).collect();
+    let ids: Vec<i64> = vec![0, 6, -1, 3, -7, 2, 5, 5, 1, -3];
+    let dy: Vec<f32> = (0..60).map(|v| (v * 7 % 13) as f32 - 6.0).collect();
+    HashMap::from([
+        ("E".into(), t(vec![7, 6], Data::F32(e))),
+        ("ids".into(), t(vec![10], Data::I64(ids))),
+        ("dy".into(), t(vec![10, 6], Data::F32(dy))),
+    ])
+}
+
+#[test]
+fn pipelines_keep_scatters_and_their_values() {
+    let pipelines = [
+        "canonicalize",
+        "alias",
+        "canonicalize,fuse,canonicalize",
+        "canonicalize,shard{parts=2,dim=n},fuse,canonicalize",
+        "canonicalize,shard{parts=3,dim=h},canonicalize",
+        // dim=auto splits the scatters too, along their second dimension.
+        "canonicalize,shard{parts=2},fuse,canonicalize",
+        "canonicalize,shard{parts=3,dim=1},canonicalize",
+        "canonicalize,cost{nodes=2,objective=memory},fuse,canonicalize",
+    ];
+    let mut checked = 0;
+    for p in pipelines {
+        let (before, after, printed) = before_after(SRC, p, &inputs());
+        assert_eq!(before, after, "{p}:\n{printed}");
+        assert!(
+            printed.contains("reduce none"),
+            "{p}: the scatters are kept:\n{printed}"
+        );
+        let split = p.contains("shard{parts=2}") || p.contains("dim=1");
+        let whole = printed.contains("reduce add : f32[7, 6]");
+        assert_eq!(
+            whole, !split,
+            "{p}: split along dimension 1 or whole:\n{printed}"
+        );
+        if p.starts_with("canonicalize") {
+            // CSE: %y2 is %y (one scatter, or one per part); DCE: %unused is gone.
+            let parts = if p.contains("parts=3,dim=1") {
+                3
+            } else if split {
+                2
+            } else {
+                1
+            };
+            assert_eq!(
+                printed.matches("reduce add").count(),
+                parts,
+                "{p}:\n{printed}"
+            );
+            assert!(!printed.contains("reduce max"), "{p}:\n{printed}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, pipelines.len());
+}
+
+#[test]
+fn the_alias_analysis_sees_a_scatter_as_a_buffer_of_its_own() {
+    let (m, _) = common::compile_ok("scatter", SRC);
+    let g = &m.graphs[0];
+    let info = tapc::passes::alias::analysis::analyze(g).expect("a verified graph");
+    let id = |n: &str| g.find_value(n).unwrap();
+    assert!(info.is_root(id("y")) && info.is_root(id("m")));
+    assert!(
+        !info.aliases(id("y"), id("E")).unwrap(),
+        "the result is not the base"
+    );
+    assert!(
+        !info.aliases(id("y"), id("y2")).unwrap(),
+        "two scatters, two buffers"
+    );
+    assert!(
+        info.aliases(id("idx"), id("ids")).unwrap(),
+        "a broadcast is a view"
+    );
+    let report = info.report().unwrap();
+    assert!(report.contains("%y: root (scatter) f32[7, 6]"), "{report}");
+}
