@@ -12,6 +12,7 @@ pub mod codegen;
 pub mod diag;
 pub mod driver;
 pub mod format;
+pub mod import;
 pub mod interp;
 pub mod ir;
 pub mod lower;
