@@ -232,7 +232,7 @@ fn layernorm(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let tn = t.name();
     let eps = lit(f64::from(n.float("epsilon", 1e-5)), t);
     let text = format!(
-        "op @{{NAME}}(x: {tn}[M, N], g: {tn}[N], b: {tn}[N]) -> (y: {tn}[M, N]) {{\n  mu[i] = sum[j](x[i, j]) / {tn}(N)\n  d[i, j] = x[i, j] - mu[i]\n  var[i] = sum[j](d[i, j] * d[i, j]) / {tn}(N)\n  y[i, j] = d[i, j] / sqrt(var[i] + {eps}) * g[j] + b[j]\n}}"
+        "op @{{NAME}}(x: {tn}[M, N], g: {tn}[N], b: {tn}[N]) -> (y: {tn}[M, N]) {{\n  mu[i] = sum[j](x[i, j]) / {tn}(N)\n  var[i] = sum[j]((x[i, j] - mu[i]) * (x[i, j] - mu[i])) / {tn}(N)\n  y[i, j] = (x[i, j] - mu[i]) / sqrt(var[i] + {eps}) * g[j] + b[j]\n}}"
     );
     let op = cx.e.op("LayerNormalization", &text);
     let y = cx.e.apply(

@@ -117,7 +117,9 @@ fn slice_text(r: &Range1, dim: usize) -> String {
     if r.count == 0 {
         return "0:0".into();
     }
-    let stop = r.start + r.count as i64 * r.step;
+    // Just past the last element selected (the range may not leave the dimension).
+    let last = r.start + (r.count as i64 - 1) * r.step;
+    let stop = if r.step > 0 { last + 1 } else { last - 1 };
     match (r.step, stop < 0) {
         (1, _) if r.start == 0 && r.count == dim => ":".into(),
         (1, _) => format!("{}:{stop}", r.start),
