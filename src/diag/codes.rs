@@ -79,5 +79,5 @@ codes! {
     ONNX_SHAPE = "E0124": "an ONNX value whose shape cannot be inferred (a dynamic dimension without `--input-shape`)";
     ONNX_INPUT_SHAPE = "E0125": "a malformed `--input-shape NAME=d0,d1,...`, or one naming no model input";
     ONNX_INVALID = "E0126": "an invalid ONNX graph: an undefined value, a missing input or attribute, shapes that do not agree";
-    ONNX_INTERNAL = "E0127": "`tapc import` produced TEG that does not verify (an importer bug)";
+    ONNX_INTERNAL = "E0127": "an imported model whose TEG does not verify: a size TEG cannot hold (E0025), or an importer bug";
 }

@@ -56,7 +56,7 @@ pub fn import_onnx(path: &Path, opts: &ImportOptions) -> Result<Imported, Vec<Di
         let mut d = model::error(
             codes::ONNX_INTERNAL,
             path,
-            "the imported TEG does not verify (an importer bug; please report it with the model)",
+            "the imported TEG does not verify (a size TEG cannot hold, or an importer bug: please report it with the model)",
         );
         for e in diags.0.iter().filter(|e| e.is_error()).take(5) {
             let code = e.code.map(|c| c.to_string()).unwrap_or_default();

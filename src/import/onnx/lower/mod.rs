@@ -139,14 +139,15 @@ fn input_type(
                     codes::ONNX_INPUT_SHAPE,
                     &m.path,
                     format!(
-                        "`--input-shape {}={}` does not fit the input's declared dims {dims:?}",
+                        "`--input-shape {}={}` does not fit the input's declared dims [{}]",
                         inp.name,
-                        join(s)
+                        join(s),
+                        shown_dims(dims)
                     ),
                 ));
             }
         }
-        return Ok((dtype, s.clone()));
+        return checked(m, inp, dtype, s.clone());
     }
     let Some(dims) = &inp.dims else {
         return Err(error(
@@ -183,7 +184,39 @@ fn input_type(
             }
         }
     }
-    Ok((dtype, shape))
+    checked(m, inp, dtype, shape)
+}
+
+/// `shape` if its element count fits a `usize` (E0124 otherwise).
+fn checked(
+    m: &Model,
+    inp: &super::model::ValueInfo,
+    dtype: DType,
+    shape: Vec<usize>,
+) -> R<(DType, Vec<usize>)> {
+    match tapc_runtime::checked_numel(&shape) {
+        Some(_) => Ok((dtype, shape)),
+        None => Err(error(
+            codes::ONNX_SHAPE,
+            &m.path,
+            format!(
+                "graph input `{}` has dims {shape:?}, too many elements to address",
+                inp.name
+            ),
+        )),
+    }
+}
+
+fn shown_dims(dims: &[Dim]) -> String {
+    let d: Vec<String> = dims
+        .iter()
+        .map(|d| match d {
+            Dim::Known(v) => v.to_string(),
+            Dim::Param(p) => p.clone(),
+            Dim::Unknown => "?".into(),
+        })
+        .collect();
+    d.join(", ")
 }
 
 fn join(v: &[usize]) -> String {
