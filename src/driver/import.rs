@@ -1,7 +1,8 @@
 //! `tapc import MODEL.onnx -o MODEL.teg [--weights-dir DIR] [--input-shape NAME=d0,...]`: the
 //! ONNX importer ([`crate::import`]) run from the command line. The TEG file and one `.npy`
 //! per weight are written all or nothing (nothing at all when the import fails), the weights
-//! inside `--weights-dir` (default: the output's directory) under their sanitized names.
+//! inside `--weights-dir` (default: the output's directory, made when missing) under their
+//! sanitized names.
 
 use super::Cx;
 use crate::diag::{codes, Diagnostic};
@@ -57,6 +58,14 @@ impl Cx {
                 .join(" ")
         );
         teg.push_str(&imported.teg);
+        // The weights directory is made when missing (as `--out-dir` is), and removed again
+        // if the outputs cannot be written.
+        let made = !imported.weights.is_empty() && !dir.exists();
+        if made {
+            if let Err(e) = tapc_runtime::output::ensure_dir(&dir) {
+                return self.fail(&name, Diagnostic::error(codes::IO, e.to_string()));
+            }
+        }
         let mut o = Outputs::new();
         o.protect(model);
         let staged = o
@@ -79,7 +88,12 @@ impl Cx {
                 );
                 true
             }
-            Err(e) => self.fail(&name, Diagnostic::error(codes::IO, e.to_string())),
+            Err(e) => {
+                if made {
+                    let _ = std::fs::remove_dir(&dir);
+                }
+                self.fail(&name, Diagnostic::error(codes::IO, e.to_string()))
+            }
         }
     }
 }
