@@ -15,7 +15,7 @@ pub trait Elem: Copy {
     fn from_i64(v: i64) -> Self;
 }
 
-macro_rules! int_elem {
+macro_rules! prim_elem {
     ($($t:ty),*) => {$(
         impl Elem for $t {
             const BYTES: usize = std::mem::size_of::<$t>();
@@ -29,23 +29,7 @@ macro_rules! int_elem {
         }
     )*};
 }
-int_elem!(i8, u8, i16, u16, i32, u32, i64, u64);
-
-macro_rules! float_elem {
-    ($($t:ty),*) => {$(
-        impl Elem for $t {
-            const BYTES: usize = std::mem::size_of::<$t>();
-            fn from_le(b: &[u8]) -> Self {
-                <$t>::from_le_bytes(b.try_into().expect("chunk of the element size"))
-            }
-            fn to_f64(self) -> f64 { self as f64 }
-            fn to_i64(self) -> i64 { self as i64 }
-            fn from_f64(v: f64) -> Self { v as $t }
-            fn from_i64(v: i64) -> Self { v as $t }
-        }
-    )*};
-}
-float_elem!(f32, f64);
+prim_elem!(i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
 
 macro_rules! half_elem {
     ($($t:ty),*) => {$(

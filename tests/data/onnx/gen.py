@@ -221,6 +221,21 @@ def nn_cases():
     op_case("lrn", "LRN", [x], None, {"size": 3, "alpha": 1e-3, "beta": 0.75, "bias": 1.0})
 
 
+def late_cases():
+    """Cases added after the first set (generated last, so the earlier data stay the same)."""
+    op_case("convtranspose_s2", "ConvTranspose", [[1, 3, 4, 5]], None,
+            {"strides": [2, 2], "pads": [1, 0, 1, 1], "output_padding": [1, 0]},
+            inits=[init("w", rand(3, 2, 3, 3)), init("b", rand(2))], extra_inputs=["w", "b"])
+    op_case("convtranspose_dil", "ConvTranspose", [[1, 2, 5]], None, {"dilations": [2]},
+            inits=[init("w", rand(2, 3, 2))], extra_inputs=["w"])
+    op_case("resize_nearest_x2", "Resize", [[1, 2, 3, 4]], None, {"mode": "nearest"},
+            inits=[init("roi", np.array([], np.float32)), init("sc", np.array([1, 1, 2, 3], np.float32))],
+            extra_inputs=["roi", "sc"], opset=13)
+    op_case("resize_sizes_asym", "Resize", [[1, 2, 3, 4]], None,
+            {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+            inits=[init("sz", np.array([1, 2, 9, 8], np.int64))], extra_inputs=["", "", "sz"], opset=13)
+
+
 def linear(prefix, x, w, b, nodes, inits):
     inits += [init(prefix + "_w", w), init(prefix + "_b", b)]
     nodes += [oh.make_node("MatMul", [x, prefix + "_w"], [prefix + "_mm"]),
@@ -394,4 +409,5 @@ if __name__ == "__main__":
     bert_block()
     gpt2_block()
     bad_models()
+    late_cases()
     print("generated", len(os.listdir(os.path.join(ROOT, "ops"))), "op cases, 2 models, bad models")

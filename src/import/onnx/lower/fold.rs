@@ -173,7 +173,6 @@ fn range(cx: &Cx, n: &Node) -> R<Tensor> {
 /// For each element of `out` (row-major), the flat index of the `shape` element it reads
 /// under numpy broadcasting.
 pub(super) fn broadcast_index(shape: &[usize], out: &[usize]) -> Vec<usize> {
-    let numel: usize = out.iter().product();
     let off = out.len() - shape.len();
     let mut strides = vec![0usize; out.len()];
     let mut s = 1;
@@ -181,19 +180,25 @@ pub(super) fn broadcast_index(shape: &[usize], out: &[usize]) -> Vec<usize> {
         strides[off + i] = if shape[i] == 1 { 0 } else { s };
         s *= shape[i];
     }
-    let mut idx = Vec::with_capacity(numel);
-    let mut coord = vec![0usize; out.len()];
+    each_coord(out, |c| c.iter().zip(&strides).map(|(c, s)| c * s).sum())
+}
+
+/// `f` at every coordinate of `shape`, row-major.
+pub(super) fn each_coord(shape: &[usize], f: impl Fn(&[usize]) -> usize) -> Vec<usize> {
+    let numel: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(numel);
+    let mut c = vec![0usize; shape.len()];
     for _ in 0..numel {
-        idx.push(coord.iter().zip(&strides).map(|(c, s)| c * s).sum());
-        for d in (0..out.len()).rev() {
-            coord[d] += 1;
-            if coord[d] < out[d] {
+        out.push(f(&c));
+        for d in (0..shape.len()).rev() {
+            c[d] += 1;
+            if c[d] < shape[d] {
                 break;
             }
-            coord[d] = 0;
+            c[d] = 0;
         }
     }
-    idx
+    out
 }
 
 fn elementwise(cx: &Cx, n: &Node) -> R<Tensor> {

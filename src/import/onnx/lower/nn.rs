@@ -13,6 +13,7 @@ use tapc_runtime::DType;
 pub(super) fn lowering(op: &str) -> Option<super::Lower> {
     Some(match op {
         "Conv" => conv,
+        "ConvTranspose" => conv_transpose,
         "MaxPool" | "AveragePool" => pool,
         "GlobalAveragePool" | "GlobalMaxPool" => global_pool,
         "BatchNormalization" => batchnorm,
@@ -457,4 +458,127 @@ fn lrn(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         t,
         x.shape.clone(),
     ))])
+}
+
+/// `ConvTranspose` (group 1) as the `Conv` it equals: the input with `stride - 1` zeros
+/// between elements (`interleave`), padded by `dilation * (k - 1) - pad` (or sliced where that
+/// is negative), convolved at stride 1 with the weight's channel axes swapped and its window
+/// reversed. All but the convolution are views.
+fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let w = cx.data(n, 1)?;
+    let h = hint(n);
+    let sp = x.rank().saturating_sub(2);
+    if sp == 0 || w.rank() != x.rank() || w.shape[0] != x.shape[1] || w.dtype != x.dtype {
+        return Err(cx.invalid(n, format!("input {:?} and weight {:?}", x.shape, w.shape)));
+    }
+    if n.int("group", 1) != 1 || n.ints("output_shape").is_some() {
+        return Err(cx.unsupported(n, "`group` > 1 or `output_shape`"));
+    }
+    if n.string("auto_pad").is_some_and(|a| a != "NOTSET") {
+        return Err(cx.unsupported(n, "`auto_pad`"));
+    }
+    let get = |name: &str, d: i64| n.ints(name).unwrap_or_else(|| vec![d; sp]);
+    let (strides, dil, outpad) = (
+        get("strides", 1),
+        get("dilations", 1),
+        get("output_padding", 0),
+    );
+    let pads = n.ints("pads").unwrap_or_else(|| vec![0; 2 * sp]);
+    if strides.len() != sp || dil.len() != sp || outpad.len() != sp || pads.len() != 2 * sp {
+        return Err(cx.invalid(n, "attribute lengths do not match the spatial rank"));
+    }
+    let mut up = x.clone();
+    for (i, &st) in strides.iter().enumerate() {
+        let (a, s) = (2 + i, st.max(1) as usize);
+        if s > 1 {
+            let z = cx.e.stmt(
+                &format!("{h}_zeros{i}"),
+                "zeros",
+                up.dtype,
+                up.shape.clone(),
+            );
+            let ops: Vec<String> = std::iter::once(up.v())
+                .chain((1..s).map(|_| z.v()))
+                .collect();
+            let mut shape = up.shape.clone();
+            shape[a] *= s;
+            let il = cx.e.stmt(
+                &format!("{h}_up{i}"),
+                &format!("interleave {} axis {a}", ops.join(", ")),
+                up.dtype,
+                shape,
+            );
+            let mut parts: Vec<String> = vec![":".into(); up.rank()];
+            let keep = (x.shape[a] - 1) * s + 1;
+            parts[a] = format!("0:{keep}");
+            let mut shape = il.shape.clone();
+            shape[a] = keep;
+            up = cx.e.stmt(
+                &format!("{h}_up{i}s"),
+                &format!("slice {} [{}]", il.v(), parts.join(", ")),
+                up.dtype,
+                shape,
+            );
+        }
+    }
+    // Padding (negative: cropping) around the upsampled input.
+    let mut crop = Vec::new();
+    let mut pad = Vec::new();
+    for i in 0..sp {
+        let k = dil[i] * (w.shape[2 + i] as i64 - 1);
+        let (lo, hi) = (k - pads[i], k - pads[i + sp] + outpad[i]);
+        pad.push((lo.max(0) as usize, hi.max(0) as usize));
+        crop.push(((-lo).max(0) as usize, (-hi).max(0) as usize));
+    }
+    if crop.iter().any(|&(l, r)| l + r > 0) {
+        let mut parts: Vec<String> = vec![":".into(), ":".into()];
+        let mut shape = up.shape.clone();
+        for (i, &(l, r)) in crop.iter().enumerate() {
+            let len = up.shape[2 + i];
+            if l + r >= len {
+                return Err(cx.invalid(n, "pads larger than the output"));
+            }
+            parts.push(format!("{l}:{}", len - r));
+            shape[2 + i] = len - l - r;
+        }
+        up = cx.e.stmt(
+            &format!("{h}_crop"),
+            &format!("slice {} [{}]", up.v(), parts.join(", ")),
+            up.dtype,
+            shape,
+        );
+    }
+    let up = pad_spatial(cx, &up, &pad, "0.0", &format!("{h}_pad"));
+    // W [C_in, C_out, k..] -> [C_out, C_in, k..] with the window reversed.
+    let mut perm: Vec<usize> = (0..w.rank()).collect();
+    perm.swap(0, 1);
+    let wt = cx.transpose(&w, &perm, &format!("{h}_wt"));
+    let axes: Vec<String> = (2..w.rank()).map(|a| a.to_string()).collect();
+    let wr = cx.e.stmt(
+        &format!("{h}_wr"),
+        &format!("reverse {} [{}]", wt.v(), axes.join(", ")),
+        wt.dtype,
+        wt.shape.clone(),
+    );
+    // The equivalent Conv node over the prepared values.
+    let mut inputs = Vec::new();
+    for (k, d) in [up, wr].into_iter().enumerate() {
+        let name = format!("{h}\u{0}ct{k}");
+        cx.vals.insert(name.clone(), Val::Data(d));
+        inputs.push(name);
+    }
+    if let Some(b) = n.input(2) {
+        inputs.push(b.to_string());
+    }
+    let conv_node = Node {
+        op_type: "Conv".into(),
+        inputs,
+        attrs: vec![(
+            "dilations".into(),
+            crate::import::onnx::model::Attr::Ints(dil),
+        )],
+        ..n.clone()
+    };
+    conv(cx, &conv_node)
 }

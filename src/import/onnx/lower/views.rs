@@ -4,7 +4,7 @@
 //! map is evaluated at import.
 
 use super::emit::{list, lit, D};
-use super::fold::{all_const, broadcast_index};
+use super::fold::{all_const, broadcast_index, each_coord};
 use super::{axis, broadcast_shapes, Cx, Val, R};
 use crate::import::onnx::elem;
 use crate::import::onnx::model::Node;
@@ -23,6 +23,7 @@ pub(super) fn lowering(op: &str) -> Option<super::Lower> {
         "Expand" => expand,
         "Pad" => pad,
         "Gather" => gather,
+        "Resize" | "Upsample" => resize,
         _ => return None,
     })
 }
@@ -92,24 +93,6 @@ impl View {
             }
         }
     }
-}
-
-/// `f` at every coordinate of `shape`, row-major.
-fn each_coord(shape: &[usize], f: impl Fn(&[usize]) -> usize) -> Vec<usize> {
-    let numel: usize = shape.iter().product();
-    let mut out = Vec::with_capacity(numel);
-    let mut c = vec![0usize; shape.len()];
-    for _ in 0..numel {
-        out.push(f(&c));
-        for d in (0..shape.len()).rev() {
-            c[d] += 1;
-            if c[d] < shape[d] {
-                break;
-            }
-            c[d] = 0;
-        }
-    }
-    out
 }
 
 /// `start:stop:step` for TEG (a negative stop would be read from the end, so it is left out).
@@ -199,7 +182,7 @@ fn reshape(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     if let Some(i) = infer {
         let known: usize = shape.iter().product();
         let total: usize = input.iter().product();
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(cx.invalid(n, format!("cannot reshape {input:?} to {spec:?}")));
         }
         shape[i] = total / known;
@@ -680,4 +663,77 @@ fn gather_kernel(cx: &mut Cx, n: &Node, a: usize) -> R<D> {
     Ok(cx
         .e
         .apply(&out_hint(n, 0), &op, &[], &[&x, &ids], x.dtype, shape))
+}
+
+/// The integer factor `Resize` scales each axis by (from `scales` or `sizes`).
+fn resize_factors(cx: &Cx, n: &Node, shape: &[usize]) -> R<Vec<usize>> {
+    let (si, zi) = if n.opset < 11 {
+        (1, usize::MAX)
+    } else {
+        (2, 3)
+    };
+    let scales = cx
+        .konst(n, si, "scales")?
+        .map(|t| elem::to_f64s(&t.data))
+        .filter(|v| !v.is_empty());
+    let sizes = if zi == usize::MAX {
+        None
+    } else {
+        cx.ints_in(n, zi, "sizes")?
+    };
+    let out: Vec<f64> = match (scales, sizes) {
+        (Some(s), _) if s.len() == shape.len() => shape
+            .iter()
+            .zip(&s)
+            .map(|(&d, &f)| (d as f64 * f).floor())
+            .collect(),
+        (_, Some(z)) if z.len() == shape.len() => z.iter().map(|&v| v as f64).collect(),
+        _ => return Err(cx.invalid(n, "neither `scales` nor `sizes` of the input's rank")),
+    };
+    let mut f = Vec::new();
+    for (&d, &o) in shape.iter().zip(&out) {
+        if d == 0 || o < d as f64 || o % d as f64 != 0.0 {
+            return Err(cx.unsupported(
+                n,
+                format!("scaling {shape:?} to {out:?}: only integer upsampling factors"),
+            ));
+        }
+        f.push(o as usize / d);
+    }
+    Ok(f)
+}
+
+/// `Resize` in `nearest` mode by integer factors, where every output element reads input
+/// element `floor(i / f)`: a view (each axis gains a broadcast size-`f` axis, then merged).
+fn resize(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let v = cx.val(n, 0)?.clone();
+    let shape = v.shape().to_vec();
+    let f = resize_factors(cx, n, &shape)?;
+    let mode = n.string("mode").unwrap_or_else(|| "nearest".into());
+    let ctm = n
+        .string("coordinate_transformation_mode")
+        .unwrap_or_else(|| "half_pixel".into());
+    let near = n
+        .string("nearest_mode")
+        .unwrap_or_else(|| "round_prefer_floor".into());
+    let fmax = f.iter().copied().max().unwrap_or(1);
+    let floor_like = match (ctm.as_str(), near.as_str()) {
+        ("half_pixel" | "pytorch_half_pixel", "round_prefer_floor" | "round_prefer_ceil") => true,
+        ("asymmetric", "floor") => true,
+        ("asymmetric", "round_prefer_floor") => fmax <= 2,
+        _ => n.opset < 11 && near == "round_prefer_floor",
+    };
+    if mode != "nearest" || !floor_like {
+        return Err(cx.unsupported(
+            n,
+            format!("mode `{mode}` with `{ctm}` and `{near}` (only nearest upsampling by integer factors that reads floor(i / f))"),
+        ));
+    }
+    let pairs: Vec<usize> = shape.iter().flat_map(|&d| [d, 1]).collect();
+    let wide: Vec<usize> = shape.iter().zip(&f).flat_map(|(&d, &k)| [d, k]).collect();
+    let out: Vec<usize> = shape.iter().zip(&f).map(|(&d, &k)| d * k).collect();
+    let h = out_hint(n, 0);
+    let a = apply_view(cx, &format!("{h}_pairs"), &v, &View::Reshape(pairs));
+    let b = apply_view(cx, &format!("{h}_wide"), &a, &View::Broadcast(wide));
+    Ok(vec![apply_view(cx, &h, &b, &View::Reshape(out))])
 }
