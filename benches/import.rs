@@ -1,5 +1,5 @@
 //! Imported ONNX models against onnxruntime (not part of `cargo test`):
-//! `cargo bench --bench import -- [--runs N]`.
+//! `cargo bench --bench import -- [--runs N] [--passes LIST]` (default pipeline: `canonicalize`).
 //!
 //! Each model of tests/data/onnx/models is imported (`tapc::import::import_onnx`), compiled
 //! once with the JIT after the standard pipeline, and run with 1 and then 2 worker threads; the
@@ -86,7 +86,7 @@ fn model_inputs(m: &tapc::ir::Module, inputs: &[String]) -> HashMap<String, Tens
 }
 
 /// tapc's medians at 1 and 2 threads, and the inputs it ran on.
-fn time_tapc(model: &Model, runs: usize) -> ([f64; 2], HashMap<String, Tensor>) {
+fn time_tapc(model: &Model, runs: usize, passes: &str) -> ([f64; 2], HashMap<String, Tensor>) {
     let opts = tapc::import::ImportOptions {
         input_shapes: model.shapes.clone(),
     };
@@ -97,7 +97,7 @@ fn time_tapc(model: &Model, runs: usize) -> ([f64; 2], HashMap<String, Tensor>) 
     let facts = tapc::passes::manager::run_pipeline(
         &mut m,
         facts,
-        "canonicalize",
+        passes,
         &Default::default(),
         &mut String::new(),
     )
@@ -164,6 +164,12 @@ fn main() {
         .position(|a| a == "--runs")
         .and_then(|i| args.get(i + 1))
         .map_or(50, |v| v.parse().expect("--runs N"));
+    let passes = args
+        .iter()
+        .position(|a| a == "--passes")
+        .and_then(|i| args.get(i + 1))
+        .map_or("canonicalize", String::as_str);
+    println!("tapc pipeline: {passes}");
     println!("load average before: {}", load_average());
     println!(
         "{:<22} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9}",
@@ -171,7 +177,7 @@ fn main() {
     );
     let dir = std::env::temp_dir().join(format!("tapc-bench-import-{}", std::process::id()));
     for (k, model) in models().iter().enumerate() {
-        let (t, ins) = time_tapc(model, runs);
+        let (t, ins) = time_tapc(model, runs, passes);
         let sub = dir.join(k.to_string());
         let o: Vec<f64> = [1, 2]
             .iter()
