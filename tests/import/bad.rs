@@ -115,3 +115,47 @@ fn dynamic_dims_need_input_shape() {
     assert!(text.contains("%x = source @x : f32[3, 4]"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_missing_weights_dir_is_made_and_an_unwritable_one_leaves_nothing() {
+    let dir = crate::common::scratch("import-weights-dir");
+    let model = data_dir().join("ops/matmul_2d/model.onnx");
+    let out = dir.join("m.teg");
+    let weights = dir.join("deep/weights");
+    crate::support::tapc(&[
+        "import",
+        &s(&model),
+        "-o",
+        &s(&out),
+        "--weights-dir",
+        &s(&weights),
+    ]);
+    assert!(
+        weights.join("w.npy").is_file(),
+        "the weight is in the directory made for it"
+    );
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .contains("%w = source @w : f32[4, 5]"));
+    // A weights "directory" that is a file: E0100, and neither output is written.
+    let dir2 = crate::common::scratch("import-weights-file");
+    let file = dir2.join("weights");
+    std::fs::write(&file, "not a directory").unwrap();
+    let out2 = dir2.join("m.teg");
+    let o = tapc::driver::run(&[
+        "import",
+        &s(&model),
+        "-o",
+        &s(&out2),
+        "--weights-dir",
+        &s(&file),
+    ]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("error[E0100]"), "{}", o.stderr);
+    assert!(
+        !out2.exists(),
+        "no TEG is written when the weights cannot be"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir2);
+}
