@@ -178,25 +178,25 @@ fn softmax(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     if !x.dtype.is_float() {
         return Err(cx.unsupported(n, format!("{} values", x.dtype.name())));
     }
-    let x3 = cx.reshape(&x, &[outer, mid, inner], &format!("{h}_3d"));
+    // Over the last axis (inner 1) the kernel is 2-D, so its rows are contiguous.
+    let (shape, cd, ci) = if inner == 1 {
+        (vec![outer, mid], "", "")
+    } else {
+        (vec![outer, mid, inner], ", C", ", c")
+    };
+    let xv = cx.reshape(&x, &shape, &format!("{h}_view"));
     let t = x.dtype.name();
     let last = if n.op_type == "Softmax" {
-        "exp(x[a, i, c] - m[a, c]) / s[a, c]"
+        format!("exp(x[a, i{ci}] - m[a{ci}]) / s[a{ci}]")
     } else {
-        "x[a, i, c] - m[a, c] - log(s[a, c])"
+        format!("x[a, i{ci}] - m[a{ci}] - log(s[a{ci}])")
     };
     let text = format!(
-        "op @{{NAME}}(x: {t}[A, N, C]) -> (y: {t}[A, N, C]) {{\n  m[a, c] = max[j](x[a, j, c])\n  s[a, c] = sum[j](exp(x[a, j, c] - m[a, c]))\n  y[a, i, c] = {last}\n}}"
+        "op @{{NAME}}(x: {t}[A, N{cd}]) -> (y: {t}[A, N{cd}]) {{\n  m[a{ci}] = max[j](x[a, j{ci}])\n  s[a{ci}] = sum[j](exp(x[a, j{ci}] - m[a{ci}]))\n  y[a, i{ci}] = {last}\n}}"
     );
     let op = cx.e.op(&n.op_type, &text);
-    let y = cx.e.apply(
-        &format!("{h}_3d_y"),
-        &op,
-        &[],
-        &[&x3],
-        x.dtype,
-        vec![outer, mid, inner],
-    );
+    let y =
+        cx.e.apply(&format!("{h}_view_y"), &op, &[], &[&xv], x.dtype, shape);
     Ok(vec![Val::Data(cx.reshape(&y, &x.shape, &h))])
 }
 
