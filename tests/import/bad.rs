@@ -89,6 +89,10 @@ fn an_unsupported_form_is_e0123_and_an_undefined_value_is_e0126() {
     let d = fails("undefined_value.onnx", &[]);
     assert_eq!(d["code"], "E0126");
     assert!(message(&d).contains("`nope`"), "{d}");
+    // A declared shape the inferred one contradicts.
+    let d = fails("wrong_declared_shape.onnx", &[]);
+    assert_eq!(d["code"], "E0126");
+    assert!(message(&d).contains("[4, 3]") && message(&d).contains("[3, 4]"), "{d}");
 }
 
 #[test]

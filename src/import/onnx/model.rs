@@ -30,6 +30,8 @@ pub struct Graph {
     /// The graph inputs that are not initializers.
     pub inputs: Vec<ValueInfo>,
     pub outputs: Vec<ValueInfo>,
+    /// The annotated intermediate values (`value_info`), by name.
+    pub value_info: HashMap<String, ValueInfo>,
 }
 
 /// A declared value: its dtype (ONNX element type) and dims when annotated.
@@ -173,6 +175,11 @@ fn decode_graph(
         .filter(|v| !init_names.contains(v.name.as_str()))
         .collect();
     let outputs = g.output.iter().map(value_info).collect();
+    let annotated = g
+        .value_info
+        .iter()
+        .map(|v| (v.name.clone().unwrap_or_default(), value_info(v)))
+        .collect();
     let mut nodes = Vec::new();
     for (i, n) in g.node.iter().enumerate() {
         nodes.push(node(n, i, opsets, path)?);
@@ -183,6 +190,7 @@ fn decode_graph(
         initializers,
         inputs,
         outputs,
+        value_info: annotated,
     })
 }
 

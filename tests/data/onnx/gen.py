@@ -397,6 +397,12 @@ def bad_models():
     m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.save(m, os.path.join(bad, "unsupported_form.onnx"))
+    # An output declared with a shape the node cannot give it.
+    g = oh.make_graph([oh.make_node("Relu", ["x"], ["y"], name="relu")], "decl",
+                      [vi("x", F, [3, 4])], [vi("y", F, [4, 3])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(bad, "wrong_declared_shape.onnx"))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,8 @@ pub struct Cx<'m> {
     mat: HashMap<String, D>,
     /// Initializer names (materialized as weight sources).
     inits: std::collections::HashSet<String>,
+    /// Declared types of intermediate values and outputs, checked against the inferred ones.
+    annotations: HashMap<String, super::model::ValueInfo>,
     pub e: Emitter,
 }
 
@@ -74,6 +76,13 @@ pub fn lower(m: &Model, shapes: &HashMap<String, Vec<usize>>) -> R<Lowered> {
             .initializers
             .iter()
             .map(|(n, _)| n.clone())
+            .collect(),
+        annotations: m
+            .graph
+            .value_info
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(m.graph.outputs.iter().map(|o| (o.name.clone(), o.clone())))
             .collect(),
         e: Emitter::default(),
     };
@@ -251,8 +260,48 @@ fn lower_node(cx: &mut Cx, n: &Node) -> R<()> {
     };
     for (name, v) in n.outputs.iter().zip(outs) {
         if !name.is_empty() {
+            check_annotation(cx, n, name, &v)?;
             cx.vals.insert(name.clone(), v);
         }
+    }
+    Ok(())
+}
+
+/// E0126 when the model annotates `name` (`value_info` or a graph output) with static dims or
+/// a dtype that differ from what the import inferred.
+fn check_annotation(cx: &Cx, n: &Node, name: &str, v: &Val) -> R<()> {
+    let Some(info) = cx.annotations.get(name) else {
+        return Ok(());
+    };
+    if let Some(t) = info.elem_type.and_then(dtype_of) {
+        if t != v.dtype() {
+            return Err(cx.invalid(
+                n,
+                format!(
+                    "the model declares `{name}` {}, the import infers {}",
+                    t.name(),
+                    v.dtype().name()
+                ),
+            ));
+        }
+    }
+    let Some(dims) = &info.dims else {
+        return Ok(());
+    };
+    let fits = dims.len() == v.shape().len()
+        && dims
+            .iter()
+            .zip(v.shape())
+            .all(|(d, &s)| !matches!(d, Dim::Known(k) if *k as usize != s));
+    if !fits {
+        return Err(cx.invalid(
+            n,
+            format!(
+                "the model declares `{name}` with dims [{}], the import infers {:?}",
+                shown_dims(dims),
+                v.shape()
+            ),
+        ));
     }
     Ok(())
 }
