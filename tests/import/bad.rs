@@ -92,7 +92,10 @@ fn an_unsupported_form_is_e0123_and_an_undefined_value_is_e0126() {
     // A declared shape the inferred one contradicts.
     let d = fails("wrong_declared_shape.onnx", &[]);
     assert_eq!(d["code"], "E0126");
-    assert!(message(&d).contains("[4, 3]") && message(&d).contains("[3, 4]"), "{d}");
+    assert!(
+        message(&d).contains("[4, 3]") && message(&d).contains("[3, 4]"),
+        "{d}"
+    );
 }
 
 #[test]

@@ -95,6 +95,18 @@ impl View {
     }
 }
 
+/// Every element of every axis of `shape`.
+fn whole(shape: &[usize]) -> Vec<Range1> {
+    shape
+        .iter()
+        .map(|&d| Range1 {
+            start: 0,
+            step: 1,
+            count: d,
+        })
+        .collect()
+}
+
 /// `start:stop:step` for TEG (a negative stop would be read from the end, so it is left out).
 fn slice_text(r: &Range1, dim: usize) -> String {
     if r.count == 0 {
@@ -135,6 +147,11 @@ fn apply_view(cx: &mut Cx, hint: &str, v: &Val, view: &View) -> Val {
     }
 }
 
+/// The node's single output: `v` seen through `view`.
+fn one_view(cx: &mut Cx, n: &Node, v: &Val, view: View) -> R<Vec<Val>> {
+    Ok(vec![apply_view(cx, &out_hint(n, 0), v, &view)])
+}
+
 fn out_hint(n: &Node, k: usize) -> String {
     n.outputs.get(k).cloned().unwrap_or_default()
 }
@@ -146,12 +163,7 @@ fn reshape_to(cx: &mut Cx, n: &Node, shape: Vec<usize>) -> R<Vec<Val>> {
     if shape.iter().product::<usize>() != have {
         return Err(cx.invalid(n, format!("cannot reshape {:?} to {shape:?}", v.shape())));
     }
-    Ok(vec![apply_view(
-        cx,
-        &out_hint(n, 0),
-        &v,
-        &View::Reshape(shape),
-    )])
+    one_view(cx, n, &v, View::Reshape(shape))
 }
 
 fn reshape(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
@@ -268,12 +280,7 @@ fn transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     if let Val::Data(d) = &v {
         return Ok(vec![Val::Data(cx.transpose(d, &perm, &out_hint(n, 0)))]);
     }
-    Ok(vec![apply_view(
-        cx,
-        &out_hint(n, 0),
-        &v,
-        &View::Transpose(perm),
-    )])
+    one_view(cx, n, &v, View::Transpose(perm))
 }
 
 /// ONNX's clamping of one slice axis of size `dim`.
@@ -325,14 +332,7 @@ fn slice(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
         return Err(cx.invalid(n, "starts, ends, axes and steps differ in length"));
     }
-    let mut ranges: Vec<Range1> = shape
-        .iter()
-        .map(|&d| Range1 {
-            start: 0,
-            step: 1,
-            count: d,
-        })
-        .collect();
+    let mut ranges = whole(&shape);
     for k in 0..starts.len() {
         let a = axis(axes[k], shape.len())
             .ok_or_else(|| cx.invalid(n, format!("axis {} out of range", axes[k])))?;
@@ -341,12 +341,7 @@ fn slice(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         }
         ranges[a] = range1(starts[k], ends[k], steps[k], shape[a]);
     }
-    Ok(vec![apply_view(
-        cx,
-        &out_hint(n, 0),
-        &v,
-        &View::Slice(ranges),
-    )])
+    one_view(cx, n, &v, View::Slice(ranges))
 }
 
 fn split(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
@@ -383,14 +378,7 @@ fn split(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let mut outs = Vec::new();
     let mut at = 0;
     for (i, &s) in sizes.iter().enumerate() {
-        let mut r: Vec<Range1> = shape
-            .iter()
-            .map(|&d| Range1 {
-                start: 0,
-                step: 1,
-                count: d,
-            })
-            .collect();
+        let mut r = whole(&shape);
         r[a] = Range1 {
             start: at as i64,
             step: 1,
@@ -487,12 +475,7 @@ fn expand(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let spec: Vec<usize> = spec.iter().map(|&d| d as usize).collect();
     let shape = broadcast_shapes(v.shape(), &spec)
         .ok_or_else(|| cx.invalid(n, format!("{:?} does not broadcast to {spec:?}", v.shape())))?;
-    Ok(vec![apply_view(
-        cx,
-        &out_hint(n, 0),
-        &v,
-        &View::Broadcast(shape),
-    )])
+    one_view(cx, n, &v, View::Broadcast(shape))
 }
 
 fn pad(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
@@ -595,14 +578,7 @@ fn gather_view(
     out.extend_from_slice(ishape);
     out.extend_from_slice(&shape[a + 1..]);
     if run {
-        let mut r: Vec<Range1> = shape
-            .iter()
-            .map(|&d| Range1 {
-                start: 0,
-                step: 1,
-                count: d,
-            })
-            .collect();
+        let mut r = whole(&shape);
         r[a] = Range1 {
             start: ids.first().copied().unwrap_or(0),
             step: 1,
