@@ -1,6 +1,7 @@
 //! The fuzzer at scale: `cargo bench --bench fuzz [-- --count N --pipelines P --native K
-//! --lsp L --seed S]` runs L cases (default 100,000) of the LSP fuzzer (`tests/fuzzing/lsp.rs`:
-//! framing, JSON shape, positions, sessions of 100 cases with the server in-process), then N
+//! --lsp L --onnx O --seed S]` runs L cases (default 100,000) of the LSP fuzzer (`tests/fuzzing/lsp.rs`:
+//! framing, JSON shape, positions, sessions of 100 cases with the server in-process), O mutated
+//! ONNX models through `tapc import` (default 20,000; `tests/fuzzing/onnx.rs`), then N
 //! inputs (default 1,000,000) through every stage of `tests/fuzzing`: P random pass pipelines
 //! (default N/5000), each output re-parsed, verified and run against the interpreter; K random
 //! graphs compiled and run natively (default N/25000); the rest mutated examples and token
@@ -13,6 +14,8 @@ mod common;
 mod fuzzing;
 #[path = "../tests/fuzzing/lsp.rs"]
 mod lsp_fuzz;
+#[path = "../tests/fuzzing/onnx.rs"]
+mod onnx_fuzz;
 
 use std::time::{Duration, Instant};
 
@@ -50,6 +53,7 @@ fn main() {
     let mut findings: Vec<(String, String)> = Vec::new();
     let lsp = arg(&args, "--lsp", 100_000);
     lsp_stage(lsp, seed, &mut findings);
+    onnx_stage(arg(&args, "--onnx", 20_000), seed, &mut findings);
     println!("fuzz: {plan:?}");
     let start = Instant::now();
     let mut last = Instant::now();
@@ -120,4 +124,30 @@ fn lsp_stage(cases: u64, seed: u64, findings: &mut Vec<(String, String)>) {
         all.errors,
         all.logged
     );
+}
+
+/// `cases` mutated ONNX models (seeded by tests/data/onnx's cases) through `tapc import`.
+fn onnx_stage(cases: u64, seed: u64, findings: &mut Vec<(String, String)>) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx");
+    let mut seeds = Vec::new();
+    for sub in ["ops", "models"] {
+        for e in std::fs::read_dir(root.join(sub)).expect("tests/data/onnx is readable") {
+            let model = e.expect("a directory entry").path().join("model.onnx");
+            seeds.push(std::fs::read(&model).expect("a case has model.onnx"));
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("tapc-fuzz-onnx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let start = Instant::now();
+    let r = onnx_fuzz::run(&seeds, cases, seed, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "onnx:      {} mutated models imported ({} imported, {} refused) in {:.1} s; {} findings",
+        r.cases,
+        r.imported,
+        r.refused,
+        start.elapsed().as_secs_f64(),
+        r.findings.len()
+    );
+    findings.extend(r.findings.into_iter().map(|f| ("onnx".to_string(), f)));
 }

@@ -14,6 +14,7 @@ pub mod diag;
 pub mod driver;
 pub mod embed;
 pub mod format;
+pub mod import;
 pub mod interp;
 pub mod ir;
 pub mod lower;

@@ -77,4 +77,12 @@ codes! {
     PASS_FAILED = "E0105": "a pass failed or produced a module that does not verify (a compiler bug)";
     BAD_SHARD = "E0106": "an apply that cannot be sharded as asked";
     GRAD_UNSUPPORTED = "E0110": "a construct on the path from a `grad`'s inputs to its loss that the `grad` pass cannot differentiate (yet)";
+    ONNX_READ = "E0120": "an ONNX model that cannot be read: a missing file, or a truncated or corrupt protobuf";
+    ONNX_EXTERNAL = "E0121": "an ONNX tensor whose external data file is missing, outside the model's directory, or too short";
+    ONNX_UNSUPPORTED_OP = "E0122": "an ONNX operator (at its domain and opset) that `tapc import` cannot lower";
+    ONNX_UNSUPPORTED_FORM = "E0123": "a supported ONNX operator used with an attribute, dtype or input form the importer cannot lower";
+    ONNX_SHAPE = "E0124": "an ONNX value whose shape cannot be inferred (a dynamic dimension without `--input-shape`)";
+    ONNX_INPUT_SHAPE = "E0125": "a malformed `--input-shape NAME=d0,d1,...`, or one naming no model input";
+    ONNX_INVALID = "E0126": "an invalid ONNX graph: an undefined value, a missing input or attribute, shapes that do not agree";
+    ONNX_INTERNAL = "E0127": "an imported model whose TEG does not verify: a size TEG cannot hold (E0025), or an importer bug";
 }

@@ -3,6 +3,7 @@
 
 pub mod calibrate;
 pub(crate) mod emit;
+mod import;
 
 use crate::passes::manager::{self, RunConfig};
 
@@ -146,6 +147,19 @@ enum Command {
         /// Threads per node (what one rank uses; default: all cores).
         #[arg(long)]
         threads: Option<u32>,
+    },
+    /// Import an ONNX model as TEG (docs/import.md): MODEL.teg plus one .npy per weight.
+    Import {
+        model: PathBuf,
+        /// The TEG file to write.
+        #[arg(short = 'o', value_name = "FILE")]
+        output: PathBuf,
+        /// Where the weights are written as NAME.npy (default: the output's directory).
+        #[arg(long, value_name = "DIR")]
+        weights_dir: Option<PathBuf>,
+        /// Static dims of an input with dynamic ones: `--input-shape NAME=d0,d1,...`.
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shapes: Vec<String>,
     },
     /// Serve the Language Server Protocol on stdin/stdout (for editors; docs/editors.md).
     Lsp,
@@ -412,6 +426,12 @@ pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
                 threads.map_or_else(tapc_runtime::exec::default_threads, |n| (n as usize).max(1));
             cx.calibrate(output.as_deref(), threads)
         }
+        Some(Command::Import {
+            model,
+            output,
+            weights_dir,
+            input_shapes,
+        }) => cx.import(&model, &output, weights_dir.as_deref(), &input_shapes),
         Some(Command::Lsp) => {
             cx.out.stderr = "`tapc lsp` serves the Language Server Protocol on the stdin and \
                              stdout of the `tapc` process; run the binary\n"

@@ -17,10 +17,81 @@ struct Scenario {
     run: fn() -> (Option<i32>, String),
 }
 
-const SCENARIOS: &[Scenario] = &[Scenario {
-    code: "E0101",
-    run: no_runtime_library,
-}];
+const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        code: "E0101",
+        run: no_runtime_library,
+    },
+    Scenario {
+        code: "E0120",
+        run: || import("truncated.onnx", &[]),
+    },
+    Scenario {
+        code: "E0121",
+        run: || import("missing_external.onnx", &[]),
+    },
+    Scenario {
+        code: "E0122",
+        run: || import("unsupported_op.onnx", &[]),
+    },
+    Scenario {
+        code: "E0123",
+        run: || import("unsupported_form.onnx", &[]),
+    },
+    Scenario {
+        code: "E0124",
+        run: || import("dynamic.onnx", &[]),
+    },
+    Scenario {
+        code: "E0125",
+        run: || import("dynamic.onnx", &["--input-shape", "x=2"]),
+    },
+    Scenario {
+        code: "E0126",
+        run: || import("undefined_value.onnx", &[]),
+    },
+    Scenario {
+        code: "E0127",
+        // 2^63 f32 elements: a count `usize` holds, but a byte size TEG cannot.
+        run: || {
+            import(
+                "dynamic.onnx",
+                &["--input-shape", "x=2305843009213693952,4"],
+            )
+        },
+    },
+];
+
+/// `tapc import tests/data/onnx/bad/MODEL -o DIR/m.teg EXTRA`; the failed import leaves DIR
+/// empty (the `tapc import` codes need a model file, which a filetest's RUN line lacks).
+fn import(model: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let stem = model.trim_end_matches(".onnx");
+    let dir = std::env::temp_dir().join(format!(
+        "tapc-codes-{stem}-{}-{}",
+        extra.len(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/onnx/bad")
+        .join(model);
+    let o = Command::new(env!("CARGO_BIN_EXE_tapc"))
+        .arg("import")
+        .arg(&path)
+        .arg("-o")
+        .arg(dir.join("m.teg"))
+        .args(extra)
+        .output()
+        .unwrap();
+    let left = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(left, 0, "a failed import leaves nothing behind");
+    std::fs::remove_dir_all(&dir).unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
 
 /// `tapc FILE -o OUT` with `TAPC_RUNTIME_LIB` naming no file: the backend cannot link.
 fn no_runtime_library() -> (Option<i32>, String) {

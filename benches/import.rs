@@ -1,0 +1,199 @@
+//! Imported ONNX models against onnxruntime (not part of `cargo test`):
+//! `cargo bench --bench import -- [--runs N] [--passes LIST]` (default pipeline: `canonicalize`).
+//!
+//! Each model of tests/data/onnx/models is imported (`tapc::import::import_onnx`), compiled
+//! once with the JIT after the standard pipeline, and run with 1 and then 2 worker threads; the
+//! median wall time of the schedule (kernels and buffers, not input or output copies) is
+//! reported. onnxruntime (CPU execution provider, `intra_op_num_threads` 1 and 2, sequential)
+//! runs the same model on the same inputs, timed by `benches/onnxruntime_ref.py` around
+//! `session.run` (which includes its input and output copies). The ratio is onnxruntime time /
+//! tapc time (above 1: tapc is faster). The BERT block runs at batch 1 and 8
+//! (`--input-shape`), the GPT-2 block (fixed input shape) at batch 1. The load average is
+//! printed before and after.
+
+#[path = "../tests/common/pyenv.rs"]
+mod pyenv;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tapc_runtime::exec::Options;
+use tapc_runtime::{Data, Tensor};
+
+struct Model {
+    label: String,
+    onnx: PathBuf,
+    shapes: Vec<(String, Vec<usize>)>,
+}
+
+fn models() -> Vec<Model> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx/models");
+    let bert = |b: usize| Model {
+        label: format!("bert_block batch {b}"),
+        onnx: root.join("bert_block/model.onnx"),
+        shapes: vec![
+            ("input_ids".into(), vec![b, 8]),
+            ("attention_mask".into(), vec![b, 8]),
+        ],
+    };
+    vec![
+        bert(1),
+        bert(8),
+        Model {
+            label: "gpt2_block batch 1".into(),
+            onnx: root.join("gpt2_block/model.onnx"),
+            shapes: vec![],
+        },
+    ]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Deterministic inputs for the model's sources: token ids in [0, 50), masks of ones, floats.
+fn model_inputs(m: &tapc::ir::Module, inputs: &[String]) -> HashMap<String, Tensor> {
+    let g = &m.graphs[0];
+    let mut out = HashMap::new();
+    let mut state = 0x9e37_79b9_u64;
+    for (name, ty, _) in g.sources() {
+        if !inputs.contains(&name.to_string()) {
+            continue;
+        }
+        let n = ty.elements() as usize;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as f64 / (1u64 << 31) as f64
+        };
+        let data = match ty.dtype {
+            tapc_runtime::DType::I64 if name.contains("mask") => Data::I64(vec![1; n]),
+            tapc_runtime::DType::I64 => Data::I64((0..n).map(|_| (next() * 50.0) as i64).collect()),
+            _ => Data::F32((0..n).map(|_| (next() * 2.0 - 1.0) as f32).collect()),
+        };
+        let shape: Vec<usize> = ty.shape.iter().map(|&d| d as usize).collect();
+        out.insert(name.to_string(), Tensor::new(shape, data).unwrap());
+    }
+    out
+}
+
+/// tapc's medians at 1 and 2 threads, and the inputs it ran on.
+fn time_tapc(model: &Model, runs: usize, passes: &str) -> ([f64; 2], HashMap<String, Tensor>) {
+    let opts = tapc::import::ImportOptions {
+        input_shapes: model.shapes.clone(),
+    };
+    let imp = tapc::import::import_onnx(&model.onnx, &opts)
+        .unwrap_or_else(|d| panic!("{}: {d:?}", model.label));
+    let (mut m, facts, diags) = tapc::compile_source(&imp.teg);
+    assert!(!diags.has_errors(), "{}: {:?}", model.label, diags.0);
+    let facts = tapc::passes::manager::run_pipeline(
+        &mut m,
+        facts,
+        passes,
+        &Default::default(),
+        &mut String::new(),
+    )
+    .unwrap_or_else(|d| panic!("{}: {}", model.label, d.message))
+    .facts;
+    let ins = model_inputs(&m, &imp.inputs);
+    let mut all = ins.clone();
+    all.extend(imp.weights.iter().cloned());
+    let times = tapc::codegen::with_jit(&m, 0, &facts[0], &Default::default(), |p| {
+        [1usize, 2].map(|threads| {
+            let o = Options {
+                threads,
+                record: false,
+            };
+            p.run(&all, &o).unwrap();
+            median(
+                (0..runs)
+                    .map(|_| p.run(&all, &o).unwrap().1.wall.as_secs_f64())
+                    .collect(),
+            )
+        })
+    })
+    .unwrap_or_else(|d| panic!("{}: {}", model.label, d.message));
+    (times, ins)
+}
+
+/// onnxruntime's median at `threads`, on `ins` written as .npy files under `dir`.
+fn time_ort(
+    model: &Model,
+    ins: &HashMap<String, Tensor>,
+    dir: &Path,
+    threads: usize,
+    runs: usize,
+) -> f64 {
+    std::fs::create_dir_all(dir).unwrap();
+    for (n, t) in ins {
+        tapc_runtime::npy::write(&dir.join(format!("{n}.npy")), t).unwrap();
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/onnxruntime_ref.py");
+    let o = Command::new(pyenv::python())
+        .arg(script)
+        .arg(&model.onnx)
+        .arg(dir)
+        .arg(threads.to_string())
+        .arg(runs.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "onnxruntime: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    text.lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("a median in seconds")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let runs = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .map_or(50, |v| v.parse().expect("--runs N"));
+    let passes = args
+        .iter()
+        .position(|a| a == "--passes")
+        .and_then(|i| args.get(i + 1))
+        .map_or("canonicalize", String::as_str);
+    println!("tapc pipeline: {passes}");
+    println!("load average before: {}", load_average());
+    println!(
+        "{:<22} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9}",
+        "model", "tapc 1T µs", "ort 1T µs", "ort/tapc", "tapc 2T µs", "ort 2T µs", "ort/tapc"
+    );
+    let dir = std::env::temp_dir().join(format!("tapc-bench-import-{}", std::process::id()));
+    for (k, model) in models().iter().enumerate() {
+        let (t, ins) = time_tapc(model, runs, passes);
+        let sub = dir.join(k.to_string());
+        let o: Vec<f64> = [1, 2]
+            .iter()
+            .map(|&th| time_ort(model, &ins, &sub, th, runs))
+            .collect();
+        println!(
+            "{:<22} {:>11.1} {:>11.1} {:>9.2} {:>11.1} {:>11.1} {:>9.2}",
+            model.label,
+            t[0] * 1e6,
+            o[0] * 1e6,
+            o[0] / t[0],
+            t[1] * 1e6,
+            o[1] * 1e6,
+            o[1] / t[1]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("load average after: {}", load_average());
+}

@@ -1,0 +1,99 @@
+//! `tapc import MODEL.onnx -o MODEL.teg [--weights-dir DIR] [--input-shape NAME=d0,...]`: the
+//! ONNX importer ([`crate::import`]) run from the command line. The TEG file and one `.npy`
+//! per weight are written all or nothing (nothing at all when the import fails), the weights
+//! inside `--weights-dir` (default: the output's directory, made when missing) under their
+//! sanitized names.
+
+use super::Cx;
+use crate::diag::{codes, Diagnostic};
+use crate::import::{import_onnx, parse_input_shape, ImportOptions};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use tapc_runtime::output::Outputs;
+use tapc_runtime::paths::shown;
+
+impl Cx {
+    /// `tapc import`.
+    pub(super) fn import(
+        &mut self,
+        model: &Path,
+        output: &Path,
+        weights_dir: Option<&Path>,
+        input_shapes: &[String],
+    ) -> bool {
+        let name = shown(model).to_string();
+        let mut opts = ImportOptions::default();
+        for s in input_shapes {
+            match parse_input_shape(s) {
+                Ok(pair) => opts.input_shapes.push(pair),
+                Err(d) => return self.fail(&name, d),
+            }
+        }
+        let imported = match import_onnx(model, &opts) {
+            Ok(i) => i,
+            Err(diags) => {
+                self.report(&name, "", &diags);
+                return false;
+            }
+        };
+        let dir: PathBuf = match weights_dir {
+            Some(d) => d.to_path_buf(),
+            None => match output.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            },
+        };
+        let mut teg = String::new();
+        let _ = writeln!(
+            teg,
+            "// Weights: {}/NAME.npy. Run: tapc run {} --input-dir {} {}",
+            shown(&dir),
+            shown(output),
+            shown(&dir),
+            imported
+                .inputs
+                .iter()
+                .map(|i| format!("--input {i}={i}.npy"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        teg.push_str(&imported.teg);
+        // The weights directory is made when missing (as `--out-dir` is), and removed again
+        // if the outputs cannot be written.
+        let made = !imported.weights.is_empty() && !dir.exists();
+        if made {
+            if let Err(e) = tapc_runtime::output::ensure_dir(&dir) {
+                return self.fail(&name, Diagnostic::error(codes::IO, e.to_string()));
+            }
+        }
+        let mut o = Outputs::new();
+        o.protect(model);
+        let staged = o
+            .write(output, |w| w.write_all(teg.as_bytes()))
+            .and_then(|()| {
+                imported.weights.iter().try_for_each(|(n, t)| {
+                    o.write(&dir.join(format!("{n}.npy")), |w| {
+                        tapc_runtime::npy::write_into(w, t)
+                    })
+                })
+            });
+        match staged.and_then(|()| o.commit()) {
+            Ok(_) => {
+                let _ = writeln!(
+                    self.out.stderr,
+                    "wrote {} and {} weights in {}",
+                    shown(output),
+                    imported.weights.len(),
+                    shown(&dir)
+                );
+                true
+            }
+            Err(e) => {
+                if made {
+                    let _ = std::fs::remove_dir(&dir);
+                }
+                self.fail(&name, Diagnostic::error(codes::IO, e.to_string()))
+            }
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Elementwise operators: unary math and activations, numpy-broadcasting binary arithmetic and
+//! comparisons, `Where`, `Clip`, `Cast`. Each distinct kernel is one rank-polymorphic op
+//! (`x: f32[..S]`); operands are broadcast to the result's shape by `broadcast` views.
+
+use super::emit::{lit, D};
+use super::{broadcast_shapes, Cx, Val, R};
+use crate::import::onnx::elem;
+use crate::import::onnx::model::{dtype_of, Node};
+use tapc_runtime::{DType, Tensor};
+
+pub(super) fn lowering(op: &str) -> Option<super::Lower> {
+    Some(match op {
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Equal" | "Less" | "Greater" | "LessOrEqual"
+        | "GreaterOrEqual" | "And" | "Or" | "Xor" | "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" => {
+            binary
+        }
+        "Max" | "Min" | "Sum" | "Mean" => variadic,
+        "Relu" | "Neg" | "Abs" | "Sqrt" | "Exp" | "Log" | "Tanh" | "Erf" | "Sigmoid" | "Sin"
+        | "Cos" | "Floor" | "Ceil" | "Reciprocal" | "Softplus" | "Not" | "BitwiseNot"
+        | "LeakyRelu" | "Elu" | "HardSigmoid" | "HardSwish" | "Gelu" | "Atan" | "Asin" | "Acos"
+        | "Selu" | "Softsign" | "Mish" => unary,
+        "Identity" | "Dropout" => identity,
+        "Where" => where_,
+        "Clip" => clip,
+        "Cast" => cast,
+        _ => return None,
+    })
+}
+
+/// Applies the elementwise op with kernel `expr` (`$0`, `$1`... are the operands at `..i`)
+/// to `ins` broadcast to their common shape; the result has dtype `out`.
+pub(super) fn elementwise(
+    cx: &mut Cx,
+    n: &Node,
+    base: &str,
+    ins: &[D],
+    out: DType,
+    expr: &str,
+) -> R<D> {
+    let mut shape: Vec<usize> = Vec::new();
+    for d in ins {
+        shape = broadcast_shapes(&shape, &d.shape).ok_or_else(|| {
+            cx.invalid(
+                n,
+                format!(
+                    "operand shapes {:?} do not broadcast",
+                    ins.iter().map(|d| &d.shape).collect::<Vec<_>>()
+                ),
+            )
+        })?;
+    }
+    let hint = n.outputs.first().cloned().unwrap_or_default();
+    let names = ["a", "b", "c"];
+    let mut ports = Vec::new();
+    let mut body = expr.to_string();
+    let mut args = Vec::new();
+    for (k, d) in ins.iter().enumerate() {
+        ports.push(format!("{}: {}[..S]", names[k], d.dtype.name()));
+        body = body.replace(&format!("${k}"), &format!("{}[..i]", names[k]));
+        args.push(cx.broadcast(d, &shape, &format!("{hint}_{}", names[k])));
+    }
+    let text = format!(
+        "op @{{NAME}}({}) -> (y: {}[..S]) {{\n  y[..i] = {body}\n}}",
+        ports.join(", "),
+        out.name()
+    );
+    let op = cx.e.op(base, &text);
+    let refs: Vec<&D> = args.iter().collect();
+    Ok(cx.e.apply(&hint, &op, &[], &refs, out, shape))
+}
+
+/// The dtype all float-only functions need.
+fn need_float(cx: &Cx, n: &Node, d: &D) -> R<()> {
+    if d.dtype.is_float() {
+        Ok(())
+    } else {
+        Err(cx.unsupported(
+            n,
+            format!(
+                "`{}` of {} values (TEG's math functions take floats)",
+                n.op_type,
+                d.dtype.name()
+            ),
+        ))
+    }
+}
+
+fn binary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let a = cx.data(n, 0)?;
+    let b = pow_exponent(cx, n, &a)?;
+    let t = a.dtype;
+    if b.dtype != t {
+        return Err(cx.invalid(
+            n,
+            format!("operands of dtypes {} and {}", t.name(), b.dtype.name()),
+        ));
+    }
+    let (expr, out) = match n.op_type.as_str() {
+        "Add" => ("$0 + $1", t),
+        "Sub" => ("$0 - $1", t),
+        "Mul" => ("$0 * $1", t),
+        "Div" if t.is_float() || t.is_unsigned() => ("$0 / $1", t),
+        "Div" => {
+            return Err(cx.unsupported(
+                n,
+                "signed integer division on run-time values (ONNX truncates, TEG floors)",
+            ))
+        }
+        "Pow" => {
+            need_float(cx, n, &a)?;
+            ("pow($0, $1)", t)
+        }
+        "Equal" => ("$0 == $1", DType::Bool),
+        "Less" => ("$0 < $1", DType::Bool),
+        "Greater" => ("$0 > $1", DType::Bool),
+        "LessOrEqual" => ("$0 <= $1", DType::Bool),
+        "GreaterOrEqual" => ("$0 >= $1", DType::Bool),
+        "And" => ("$0 && $1", DType::Bool),
+        "Or" => ("$0 || $1", DType::Bool),
+        "Xor" => ("$0 != $1", DType::Bool),
+        "BitwiseAnd" => ("$0 & $1", t),
+        "BitwiseOr" => ("$0 | $1", t),
+        _ => ("$0 ^ $1", t),
+    };
+    let d = elementwise(cx, n, &n.op_type, &[a, b], out, expr)?;
+    Ok(vec![Val::Data(d)])
+}
+
+/// Input 1; for `Pow`, a constant exponent of another dtype is converted to the base's.
+fn pow_exponent(cx: &mut Cx, n: &Node, a: &D) -> R<D> {
+    if n.op_type == "Pow" {
+        if let Some(Val::Const(t)) = cx.opt(n, 1)? {
+            if t.dtype() != a.dtype {
+                let c = Tensor {
+                    shape: t.shape.clone(),
+                    data: elem::cast(&t.data, a.dtype),
+                };
+                let name = format!("{}_exponent", n.outputs[0]);
+                return Ok(cx.materialize(&name, &c));
+            }
+        }
+    }
+    cx.data(n, 1)
+}
+
+fn variadic(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let mut ins = Vec::new();
+    for i in 0..n.inputs.len() {
+        ins.push(cx.data(n, i)?);
+    }
+    let Some(first) = ins.first().cloned() else {
+        return Err(cx.invalid(n, "no inputs"));
+    };
+    let t = first.dtype;
+    let f = match n.op_type.as_str() {
+        "Max" => "max($0, $1)",
+        "Min" => "min($0, $1)",
+        _ => "$0 + $1",
+    };
+    let mut acc = first;
+    for d in &ins[1..] {
+        acc = elementwise(cx, n, &n.op_type, &[acc, d.clone()], t, f)?;
+    }
+    if n.op_type == "Mean" {
+        need_float(cx, n, &acc)?;
+        let e = format!("$0 / {}", lit(ins.len() as f64, t));
+        acc = elementwise(cx, n, "Mean", &[acc], t, &e)?;
+    }
+    Ok(vec![Val::Data(acc)])
+}
+
+/// The kernel expression of a unary op over `$0` with dtype `t`.
+fn unary_expr(cx: &Cx, n: &Node, t: DType) -> R<String> {
+    let l = |v: f64| lit(v, t);
+    let alpha = |d: f32| f64::from(n.float("alpha", d));
+    let float_fn = |f: &str| format!("{f}($0)");
+    Ok(match n.op_type.as_str() {
+        "Relu" => format!("max($0, {})", l(0.0)),
+        "Neg" => "-$0".into(),
+        "Abs" => "abs($0)".into(),
+        "Not" => "!$0".into(),
+        "BitwiseNot" => "~$0".into(),
+        _ if !t.is_float() => {
+            return Err(cx.unsupported(n, format!("`{}` of {} values", n.op_type, t.name())))
+        }
+        "Sqrt" | "Exp" | "Log" | "Tanh" | "Erf" | "Sin" | "Cos" | "Floor" | "Ceil" | "Atan"
+        | "Asin" | "Acos" => float_fn(&n.op_type.to_lowercase()),
+        "Sigmoid" => "1.0 / (1.0 + exp(-$0))".into(),
+        "Reciprocal" => "1.0 / $0".into(),
+        "Softplus" => "log(exp($0) + 1.0)".into(),
+        "Softsign" => "$0 / (1.0 + abs($0))".into(),
+        "Mish" => "$0 * tanh(log(exp($0) + 1.0))".into(),
+        "LeakyRelu" => format!("select($0 >= 0.0, $0, $0 * {})", l(alpha(0.01))),
+        "Elu" => format!("select($0 >= 0.0, $0, {} * (exp($0) - 1.0))", l(alpha(1.0))),
+        "Selu" => {
+            let a = alpha(1.673_263_2);
+            let g = f64::from(n.float("gamma", 1.050_701));
+            format!(
+                "select($0 > 0.0, {} * $0, {} * (exp($0) - 1.0))",
+                l(g),
+                l(g * a)
+            )
+        }
+        "HardSigmoid" => {
+            let b = f64::from(n.float("beta", 0.5));
+            format!("max(0.0, min(1.0, {} * $0 + {}))", l(alpha(0.2)), l(b))
+        }
+        "HardSwish" => format!("$0 * max(0.0, min(1.0, {} * $0 + 0.5))", l(1.0 / 6.0)),
+        "Gelu" if n.string("approximate").as_deref() == Some("tanh") => {
+            "0.5 * $0 * (1.0 + tanh(0.7978845608028654 * ($0 + 0.044715 * $0 * $0 * $0)))".into()
+        }
+        _ => "0.5 * $0 * (1.0 + erf($0 * 0.7071067811865476))".into(),
+    })
+}
+
+fn unary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let a = cx.data(n, 0)?;
+    let expr = unary_expr(cx, n, a.dtype)?;
+    let t = a.dtype;
+    let d = elementwise(cx, n, &n.op_type, &[a], t, &expr)?;
+    Ok(vec![Val::Data(d)])
+}
+
+fn identity(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let v = cx.val(n, 0)?.clone();
+    // Inference: Dropout is the identity and its mask keeps everything.
+    let mask = Tensor {
+        shape: v.shape().to_vec(),
+        data: tapc_runtime::Data::Bool(vec![true; v.shape().iter().product()]),
+    };
+    Ok(vec![v, Val::Const(mask)])
+}
+
+fn where_(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let c = cx.data(n, 0)?;
+    let a = cx.data(n, 1)?;
+    let b = cx.data(n, 2)?;
+    let t = a.dtype;
+    let d = elementwise(cx, n, "Where", &[c, a, b], t, "select($0, $1, $2)")?;
+    Ok(vec![Val::Data(d)])
+}
+
+/// A scalar bound of `Clip`: an attribute before opset 11, a constant input after.
+fn clip_bound(cx: &Cx, n: &Node, i: usize, attr: &str) -> R<Option<f64>> {
+    if n.opset < 11 {
+        return Ok(n.attr(attr).map(|_| f64::from(n.float(attr, 0.0))));
+    }
+    let t = cx.konst(n, i, attr)?;
+    Ok(t.map(|t| elem::to_f64s(&t.data))
+        .and_then(|v| v.first().copied()))
+}
+
+fn clip(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let a = cx.data(n, 0)?;
+    let lo = clip_bound(cx, n, 1, "min")?;
+    let hi = clip_bound(cx, n, 2, "max")?;
+    let t = a.dtype;
+    let mut e = "$0".to_string();
+    if let Some(lo) = lo.filter(|v| v.is_finite()) {
+        e = format!("max({e}, {})", lit(lo, t));
+    }
+    if let Some(hi) = hi.filter(|v| v.is_finite()) {
+        e = format!("min({e}, {})", lit(hi, t));
+    }
+    let d = elementwise(cx, n, "Clip", &[a], t, &e)?;
+    Ok(vec![Val::Data(d)])
+}
+
+/// The dtype of `Cast`'s `to`.
+pub(super) fn cast_to(cx: &Cx, n: &Node) -> R<DType> {
+    let to = n.int("to", 0) as i32;
+    dtype_of(to).ok_or_else(|| {
+        cx.unsupported(
+            n,
+            format!("`to` = ONNX element type {to}, which TEG has no dtype for"),
+        )
+    })
+}
+
+fn cast(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let a = cx.data(n, 0)?;
+    let to = cast_to(cx, n)?;
+    if to == a.dtype {
+        return Ok(vec![Val::Data(a)]);
+    }
+    let e = format!("{}($0)", to.name());
+    let d = elementwise(cx, n, "Cast", &[a], to, &e)?;
+    Ok(vec![Val::Data(d)])
+}

@@ -1,0 +1,388 @@
+//! Contractions and reductions: `MatMul` (numpy batching), `Gemm`, `Softmax`/`LogSoftmax`,
+//! `LayerNormalization`, the `Reduce*` family and `ArgMax`/`ArgMin`. Kernels of a given rank
+//! are written with one named index per dimension, so they read like the ONNX definitions.
+
+use super::emit::lit;
+use super::views::axes_of;
+use super::{axis, broadcast_shapes, Cx, Val, R};
+use crate::import::onnx::model::Node;
+use tapc_runtime::{DType, Tensor};
+
+pub(super) fn lowering(op: &str) -> Option<super::Lower> {
+    Some(match op {
+        "MatMul" => matmul,
+        "Gemm" => gemm,
+        "Softmax" | "LogSoftmax" => softmax,
+        "LayerNormalization" => layernorm,
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd"
+        | "ReduceSumSquare" | "ReduceL2" | "ReduceL1" => reduce,
+        "ArgMax" | "ArgMin" => argmax,
+        _ => return None,
+    })
+}
+
+fn hint(n: &Node) -> String {
+    n.outputs.first().cloned().unwrap_or_default()
+}
+
+fn matmul(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let mut a = cx.data(n, 0)?;
+    let mut b = cx.data(n, 1)?;
+    let h = hint(n);
+    let (a1, b1) = (a.rank() == 1, b.rank() == 1);
+    if a.rank() == 0 || b.rank() == 0 || a.dtype != b.dtype {
+        return Err(cx.invalid(
+            n,
+            format!(
+                "operands {:?} {} and {:?} {}",
+                a.shape,
+                a.dtype.name(),
+                b.shape,
+                b.dtype.name()
+            ),
+        ));
+    }
+    if a1 {
+        a = cx.reshape(&a, &[1, a.shape[0]], &format!("{h}_a"));
+    }
+    if b1 {
+        b = cx.reshape(&b, &[b.shape[0], 1], &format!("{h}_b"));
+    }
+    let (ra, rb) = (a.rank(), b.rank());
+    let (m, k, k2, nn) = (
+        a.shape[ra - 2],
+        a.shape[ra - 1],
+        b.shape[rb - 2],
+        b.shape[rb - 1],
+    );
+    if k != k2 {
+        return Err(cx.invalid(n, format!("inner dimensions {k} and {k2} differ")));
+    }
+    let t = a.dtype.name();
+    let (text, batch) = if rb == 2 {
+        let text = format!(
+            "op @{{NAME}}(a: {t}[..B, M, K], w: {t}[K, N]) -> (y: {t}[..B, M, N]) {{\n  y[..b, m, n] = sum[k](a[..b, m, k] * w[k, n])\n}}"
+        );
+        (text, a.shape[..ra - 2].to_vec())
+    } else {
+        let batch = broadcast_shapes(&a.shape[..ra - 2], &b.shape[..rb - 2])
+            .ok_or_else(|| cx.invalid(n, "batch dimensions do not broadcast"))?;
+        let mut sa = batch.clone();
+        sa.extend([m, k]);
+        let mut sb = batch.clone();
+        sb.extend([k, nn]);
+        a = cx.broadcast(&a, &sa, &format!("{h}_a"));
+        b = cx.broadcast(&b, &sb, &format!("{h}_b"));
+        let text = format!(
+            "op @{{NAME}}(a: {t}[..B, M, K], w: {t}[..B, K, N]) -> (y: {t}[..B, M, N]) {{\n  y[..b, m, n] = sum[k](a[..b, m, k] * w[..b, k, n])\n}}"
+        );
+        (text, batch)
+    };
+    let op = cx.e.op("MatMul", &text);
+    let mut shape = batch.clone();
+    shape.extend([m, nn]);
+    let final_shape: Vec<usize> = {
+        let mut s = batch;
+        if !a1 {
+            s.push(m);
+        }
+        if !b1 {
+            s.push(nn);
+        }
+        s
+    };
+    let name = if final_shape == shape {
+        h.clone()
+    } else {
+        format!("{h}_mm")
+    };
+    let y = cx.e.apply(&name, &op, &[], &[&a, &b], a.dtype, shape);
+    Ok(vec![Val::Data(cx.reshape(&y, &final_shape, &h))])
+}
+
+fn gemm(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let h = hint(n);
+    let mut a = cx.data(n, 0)?;
+    let mut b = cx.data(n, 1)?;
+    if a.rank() != 2 || b.rank() != 2 {
+        return Err(cx.invalid(n, "A and B must be matrices"));
+    }
+    if n.int("transA", 0) != 0 {
+        a = cx.transpose(&a, &[1, 0], &format!("{h}_at"));
+    }
+    if n.int("transB", 0) != 0 {
+        b = cx.transpose(&b, &[1, 0], &format!("{h}_bt"));
+    }
+    let (m, k, nn) = (a.shape[0], a.shape[1], b.shape[1]);
+    if b.shape[0] != k {
+        return Err(cx.invalid(n, format!("inner dimensions {k} and {} differ", b.shape[0])));
+    }
+    let t = a.dtype;
+    let alpha = f64::from(n.float("alpha", 1.0));
+    let beta = f64::from(n.float("beta", 1.0));
+    let mut prod = "sum[k](a[m, k] * b[k, n])".to_string();
+    if alpha != 1.0 {
+        prod = format!("{prod} * {}", lit(alpha, t));
+    }
+    let tn = t.name();
+    let c = match cx.opt(n, 2)? {
+        Some(_) if beta != 0.0 => {
+            let c = cx.data(n, 2)?;
+            Some(cx.broadcast(&c, &[m, nn], &format!("{h}_c")))
+        }
+        _ => None,
+    };
+    let (ports, body) = match &c {
+        Some(_) if beta != 1.0 => (
+            format!(", c: {tn}[M, N]"),
+            format!("{prod} + c[m, n] * {}", lit(beta, t)),
+        ),
+        Some(_) => (format!(", c: {tn}[M, N]"), format!("{prod} + c[m, n]")),
+        None => (String::new(), prod),
+    };
+    let text = format!(
+        "op @{{NAME}}(a: {tn}[M, K], b: {tn}[K, N]{ports}) -> (y: {tn}[M, N]) {{\n  y[m, n] = {body}\n}}"
+    );
+    let op = cx.e.op("Gemm", &text);
+    let mut args = vec![&a, &b];
+    if let Some(c) = &c {
+        args.push(c);
+    }
+    Ok(vec![Val::Data(cx.e.apply(
+        &h,
+        &op,
+        &[],
+        &args,
+        t,
+        vec![m, nn],
+    ))])
+}
+
+fn softmax(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    let r = x.rank().max(1);
+    let default = if n.opset < 13 { 1 } else { -1 };
+    let a = axis(n.int("axis", default), r).ok_or_else(|| cx.invalid(n, "axis out of range"))?;
+    let s = if x.rank() == 0 {
+        vec![1]
+    } else {
+        x.shape.clone()
+    };
+    let outer: usize = s[..a].iter().product();
+    let (mid, inner) = if n.opset < 13 {
+        (s[a..].iter().product(), 1)
+    } else {
+        (s[a], s[a + 1..].iter().product())
+    };
+    if !x.dtype.is_float() {
+        return Err(cx.unsupported(n, format!("{} values", x.dtype.name())));
+    }
+    // Over the last axis (inner 1) the kernel is 2-D, so its rows are contiguous.
+    let (shape, cd, ci) = if inner == 1 {
+        (vec![outer, mid], "", "")
+    } else {
+        (vec![outer, mid, inner], ", C", ", c")
+    };
+    let xv = cx.reshape(&x, &shape, &format!("{h}_view"));
+    let t = x.dtype.name();
+    let last = if n.op_type == "Softmax" {
+        format!("exp(x[a, i{ci}] - m[a{ci}]) / s[a{ci}]")
+    } else {
+        format!("x[a, i{ci}] - m[a{ci}] - log(s[a{ci}])")
+    };
+    let text = format!(
+        "op @{{NAME}}(x: {t}[A, N{cd}]) -> (y: {t}[A, N{cd}]) {{\n  m[a{ci}] = max[j](x[a, j{ci}])\n  s[a{ci}] = sum[j](exp(x[a, j{ci}] - m[a{ci}]))\n  y[a, i{ci}] = {last}\n}}"
+    );
+    let op = cx.e.op(&n.op_type, &text);
+    let y =
+        cx.e.apply(&format!("{h}_view_y"), &op, &[], &[&xv], x.dtype, shape);
+    Ok(vec![Val::Data(cx.reshape(&y, &x.shape, &h))])
+}
+
+fn layernorm(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    if n.outputs.iter().skip(1).any(|o| !o.is_empty()) {
+        return Err(cx.unsupported(n, "its Mean and InvStdDev outputs"));
+    }
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    let a = axis(n.int("axis", -1), x.rank()).ok_or_else(|| cx.invalid(n, "axis out of range"))?;
+    let tail = x.shape[a..].to_vec();
+    let (outer, inner): (usize, usize) = (x.shape[..a].iter().product(), tail.iter().product());
+    let mut params = Vec::new();
+    for (i, what) in [(1, "scale"), (2, "bias")] {
+        let p = match cx.opt(n, i)? {
+            Some(_) => cx.data(n, i)?,
+            None => {
+                let zeros = Tensor::zeros(x.dtype, tail.clone());
+                cx.materialize(&format!("{h}_{what}"), &zeros)
+            }
+        };
+        if broadcast_shapes(&p.shape, &tail).as_deref() != Some(&tail[..]) {
+            return Err(cx.invalid(
+                n,
+                format!("{what} of shape {:?} for normalized dims {tail:?}", p.shape),
+            ));
+        }
+        let p = cx.broadcast(&p, &tail, &format!("{h}_{what}"));
+        params.push(cx.reshape(&p, &[inner], &format!("{h}_{what}_flat")));
+    }
+    let x2 = cx.reshape(&x, &[outer, inner], &format!("{h}_2d"));
+    let t = x.dtype;
+    let tn = t.name();
+    let eps = lit(f64::from(n.float("epsilon", 1e-5)), t);
+    let text = format!(
+        "op @{{NAME}}(x: {tn}[M, N], g: {tn}[N], b: {tn}[N]) -> (y: {tn}[M, N]) {{\n  mu[i] = sum[j](x[i, j]) / {tn}(N)\n  var[i] = sum[j]((x[i, j] - mu[i]) * (x[i, j] - mu[i])) / {tn}(N)\n  y[i, j] = (x[i, j] - mu[i]) / sqrt(var[i] + {eps}) * g[j] + b[j]\n}}"
+    );
+    let op = cx.e.op("LayerNormalization", &text);
+    let y = cx.e.apply(
+        &format!("{h}_2d_y"),
+        &op,
+        &[],
+        &[&x2, &params[0], &params[1]],
+        t,
+        vec![outer, inner],
+    );
+    Ok(vec![Val::Data(cx.reshape(&y, &x.shape, &h))])
+}
+
+/// The reduced axes (sorted, distinct) of a `Reduce*` node over a rank-`r` input; `None` for
+/// none (the identity under `noop_with_empty_axes`).
+fn reduce_axes(cx: &Cx, n: &Node, r: usize) -> R<Option<Vec<usize>>> {
+    let since = if n.op_type == "ReduceSum" { 13 } else { 18 };
+    let axes = axes_of(cx, n, since)?.unwrap_or_default();
+    if axes.is_empty() {
+        return Ok((n.int("noop_with_empty_axes", 0) == 0).then(|| (0..r).collect()));
+    }
+    let mut out = Vec::new();
+    for a in axes {
+        out.push(axis(a, r).ok_or_else(|| cx.invalid(n, format!("axis {a} out of range")))?);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(Some(out))
+}
+
+fn reduce(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    let Some(red) = reduce_axes(cx, n, x.rank())? else {
+        return Ok(vec![Val::Data(x)]);
+    };
+    let t = x.dtype;
+    let tn = t.name();
+    let r = x.rank();
+    let dims: Vec<String> = (0..r).map(|k| format!("X{k}")).collect();
+    let idx: Vec<String> = (0..r)
+        .map(|k| {
+            if red.contains(&k) {
+                format!("r{k}")
+            } else {
+                format!("i{k}")
+            }
+        })
+        .collect();
+    let kept: Vec<String> = (0..r)
+        .filter(|k| !red.contains(k))
+        .map(|k| idx[k].clone())
+        .collect();
+    let rvars: Vec<String> = red.iter().map(|&k| idx[k].clone()).collect();
+    let xa = format!("x[{}]", idx.join(", "));
+    let count: Vec<String> = red.iter().map(|&k| dims[k].clone()).collect();
+    let count = format!(
+        "{tn}({})",
+        if count.is_empty() {
+            "1".into()
+        } else {
+            count.join(" * ")
+        }
+    );
+    let rv = rvars.join(", ");
+    let body = match n.op_type.as_str() {
+        "ReduceSum" => format!("sum[{rv}]({xa})"),
+        "ReduceMean" => format!("sum[{rv}]({xa}) / {count}"),
+        "ReduceMax" => format!("max[{rv}]({xa})"),
+        "ReduceMin" => format!("min[{rv}]({xa})"),
+        "ReduceProd" => format!("prod[{rv}]({xa})"),
+        "ReduceSumSquare" => format!("sum[{rv}]({xa} * {xa})"),
+        "ReduceL1" => format!("sum[{rv}](abs({xa}))"),
+        _ => format!("sqrt(sum[{rv}]({xa} * {xa}))"),
+    };
+    if rvars.is_empty() {
+        return Ok(vec![Val::Data(x)]);
+    }
+    if matches!(n.op_type.as_str(), "ReduceMean" | "ReduceL2") && !t.is_float() {
+        return Err(cx.unsupported(n, format!("{} of {tn} values", n.op_type)));
+    }
+    let out_dims: Vec<String> = (0..r)
+        .filter(|k| !red.contains(k))
+        .map(|k| dims[k].clone())
+        .collect();
+    let text = format!(
+        "op @{{NAME}}(x: {tn}[{}]) -> (y: {tn}[{}]) {{\n  y[{}] = {body}\n}}",
+        dims.join(", "),
+        out_dims.join(", "),
+        kept.join(", ")
+    );
+    let op = cx.e.op(&n.op_type, &text);
+    let shape: Vec<usize> = (0..r)
+        .filter(|k| !red.contains(k))
+        .map(|k| x.shape[k])
+        .collect();
+    let keep: Vec<usize> = (0..r)
+        .map(|k| if red.contains(&k) { 1 } else { x.shape[k] })
+        .collect();
+    let keepdims = n.int("keepdims", 1) != 0;
+    let name = if keepdims {
+        format!("{h}_r")
+    } else {
+        h.clone()
+    };
+    let y = cx.e.apply(&name, &op, &[], &[&x], t, shape);
+    if keepdims {
+        return Ok(vec![Val::Data(cx.reshape(&y, &keep, &h))]);
+    }
+    Ok(vec![Val::Data(y)])
+}
+
+fn argmax(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    if n.int("select_last_index", 0) != 0 {
+        return Err(cx.unsupported(n, "`select_last_index` = 1"));
+    }
+    let r = x.rank();
+    let a = axis(n.int("axis", 0), r).ok_or_else(|| cx.invalid(n, "axis out of range"))?;
+    let dims: Vec<String> = (0..r).map(|k| format!("X{k}")).collect();
+    let idx: Vec<String> = (0..r)
+        .map(|k| if k == a { "k".into() } else { format!("i{k}") })
+        .collect();
+    let kept: Vec<String> = (0..r).filter(|&k| k != a).map(|k| idx[k].clone()).collect();
+    let out_dims: Vec<String> = (0..r)
+        .filter(|&k| k != a)
+        .map(|k| dims[k].clone())
+        .collect();
+    let f = if n.op_type == "ArgMax" {
+        "argmax"
+    } else {
+        "argmin"
+    };
+    let tn = x.dtype.name();
+    let text = format!(
+        "op @{{NAME}}(x: {tn}[{}]) -> (y: i64[{}]) {{\n  y[{}] = {f}[k](x[{}])\n}}",
+        dims.join(", "),
+        out_dims.join(", "),
+        kept.join(", "),
+        idx.join(", ")
+    );
+    let op = cx.e.op(&n.op_type, &text);
+    let shape: Vec<usize> = (0..r).filter(|&k| k != a).map(|k| x.shape[k]).collect();
+    let y =
+        cx.e.apply(&format!("{h}_r"), &op, &[], &[&x], DType::I64, shape);
+    if n.int("keepdims", 1) != 0 {
+        let mut keep = x.shape.clone();
+        keep[a] = 1;
+        return Ok(vec![Val::Data(cx.reshape(&y, &keep, &h))]);
+    }
+    Ok(vec![Val::Data(y)])
+}

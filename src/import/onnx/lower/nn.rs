@@ -1,0 +1,584 @@
+//! Convolution and pooling: `Conv` (groups, depthwise, dilations, strides, explicit and `SAME`
+//! padding), `MaxPool`, `AveragePool`, `GlobalAveragePool`, `GlobalMaxPool`, and inference
+//! `BatchNormalization`. Padding is a `pad` selector; strides and dilations are op parameters,
+//! so one op serves every layer of a spatial rank. A pooling window's extent is given to the
+//! kernel by a `zeros` tensor of the window's shape added to each element (TEG infers a
+//! reduction's extent from an input indexed by it).
+
+use super::emit::{lit, D};
+use super::{Cx, Val, R};
+use crate::import::onnx::model::Node;
+use tapc_runtime::DType;
+
+pub(super) fn lowering(op: &str) -> Option<super::Lower> {
+    Some(match op {
+        "Conv" => conv,
+        "ConvTranspose" => conv_transpose,
+        "MaxPool" | "AveragePool" => pool,
+        "GlobalAveragePool" | "GlobalMaxPool" => global_pool,
+        "BatchNormalization" => batchnorm,
+        "LRN" => lrn,
+        _ => return None,
+    })
+}
+
+fn hint(n: &Node) -> String {
+    n.outputs.first().cloned().unwrap_or_default()
+}
+
+/// The geometry of a sliding window over the spatial dims.
+struct Window {
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    /// Padding before and after, per spatial dim.
+    pads: Vec<(usize, usize)>,
+    /// Output size per spatial dim.
+    out: Vec<usize>,
+}
+
+/// Reads the window attributes of `n` for `spatial` input sizes and `kernel` sizes.
+fn window(cx: &Cx, n: &Node, spatial: &[usize], kernel: Vec<usize>, ceil: bool) -> R<Window> {
+    let k = spatial.len();
+    let get = |name: &str| -> R<Vec<usize>> {
+        match n.ints(name) {
+            None => Ok(vec![1; k]),
+            Some(v) if v.len() == k && v.iter().all(|&x| x >= 1) => {
+                Ok(v.iter().map(|&x| x as usize).collect())
+            }
+            Some(v) => Err(cx.invalid(n, format!("`{name}` {v:?} for {k} spatial dims"))),
+        }
+    };
+    let (strides, dilations) = (get("strides")?, get("dilations")?);
+    let eff: Vec<usize> = (0..k).map(|i| dilations[i] * (kernel[i] - 1) + 1).collect();
+    let auto = n.string("auto_pad").unwrap_or_else(|| "NOTSET".into());
+    let pads: Vec<(usize, usize)> = match auto.as_str() {
+        "NOTSET" => match n.ints("pads") {
+            None => vec![(0, 0); k],
+            Some(p) if p.len() == 2 * k && p.iter().all(|&x| x >= 0) => {
+                (0..k).map(|i| (p[i] as usize, p[i + k] as usize)).collect()
+            }
+            Some(p) => return Err(cx.unsupported(n, format!("pads {p:?}"))),
+        },
+        "VALID" => vec![(0, 0); k],
+        "SAME_UPPER" | "SAME_LOWER" => (0..k)
+            .map(|i| {
+                let out = spatial[i].div_ceil(strides[i]);
+                let total = ((out - 1) * strides[i] + eff[i]).saturating_sub(spatial[i]);
+                let small = total / 2;
+                if auto == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                }
+            })
+            .collect(),
+        a => return Err(cx.unsupported(n, format!("auto_pad `{a}`"))),
+    };
+    let mut out = Vec::new();
+    for i in 0..k {
+        let padded = spatial[i] + pads[i].0 + pads[i].1;
+        if padded < eff[i] {
+            return Err(cx.invalid(
+                n,
+                format!("window {} wider than the padded input {padded}", eff[i]),
+            ));
+        }
+        let span = padded - eff[i];
+        let mut o = if ceil {
+            span.div_ceil(strides[i]) + 1
+        } else {
+            span / strides[i] + 1
+        };
+        // A window may not start in the right padding.
+        while ceil && o > 1 && (o - 1) * strides[i] >= spatial[i] + pads[i].0 {
+            o -= 1;
+        }
+        out.push(o);
+    }
+    Ok(Window {
+        kernel,
+        strides,
+        dilations,
+        pads,
+        out,
+    })
+}
+
+impl Window {
+    /// Extra padding at the end that a ceil-mode window reads past the padded input.
+    fn extra(&self, spatial: &[usize]) -> Vec<usize> {
+        (0..spatial.len())
+            .map(|i| {
+                let need = (self.out[i] - 1) * self.strides[i]
+                    + self.dilations[i] * (self.kernel[i] - 1)
+                    + 1;
+                need.saturating_sub(spatial[i] + self.pads[i].0 + self.pads[i].1)
+            })
+            .collect()
+    }
+    /// The op parameters `s0.., d0..`.
+    fn params(&self) -> Vec<(String, i64)> {
+        let k = self.kernel.len();
+        let s = (0..k).map(|i| (format!("s{i}"), self.strides[i] as i64));
+        s.chain((0..k).map(|i| (format!("d{i}"), self.dilations[i] as i64)))
+            .collect()
+    }
+}
+
+/// `x` padded on its trailing spatial dims by `lo`/`hi` with `value` (x itself if no padding).
+fn pad_spatial(cx: &mut Cx, x: &D, pads: &[(usize, usize)], value: &str, h: &str) -> D {
+    if pads.iter().all(|&(l, r)| l == 0 && r == 0) {
+        return x.clone();
+    }
+    let lead = x.rank() - pads.len();
+    let mut parts: Vec<String> = (0..lead).map(|_| "0:0".to_string()).collect();
+    parts.extend(pads.iter().map(|(l, r)| format!("{l}:{r}")));
+    let mut shape = x.shape.clone();
+    for (i, (l, r)) in pads.iter().enumerate() {
+        shape[lead + i] += l + r;
+    }
+    let rhs = format!("pad {} [{}] constant {value}", x.v(), parts.join(", "));
+    cx.e.stmt(h, &rhs, x.dtype, shape)
+}
+
+/// Names of a spatial kernel: symbols, output dims and the window access `s*p + d*k`.
+struct Names {
+    sym: Vec<String>,
+    ksym: Vec<String>,
+    out: Vec<String>,
+    p: Vec<String>,
+    k: Vec<String>,
+    at: Vec<String>,
+    params: String,
+}
+
+fn names(sp: usize) -> Names {
+    let sym: Vec<String> = (0..sp).map(|i| format!("H{i}")).collect();
+    let ksym: Vec<String> = (0..sp).map(|i| format!("K{i}")).collect();
+    let out = (0..sp)
+        .map(|i| format!("(H{i} - d{i} * (K{i} - 1) - 1) / s{i} + 1"))
+        .collect();
+    let p: Vec<String> = (0..sp).map(|i| format!("p{i}")).collect();
+    let k: Vec<String> = (0..sp).map(|i| format!("k{i}")).collect();
+    let at = (0..sp)
+        .map(|i| format!("s{i} * p{i} + d{i} * k{i}"))
+        .collect();
+    let ps: Vec<String> = (0..sp)
+        .map(|i| format!("s{i}"))
+        .chain((0..sp).map(|i| format!("d{i}")))
+        .collect();
+    Names {
+        sym,
+        ksym,
+        out,
+        p,
+        k,
+        at,
+        params: ps.join(", "),
+    }
+}
+
+fn conv(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let w = cx.data(n, 1)?;
+    let h = hint(n);
+    let sp = x.rank().saturating_sub(2);
+    if sp == 0 || w.rank() != x.rank() || !x.dtype.is_float() || w.dtype != x.dtype {
+        return Err(cx.invalid(n, format!("input {:?} and weight {:?}", x.shape, w.shape)));
+    }
+    let g = n.int("group", 1).max(1) as usize;
+    let (c, o) = (x.shape[1], w.shape[0]);
+    if c % g != 0 || o % g != 0 || w.shape[1] * g != c {
+        return Err(cx.invalid(
+            n,
+            format!(
+                "{c} input and {o} output channels in {g} groups, weight {:?}",
+                w.shape
+            ),
+        ));
+    }
+    let win = window(cx, n, &x.shape[2..], w.shape[2..].to_vec(), false)?;
+    let xp = pad_spatial(cx, &x, &win.pads, "0.0", &format!("{h}_pad"));
+    let bias = match cx.opt(n, 2)? {
+        Some(_) => Some(cx.data(n, 2)?),
+        None => None,
+    };
+    let nm = names(sp);
+    let t = x.dtype.name();
+    let (gx, gw, gy, gidx, gb) = if g == 1 {
+        ("", "", "", "", "")
+    } else {
+        ("G, ", "G, ", "G, ", "g, ", "G, ")
+    };
+    let (bport, bterm) = match &bias {
+        Some(_) => (format!(", b: {t}[{gb}O]"), format!(" + b[{gidx}o]")),
+        None => (String::new(), String::new()),
+    };
+    let text = format!(
+        "op @{{NAME}}<{params}>(x: {t}[N, {gx}C, {sym}], w: {t}[{gw}O, C, {ksym}]{bport}) -> (y: {t}[N, {gy}O, {out}]) {{\n  y[n, {gidx}o, {p}] = sum[c, {k}](x[n, {gidx}c, {at}] * w[{gidx}o, c, {k}]){bterm}\n}}",
+        params = nm.params,
+        sym = nm.sym.join(", "),
+        ksym = nm.ksym.join(", "),
+        out = nm.out.join(", "),
+        p = nm.p.join(", "),
+        k = nm.k.join(", "),
+        at = nm.at.join(", "),
+    );
+    let op = cx.e.op(if g == 1 { "Conv" } else { "ConvGrouped" }, &text);
+    let (cg, og) = (c / g, o / g);
+    let (xa, wa, ba) = if g == 1 {
+        (xp, w, bias)
+    } else {
+        let mut sx = vec![xp.shape[0], g, cg];
+        sx.extend_from_slice(&xp.shape[2..]);
+        let mut sw = vec![g, og, w.shape[1]];
+        sw.extend_from_slice(&w.shape[2..]);
+        let xa = cx.reshape(&xp, &sx, &format!("{h}_xg"));
+        let wa = cx.reshape(&w, &sw, &format!("{h}_wg"));
+        let ba = bias.map(|b| cx.reshape(&b, &[g, og], &format!("{h}_bg")));
+        (xa, wa, ba)
+    };
+    let mut shape = vec![x.shape[0]];
+    if g > 1 {
+        shape.extend([g, og]);
+    } else {
+        shape.push(o);
+    }
+    shape.extend_from_slice(&win.out);
+    let params = win.params();
+    let ps: Vec<(&str, i64)> = params.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let mut args = vec![&xa, &wa];
+    if let Some(b) = &ba {
+        args.push(b);
+    }
+    let name = if g == 1 { h.clone() } else { format!("{h}_g") };
+    let y = cx.e.apply(&name, &op, &ps, &args, x.dtype, shape);
+    let mut full = vec![x.shape[0], o];
+    full.extend_from_slice(&win.out);
+    Ok(vec![Val::Data(cx.reshape(&y, &full, &h))])
+}
+
+/// The most negative finite value of a float dtype, as a literal.
+fn lowest(t: DType) -> String {
+    let v = match t {
+        DType::F64 => f64::MIN,
+        DType::F16 => tapc_runtime::f16::MIN.to_f64(),
+        DType::BF16 => tapc_runtime::bf16::MIN.to_f64(),
+        _ => f64::from(f32::MIN),
+    };
+    lit(v, t).replace(['(', ')'], "")
+}
+
+fn pool(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    let sp = x.rank().saturating_sub(2);
+    let kernel: Vec<usize> = n
+        .ints("kernel_shape")
+        .unwrap_or_default()
+        .iter()
+        .map(|&k| k.max(1) as usize)
+        .collect();
+    if sp == 0 || kernel.len() != sp || !x.dtype.is_float() {
+        return Err(cx.invalid(
+            n,
+            format!("input {:?} with kernel_shape {kernel:?}", x.shape),
+        ));
+    }
+    if n.outputs.get(1).is_some_and(|o| !o.is_empty()) {
+        return Err(cx.unsupported(n, "its Indices output"));
+    }
+    let max = n.op_type == "MaxPool";
+    let win = window(
+        cx,
+        n,
+        &x.shape[2..],
+        kernel.clone(),
+        n.int("ceil_mode", 0) != 0,
+    )?;
+    let extra = win.extra(&x.shape[2..]);
+    let include = n.int("count_include_pad", 0) != 0;
+    let padded = win.pads.iter().any(|&(l, r)| l + r > 0);
+    if !max && extra.iter().any(|&e| e > 0) {
+        return Err(cx.unsupported(n, "ceil_mode with windows past the padding"));
+    }
+    let pads: Vec<(usize, usize)> = win
+        .pads
+        .iter()
+        .zip(&extra)
+        .map(|(&(l, r), e)| (l, r + e))
+        .collect();
+    let fill = if max { lowest(x.dtype) } else { "0.0".into() };
+    let xp = pad_spatial(cx, &x, &pads, &fill, &format!("{h}_pad"));
+    let t = x.dtype.name();
+    let nm = names(sp);
+    let wz =
+        cx.e.stmt(&format!("{h}_window"), "zeros", x.dtype, kernel.clone());
+    let xa = format!("x[n, c, {}] + w[{}]", nm.at.join(", "), nm.k.join(", "));
+    let k = nm.k.join(", ");
+    let mut ports = format!(
+        "x: {t}[N, C, {}], w: {t}[{}]",
+        nm.sym.join(", "),
+        nm.ksym.join(", ")
+    );
+    let mut args = vec![xp.clone(), wz.clone()];
+    let mut pre = String::new();
+    let body = if max {
+        format!("max[{k}]({xa})")
+    } else if padded && !include {
+        // The divisor counts the window's elements inside the input: a padded mask of ones.
+        let ones =
+            cx.e.stmt(&format!("{h}_ones"), "ones", x.dtype, x.shape[2..].to_vec());
+        let mask = pad_spatial(cx, &ones, &win.pads, "0.0", &format!("{h}_mask"));
+        ports.push_str(&format!(", m: {t}[{}]", nm.sym.join(", ")));
+        args.push(mask);
+        let ma = format!("m[{}] + w[{k}]", nm.at.join(", "));
+        pre = format!("  cnt[{p}] = sum[{k}]({ma})\n", p = nm.p.join(", "));
+        format!("sum[{k}]({xa}) / cnt[{}]", nm.p.join(", "))
+    } else {
+        format!("sum[{k}]({xa}) / {t}({})", nm.ksym.join(" * "))
+    };
+    let text = format!(
+        "op @{{NAME}}<{}>({ports}) -> (y: {t}[N, C, {}]) {{\n{pre}  y[n, c, {}] = {body}\n}}",
+        nm.params,
+        nm.out.join(", "),
+        nm.p.join(", ")
+    );
+    let op = cx.e.op(&n.op_type, &text);
+    let params = win.params();
+    let ps: Vec<(&str, i64)> = params.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let mut shape = x.shape[..2].to_vec();
+    shape.extend_from_slice(&win.out);
+    let refs: Vec<&D> = args.iter().collect();
+    Ok(vec![Val::Data(
+        cx.e.apply(&h, &op, &ps, &refs, x.dtype, shape),
+    )])
+}
+
+fn global_pool(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    if x.rank() < 3 || !x.dtype.is_float() {
+        return Err(cx.invalid(n, format!("input {:?}", x.shape)));
+    }
+    let s: usize = x.shape[2..].iter().product();
+    let x3 = cx.reshape(&x, &[x.shape[0], x.shape[1], s], &format!("{h}_flat"));
+    let t = x.dtype.name();
+    let body = if n.op_type == "GlobalMaxPool" {
+        "max[k](x[n, c, k])".into()
+    } else {
+        format!("sum[k](x[n, c, k]) / {t}(S)")
+    };
+    let text =
+        format!("op @{{NAME}}(x: {t}[N, C, S]) -> (y: {t}[N, C]) {{\n  y[n, c] = {body}\n}}");
+    let op = cx.e.op(&n.op_type, &text);
+    let y = cx.e.apply(
+        &format!("{h}_nc"),
+        &op,
+        &[],
+        &[&x3],
+        x.dtype,
+        x.shape[..2].to_vec(),
+    );
+    let mut keep = x.shape[..2].to_vec();
+    keep.extend(std::iter::repeat_n(1, x.rank() - 2));
+    Ok(vec![Val::Data(cx.reshape(&y, &keep, &h))])
+}
+
+fn batchnorm(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    if n.int("training_mode", 0) != 0 || n.outputs.iter().skip(1).any(|o| !o.is_empty()) {
+        return Err(cx.unsupported(
+            n,
+            "training mode (only inference BatchNormalization is imported)",
+        ));
+    }
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    let mut ps = Vec::new();
+    for i in 1..5 {
+        let p = cx.data(n, i)?;
+        if x.rank() < 2 || p.shape != [x.shape[1]] || p.dtype != x.dtype {
+            return Err(cx.invalid(
+                n,
+                format!(
+                    "parameter {i} of shape {:?} for input {:?}",
+                    p.shape, x.shape
+                ),
+            ));
+        }
+        ps.push(p);
+    }
+    let t = x.dtype;
+    let tn = t.name();
+    let eps = lit(f64::from(n.float("epsilon", 1e-5)), t);
+    let text = format!(
+        "op @{{NAME}}(x: {tn}[N, C, ..S], g: {tn}[C], b: {tn}[C], mean: {tn}[C], var: {tn}[C]) -> (y: {tn}[N, C, ..S]) {{\n  y[n, c, ..i] = (x[n, c, ..i] - mean[c]) / sqrt(var[c] + {eps}) * g[c] + b[c]\n}}"
+    );
+    let op = cx.e.op("BatchNormalization", &text);
+    let args = [&x, &ps[0], &ps[1], &ps[2], &ps[3]];
+    Ok(vec![Val::Data(cx.e.apply(
+        &h,
+        &op,
+        &[],
+        &args,
+        t,
+        x.shape.clone(),
+    ))])
+}
+
+fn lrn(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    let size = n.int("size", 0);
+    if x.rank() < 3 || size < 1 || !x.dtype.is_float() {
+        return Err(cx.invalid(n, format!("input {:?} with size {size}", x.shape)));
+    }
+    let size = size as usize;
+    let lo = (size - 1) / 2;
+    let mut pads = vec![(0, 0); x.rank() - 1];
+    pads[0] = (lo, size - 1 - lo);
+    let xp = pad_spatial(cx, &x, &pads, "0.0", &format!("{h}_pad"));
+    let w =
+        cx.e.stmt(&format!("{h}_window"), "zeros", x.dtype, vec![size]);
+    let t = x.dtype;
+    let tn = t.name();
+    let l = |v: f32| lit(f64::from(v), t);
+    let scale = l(n.float("alpha", 1e-4) / size as f32);
+    let (bias, beta) = (l(n.float("bias", 1.0)), l(n.float("beta", 0.75)));
+    let text = format!(
+        "op @{{NAME}}(x: {tn}[N, C, ..S], xp: {tn}[N, P, ..S], w: {tn}[K]) -> (y: {tn}[N, C, ..S]) {{\n  y[n, c, ..i] = x[n, c, ..i] / pow({bias} + {scale} * sum[k](xp[n, c + k, ..i] * xp[n, c + k, ..i] + w[k]), {beta})\n}}"
+    );
+    let op = cx.e.op("LRN", &text);
+    Ok(vec![Val::Data(cx.e.apply(
+        &h,
+        &op,
+        &[],
+        &[&x, &xp, &w],
+        t,
+        x.shape.clone(),
+    ))])
+}
+
+/// `ConvTranspose` (group 1) as the `Conv` it equals: the input with `stride - 1` zeros
+/// between elements (`interleave`), padded by `dilation * (k - 1) - pad` (or sliced where that
+/// is negative), convolved at stride 1 with the weight's channel axes swapped and its window
+/// reversed. All but the convolution are views.
+fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let w = cx.data(n, 1)?;
+    let h = hint(n);
+    let sp = x.rank().saturating_sub(2);
+    if sp == 0 || w.rank() != x.rank() || w.shape[0] != x.shape[1] || w.dtype != x.dtype {
+        return Err(cx.invalid(n, format!("input {:?} and weight {:?}", x.shape, w.shape)));
+    }
+    if n.int("group", 1) != 1 || n.ints("output_shape").is_some() {
+        return Err(cx.unsupported(n, "`group` > 1 or `output_shape`"));
+    }
+    if n.string("auto_pad").is_some_and(|a| a != "NOTSET") {
+        return Err(cx.unsupported(n, "`auto_pad`"));
+    }
+    let get = |name: &str, d: i64| n.ints(name).unwrap_or_else(|| vec![d; sp]);
+    let (strides, dil, outpad) = (
+        get("strides", 1),
+        get("dilations", 1),
+        get("output_padding", 0),
+    );
+    let pads = n.ints("pads").unwrap_or_else(|| vec![0; 2 * sp]);
+    if strides.len() != sp || dil.len() != sp || outpad.len() != sp || pads.len() != 2 * sp {
+        return Err(cx.invalid(n, "attribute lengths do not match the spatial rank"));
+    }
+    let mut up = x.clone();
+    for (i, &st) in strides.iter().enumerate() {
+        let (a, s) = (2 + i, st.max(1) as usize);
+        if s > 1 {
+            let z = cx.e.stmt(
+                &format!("{h}_zeros{i}"),
+                "zeros",
+                up.dtype,
+                up.shape.clone(),
+            );
+            let ops: Vec<String> = std::iter::once(up.v())
+                .chain((1..s).map(|_| z.v()))
+                .collect();
+            let mut shape = up.shape.clone();
+            shape[a] *= s;
+            let il = cx.e.stmt(
+                &format!("{h}_up{i}"),
+                &format!("interleave {} axis {a}", ops.join(", ")),
+                up.dtype,
+                shape,
+            );
+            let mut parts: Vec<String> = vec![":".into(); up.rank()];
+            let keep = (x.shape[a] - 1) * s + 1;
+            parts[a] = format!("0:{keep}");
+            let mut shape = il.shape.clone();
+            shape[a] = keep;
+            up = cx.e.stmt(
+                &format!("{h}_up{i}s"),
+                &format!("slice {} [{}]", il.v(), parts.join(", ")),
+                up.dtype,
+                shape,
+            );
+        }
+    }
+    // Padding (negative: cropping) around the upsampled input.
+    let mut crop = Vec::new();
+    let mut pad = Vec::new();
+    for i in 0..sp {
+        let k = dil[i] * (w.shape[2 + i] as i64 - 1);
+        let (lo, hi) = (k - pads[i], k - pads[i + sp] + outpad[i]);
+        pad.push((lo.max(0) as usize, hi.max(0) as usize));
+        crop.push(((-lo).max(0) as usize, (-hi).max(0) as usize));
+    }
+    if crop.iter().any(|&(l, r)| l + r > 0) {
+        let mut parts: Vec<String> = vec![":".into(), ":".into()];
+        let mut shape = up.shape.clone();
+        for (i, &(l, r)) in crop.iter().enumerate() {
+            let len = up.shape[2 + i];
+            if l + r >= len {
+                return Err(cx.invalid(n, "pads larger than the output"));
+            }
+            parts.push(format!("{l}:{}", len - r));
+            shape[2 + i] = len - l - r;
+        }
+        up = cx.e.stmt(
+            &format!("{h}_crop"),
+            &format!("slice {} [{}]", up.v(), parts.join(", ")),
+            up.dtype,
+            shape,
+        );
+    }
+    let up = pad_spatial(cx, &up, &pad, "0.0", &format!("{h}_pad"));
+    // W [C_in, C_out, k..] -> [C_out, C_in, k..] with the window reversed.
+    let mut perm: Vec<usize> = (0..w.rank()).collect();
+    perm.swap(0, 1);
+    let wt = cx.transpose(&w, &perm, &format!("{h}_wt"));
+    let axes: Vec<String> = (2..w.rank()).map(|a| a.to_string()).collect();
+    let wr = cx.e.stmt(
+        &format!("{h}_wr"),
+        &format!("reverse {} [{}]", wt.v(), axes.join(", ")),
+        wt.dtype,
+        wt.shape.clone(),
+    );
+    // The equivalent Conv node over the prepared values.
+    let mut inputs = Vec::new();
+    for (k, d) in [up, wr].into_iter().enumerate() {
+        let name = format!("{h}\u{0}ct{k}");
+        cx.vals.insert(name.clone(), Val::Data(d));
+        inputs.push(name);
+    }
+    if let Some(b) = n.input(2) {
+        inputs.push(b.to_string());
+    }
+    let conv_node = Node {
+        op_type: "Conv".into(),
+        inputs,
+        attrs: vec![(
+            "dilations".into(),
+            crate::import::onnx::model::Attr::Ints(dil),
+        )],
+        ..n.clone()
+    };
+    conv(cx, &conv_node)
+}

@@ -1,0 +1,104 @@
+//! The ONNX importer, in two stages as torch-mlir's: [`model`] decodes the protobuf
+//! ([`proto`]) into a generic node list (domain, opset, attributes, initializers, value
+//! infos), then [`lower`] runs one lowering function per operator, folding the shape glue,
+//! and emits TEG ops and selectors. The text is verified before it is returned.
+
+pub mod elem;
+pub mod lower;
+pub mod model;
+pub mod proto;
+
+use crate::diag::{codes, Diagnostic};
+use std::collections::HashMap;
+use std::path::Path;
+use tapc_runtime::Tensor;
+
+/// Options of an import.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Static dims for graph inputs (`--input-shape NAME=d0,d1,...`), by ONNX input name.
+    pub input_shapes: Vec<(String, Vec<usize>)>,
+}
+
+/// An imported model: TEG text whose sources are the model's inputs and its weights.
+#[derive(Clone, Debug)]
+pub struct Imported {
+    /// The module (one graph, named after the ONNX graph).
+    pub teg: String,
+    /// The weight sources, in the order they appear: source name (without `@`) and tensor.
+    pub weights: Vec<(String, Tensor)>,
+    /// The model's input sources (names as in the TEG, without `@`), in ONNX order.
+    pub inputs: Vec<String>,
+    /// The model's output sinks (names as in the TEG), in ONNX order.
+    pub outputs: Vec<String>,
+}
+
+/// Imports the ONNX model at `path`. Every failure is a diagnostic (E0120–E0127) naming the
+/// file and, for a node, the operator, node name and opset.
+pub fn import_onnx(path: &Path, opts: &ImportOptions) -> Result<Imported, Vec<Diagnostic>> {
+    let m = model::read(path).map_err(|d| vec![d])?;
+    let mut shapes = HashMap::new();
+    for (name, dims) in &opts.input_shapes {
+        if !m.graph.inputs.iter().any(|i| &i.name == name) {
+            let known: Vec<&str> = m.graph.inputs.iter().map(|i| i.name.as_str()).collect();
+            return Err(vec![model::error(
+                codes::ONNX_INPUT_SHAPE,
+                path,
+                format!("`--input-shape {name}=...` names no input of the model"),
+            )
+            .note(format!("the inputs are: {}", known.join(", ")))]);
+        }
+        shapes.insert(name.clone(), dims.clone());
+    }
+    let lowered = lower::lower(&m, &shapes).map_err(|d| vec![d])?;
+    let (_, _, diags) = crate::compile_source(&lowered.teg);
+    if diags.has_errors() {
+        let mut d = model::error(
+            codes::ONNX_INTERNAL,
+            path,
+            "the imported TEG does not verify (a size TEG cannot hold, or an importer bug: please report it with the model)",
+        );
+        for e in diags.0.iter().filter(|e| e.is_error()).take(5) {
+            let code = e.code.map(|c| c.to_string()).unwrap_or_default();
+            d = d.note(format!("{code}: {}", e.message));
+        }
+        return Err(vec![d]);
+    }
+    Ok(Imported {
+        teg: lowered.teg,
+        weights: lowered.weights,
+        inputs: m
+            .graph
+            .inputs
+            .iter()
+            .map(|i| lower::ident(&i.name))
+            .collect(),
+        outputs: m
+            .graph
+            .outputs
+            .iter()
+            .map(|o| lower::ident(&o.name))
+            .collect(),
+    })
+}
+
+/// Parses `NAME=d0,d1,...` (E0125 when malformed).
+pub fn parse_input_shape(s: &str) -> Result<(String, Vec<usize>), Diagnostic> {
+    let bad = || {
+        Diagnostic::error(
+            codes::ONNX_INPUT_SHAPE,
+            format!("`--input-shape {s}` is not NAME=d0,d1,..."),
+        )
+        .note("each dimension is a non-negative integer, e.g. `--input-shape input_ids=1,128`")
+    };
+    let (name, dims) = s.rsplit_once('=').ok_or_else(bad)?;
+    if name.is_empty() {
+        return Err(bad());
+    }
+    let dims: Result<Vec<usize>, _> = if dims.trim().is_empty() {
+        Ok(vec![])
+    } else {
+        dims.split(',').map(|d| d.trim().parse::<usize>()).collect()
+    };
+    Ok((name.to_string(), dims.map_err(|_| bad())?))
+}
