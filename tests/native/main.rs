@@ -23,5 +23,6 @@ mod native_cli;
 mod oracle;
 mod oracle_sizes;
 mod steps;
+mod train_mlp;
 mod transformer;
 mod unit;
