@@ -24,5 +24,6 @@ mod oracle;
 mod oracle_sizes;
 mod steps;
 mod train_mlp;
+mod train_transformer;
 mod transformer;
 mod unit;
