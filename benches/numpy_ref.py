@@ -80,7 +80,7 @@ def transformer(np, x, w={}):
     return x1 + f @ w["proj"] + w["bproj"]
 
 
-ADAMW = dict(lr=0.01, b1=0.9, b2=0.999, eps=1e-8, wd=1e-4)  # examples/train_mlp.teg's
+ADAMW = dict(lr=0.005, b1=0.9, b2=0.999, eps=1e-8, wd=1e-4)  # examples/train_mlp.teg's
 
 
 def adamw(np, w, m, v, g, t):

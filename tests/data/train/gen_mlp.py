@@ -14,7 +14,9 @@ Written to mlp/f64/ (float64) and mlp/f32/ (float32), each with
     expected_w2.npy    [64, 1]  w2 after the last step
 The f64 run is examples/train_mlp.teg with every `f32` read as `f64`. The data has more samples
 than the model has weights (1,153), so the loss falls towards the noise (0.01) rather than to 0,
-where an f32 loss would have no correct digits left.
+where an f32 loss would have no correct digits left. The learning rate (0.005) keeps the f32 run
+within 1e-6 of the f64 one; at 0.01 AdamW's division by the root mean square of near-zero
+gradients made the two drift apart by 4.5e-4 after step 150.
 
 Regenerate (JAX is not needed by the tests; the .npy files are committed):
     pip install jax numpy && python3 tests/data/train/gen_mlp.py
@@ -26,7 +28,7 @@ import numpy as np
 
 SEED = 20261128
 STEPS = 200
-LR, B1, B2, EPS, WD = 0.01, 0.9, 0.999, 1e-8, 1e-4
+LR, B1, B2, EPS, WD = 0.005, 0.9, 0.999, 1e-8, 1e-4
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlp")
 
 
