@@ -14,6 +14,11 @@
 //! docs/benchmarks.md shows); plain `cargo bench` builds and times a release binary. Each row
 //! also gives CPU µs per unit (apply, view or operand), which stays flat when a step is linear.
 //! The issue's bars: a 10k chain with `-o` in under 5 s, linear time, under 1 GB at 100k.
+//!
+//! `-- --grad [--runs N]` times instead what `grad` costs (issue 19): examples/transformer.teg's
+//! block as it is and with a loss (the mean square of its output) differentiated with respect
+//! to all twelve weights and biases, each with `tapc opt --passes=grad` (the lowering alone)
+//! and `tapc FILE -o OUT`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -101,6 +106,57 @@ fn measure(args: &[&str]) -> (f64, f64, u64) {
     (secs, cpu, usage.ru_maxrss as u64 * 1024)
 }
 
+/// The weights and biases of examples/transformer.teg's block, in its graph's names.
+const BLOCK_WEIGHTS: [&str; 12] = [
+    "w_qkv", "b_qkv", "w_o", "b_o", "w_fc", "b_fc", "w_proj", "b_proj", "g1", "b1", "g2", "b2",
+];
+
+/// examples/transformer.teg with `loss = mean(y²)` and its gradient with respect to every
+/// weight and bias, each a sink.
+fn block_with_grad() -> String {
+    let src = include_str!("../examples/transformer.teg");
+    let loss_op = "op @sq_mean(y: f32[T, D]) -> (l: f32[]) {\n  l[] = sum[t, d](y[t, d] * y[t, d]) / f32(T * D)\n}\n\ngraph @block {";
+    let wrt: Vec<String> = BLOCK_WEIGHTS.iter().map(|w| format!("%{w}")).collect();
+    let ds: Vec<String> = BLOCK_WEIGHTS.iter().map(|w| format!("%d{w}")).collect();
+    let mut tail = format!(
+        "  %loss = apply @sq_mean(%y)\n  {} = grad %loss wrt {}\n  sink @loss %loss\n",
+        ds.join(", "),
+        wrt.join(", ")
+    );
+    for w in BLOCK_WEIGHTS {
+        tail.push_str(&format!("  sink @d{w} %d{w}\n"));
+    }
+    tail.push('}');
+    src.replace("graph @block {", loss_op)
+        .replace("  sink @y %y\n}", &tail)
+}
+
+/// The `--grad` rows: the block without and with `grad`, `opt --passes=grad` and `-o`.
+fn grad_rows(runs: usize, dir: &Path) {
+    println!(
+        "{:<12} {:>16} {:>8} {:>16} {:>8}",
+        "graph", "grad wall/CPU", "RSS", "-o wall/CPU", "-o RSS"
+    );
+    let out = dir.join("out");
+    let out = out.to_str().expect("utf-8 temp path");
+    let block = include_str!("../examples/transformer.teg").to_string();
+    for (name, text) in [("block", block), ("block+grad", block_with_grad())] {
+        let file = dir.join(format!("{name}.teg"));
+        std::fs::write(&file, text).expect("write the graph");
+        let f = file.to_str().expect("utf-8 temp path");
+        let cell = |argv: &[&str]| {
+            let ms: Vec<_> = (0..runs).map(|_| measure(argv)).collect();
+            let t = median(ms.iter().map(|m| m.0).collect());
+            let c = median(ms.iter().map(|m| m.1).collect());
+            let rss = ms.iter().map(|m| m.2).max().unwrap_or(0);
+            (format!("{t:.3}/{c:.3} s"), format!("{} MB", rss >> 20))
+        };
+        let (gt, gm) = cell(&["opt", f, "--passes=grad"]);
+        let (et, em) = cell(&[f, "-o", out]);
+        println!("{name:<12} {gt:>16} {gm:>8} {et:>16} {em:>8}");
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -145,12 +201,17 @@ fn main() {
         "compile time, medians of {runs} (load average {})",
         load.split_whitespace().next().unwrap_or("?")
     );
+    let dir = std::env::temp_dir().join(format!("tapc-bench-compile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    if args.iter().any(|a| a == "--grad") {
+        grad_rows(runs, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     println!(
         "{:<8} {:>8} {:>16} {:>9} {:>8} {:>16} {:>9} {:>8}",
         "shape", "size", "opt wall/CPU", "CPU/unit", "opt RSS", "-o wall/CPU", "CPU/unit", "-o RSS"
     );
-    let dir = std::env::temp_dir().join(format!("tapc-bench-compile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
     for shape in &shapes {
         for &n in &sizes {
             let file = dir.join(format!("{shape}-{n}.teg"));

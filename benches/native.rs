@@ -149,14 +149,32 @@ graph @bench {
     // examples/transformer.teg at 2048 tokens (see `source_of`); its `rand` weights are
     // generated inside the timed schedule (numpy's are made once, untimed).
     ("transformer", ""),
+    // One training step of examples/train_mlp.teg at issue 19's shapes (see `source_of`):
+    // forward, `grad` (lowered by the pipeline) and AdamW on all four parameters.
+    ("train_step", ""),
 ];
 
-/// The workload's TEG source: the text above, or the transformer example resized.
+/// examples/train_mlp.teg resized to a 784 → 512 → 10 MLP at batch 256 (issue 19).
+const TRAIN_STEP_SHAPES: &[(&str, &str)] = &[
+    ("f32[1024, 16]", "f32[256, 784]"),
+    ("f32[1024, 1]", "f32[256, 10]"),
+    ("f32[16, 64]", "f32[784, 512]"),
+    ("f32[64, 1]", "f32[512, 10]"),
+    ("f32[64]", "f32[512]"),
+    ("f32[1]", "f32[10]"),
+];
+
+/// The workload's TEG source: the text above, or an example resized.
 fn source_of(name: &str, src: &str) -> String {
-    if name == "transformer" {
-        include_str!("../examples/transformer.teg").replace("f32[8, 768]", "f32[2048, 768]")
-    } else {
-        src.to_string()
+    match name {
+        "transformer" => {
+            include_str!("../examples/transformer.teg").replace("f32[8, 768]", "f32[2048, 768]")
+        }
+        "train_step" => TRAIN_STEP_SHAPES.iter().fold(
+            include_str!("../examples/train_mlp.teg").to_string(),
+            |src, (from, to)| src.replace(from, to),
+        ),
+        _ => src.to_string(),
     }
 }
 
@@ -235,6 +253,9 @@ fn workloads() -> Vec<Workload> {
                 "matmul" => 2.0 * 1024f64.powi(3),
                 "mlp" => 4.0 * 4096.0 * 1024.0 * 4096.0,
                 "conv2d" => 2.0 * 64.0 * 64.0 * 9.0 * 56.0 * 56.0,
+                // Three matmul-sized passes (forward, and two in the backward) per layer; the
+                // first layer's input gradient is not computed (x is not differentiated).
+                "train_step" => 2.0 * 256.0 * (3.0 * 512.0 * 10.0 + 2.0 * 784.0 * 512.0),
                 // Memory-bound: judged against copy bandwidth.
                 _ => 0.0,
             },

@@ -80,6 +80,51 @@ def transformer(np, x, w={}):
     return x1 + f @ w["proj"] + w["bproj"]
 
 
+ADAMW = dict(lr=0.005, b1=0.9, b2=0.999, eps=1e-8, wd=1e-4)  # examples/train_mlp.teg's
+
+
+def adamw(np, w, m, v, g, t):
+    """One AdamW step, as examples/train_mlp.teg's @adamw writes it."""
+    f32, h = np.float32, ADAMW
+    mt = f32(h["b1"]) * m + (f32(1) - f32(h["b1"])) * g
+    vt = f32(h["b2"]) * v + (f32(1) - f32(h["b2"])) * g * g
+    step = mt / (f32(1) - f32(h["b1"]) ** t) / (np.sqrt(vt / (f32(1) - f32(h["b2"]) ** t)) + f32(h["eps"]))
+    return w - f32(h["lr"]) * (step + f32(h["wd"]) * w), mt, vt
+
+
+def mlp_loss(np, p, x, y):
+    d = np.maximum(x @ p[0] + p[1], 0) @ p[2] + p[3] - y
+    return np.sum(d * d) / np.float32(d.size)
+
+
+def mlp_grads(np, p, x, y):
+    """The loss and gradients of `mlp_loss`, derived by hand (numpy has no autodiff)."""
+    w1, b1, w2, b2 = p
+    z = x @ w1 + b1
+    h = np.maximum(z, 0)
+    d = h @ w2 + b2 - y
+    dp = d * np.float32(2 / d.size)
+    dz = (dp @ w2.T) * (z > 0)
+    return np.sum(d * d) / np.float32(d.size), (x.T @ dz, dz.sum(0), h.T @ dp, dp.sum(0))
+
+
+def train_step(np, d):
+    """One step of examples/train_mlp.teg: the loss, its gradients (jax.value_and_grad under
+    JAX, `mlp_grads` under numpy) and AdamW on each parameter; returns the loss and new state."""
+    names = ["w1", "b1", "w2", "b2"]
+    p = tuple(d[k] for k in names)
+    if np.__name__ == "jax.numpy":
+        import jax
+        loss, g = jax.value_and_grad(lambda q: mlp_loss(np, q, d["x"], d["y"]))(p)
+    else:
+        loss, g = mlp_grads(np, p, d["x"], d["y"])
+    t = d["t"] + np.float32(1)
+    out = [loss, t]
+    for k, gk in zip(names, g):
+        out.extend(adamw(np, d[k], d["m" + k], d["v" + k], gk, t))
+    return out
+
+
 def workload(np, name):
     """The reference computation of workload `name` (the bench's names encode the shapes)."""
     f32 = np.float32
@@ -92,6 +137,7 @@ def workload(np, name):
         "gelu": lambda d: gelu(np, d["x"]),
         "layernorm": lambda d: layernorm(np, d["x"], d["g"], d["b"]),
         "transformer": lambda d: transformer(np, d["x"]),
+        "train_step": lambda d: train_step(np, d),
         # numpy's `E[ids]`, JAX's `jnp.take` (the same row gather).
         "embedding": (lambda d: np.take(d["E"], d["ids"], axis=0)) if np.__name__ == "jax.numpy"
         else (lambda d: d["E"][d["ids"]]),
@@ -212,6 +258,7 @@ def main():
             inputs = {k: jax.device_put(v) for k, v in inputs.items()}
             run = lambda: jax.block_until_ready(fn(inputs))  # noqa: E731
         else:
+            np.seterr(invalid="ignore")  # the random second moments are negative in places
             run = lambda: fn(inputs)  # noqa: E731
         run()  # warm-up (and jit compile)
         times = []

@@ -25,5 +25,7 @@ mod oracle;
 mod oracle_sizes;
 mod scatter;
 mod steps;
+mod train_mlp;
+mod train_transformer;
 mod transformer;
 mod unit;

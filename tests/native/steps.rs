@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 const STEPS: usize = 50;
 
-fn root() -> &'static Path {
+pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -19,7 +19,7 @@ fn data() -> PathBuf {
     root().join("tests/data/train")
 }
 
-fn example(name: &str) -> String {
+pub(crate) fn example(name: &str) -> String {
     root().join("examples").join(name).display().to_string()
 }
 
@@ -67,6 +67,21 @@ fn losses(o: &Output) -> Vec<(usize, f64)> {
         .collect()
 }
 
+/// The loss of every step of a run of `steps` steps with `--log-every 1`, after checking that
+/// it exited 0 and logged steps 1 to `steps` in order.
+pub(crate) fn logged_losses(what: &str, o: &Output, steps: usize) -> Vec<f64> {
+    assert!(o.status.success(), "{what}: {}", text(o));
+    let got = losses(o);
+    let logged: Vec<usize> = got.iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        logged,
+        (1..=steps).collect::<Vec<_>>(),
+        "{what}: {}",
+        text(o)
+    );
+    got.into_iter().map(|(_, v)| v).collect()
+}
+
 /// `|a - b| <= 1e-12 * |b|` elementwise (f64: sums in another order differ in the last bits).
 fn assert_close(what: &str, got: &[f64], want: &[f64]) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
@@ -81,57 +96,48 @@ fn assert_close(what: &str, got: &[f64], want: &[f64]) {
 /// Checks one run of `STEPS` steps: exit 0, a loss per step equal to numpy's, falling tenfold,
 /// and the final weights in `out/w.npy`.
 fn check_run(what: &str, o: &Output, out: &Path, reference: &str) {
-    assert!(o.status.success(), "{what}: {}", text(o));
-    let got = losses(o);
-    let steps: Vec<usize> = got.iter().map(|(s, _)| *s).collect();
-    assert_eq!(
-        steps,
-        (1..=STEPS).collect::<Vec<_>>(),
-        "{what}: {}",
-        text(o)
-    );
+    let values = logged_losses(what, o, STEPS);
     let want = f64s(&data().join(format!("expected_{reference}_loss.npy")));
-    let values: Vec<f64> = got.iter().map(|(_, v)| *v).collect();
     assert_close(&format!("{what} loss"), &values, &want);
     assert!(values[STEPS - 1] < values[0] / 10.0, "{what}: {values:?}");
     let w = f64s(&data().join(format!("expected_{reference}_w.npy")));
     assert_close(&format!("{what} w"), &f64s(&out.join("w.npy")), &w);
 }
 
+/// Runs `file` for `steps` steps with `--log-every 1` from `input_dir` in the interpreter, the
+/// JIT and a program compiled into `dir`: `(runtime, output, out_dir)` for each.
+pub(crate) fn run_everywhere(
+    file: &str,
+    input_dir: &str,
+    dir: &Path,
+    steps: usize,
+) -> Vec<(&'static str, Output, PathBuf)> {
+    let n = steps.to_string();
+    let flags = ["--steps", n.as_str(), "--log-every", "1"];
+    let mut runs = Vec::new();
+    for backend in ["--interp", "--native"] {
+        let out = dir.join(backend.trim_start_matches('-'));
+        let args = ["run", file, backend, "--input-dir", input_dir, "--out-dir"];
+        let o = tapc(&[&args[..], &[out.to_str().unwrap()], &flags[..]].concat());
+        runs.push((backend, o, out));
+    }
+    let exe = compile(file, dir, "program");
+    let out = dir.join("compiled");
+    let o = Command::new(&exe)
+        .args(["--input-dir", input_dir, "--out-dir", out.to_str().unwrap()])
+        .args(flags)
+        .output()
+        .unwrap();
+    runs.push(("compiled", o, out));
+    runs
+}
+
 fn check_example(file: &str, reference: &str) {
     let dir = crate::common::scratch(&format!("steps-{reference}"));
     let input_dir = data().display().to_string();
-    let n = STEPS.to_string();
-    for backend in ["--interp", "--native"] {
-        let out = dir.join(backend.trim_start_matches('-'));
-        let o = tapc(&[
-            "run",
-            &example(file),
-            backend,
-            "--input-dir",
-            &input_dir,
-            "--out-dir",
-            out.to_str().unwrap(),
-            "--steps",
-            &n,
-            "--log-every",
-            "1",
-        ]);
-        check_run(&format!("{file} {backend}"), &o, &out, reference);
+    for (runtime, o, out) in run_everywhere(&example(file), &input_dir, &dir, STEPS) {
+        check_run(&format!("{file} {runtime}"), &o, &out, reference);
     }
-    let exe = compile(&example(file), &dir, reference);
-    let out = dir.join("compiled");
-    let o = Command::new(&exe)
-        .args([
-            "--input-dir",
-            &input_dir,
-            "--out-dir",
-            out.to_str().unwrap(),
-        ])
-        .args(["--steps", &n, "--log-every", "1"])
-        .output()
-        .unwrap();
-    check_run(&format!("{file} compiled"), &o, &out, reference);
 }
 
 #[test]
