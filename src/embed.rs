@@ -5,9 +5,11 @@
 use crate::codegen::{self, Jit};
 use crate::diag::{render_human, render_json, Diagnostic};
 use crate::driver::{emit, pick_graph, read_pass_files};
+use crate::import::{ImportOptions, Imported};
 use crate::ir::Module;
 use crate::passes::manager::{self, RunConfig};
 use crate::verify::GraphFacts;
+use std::path::Path;
 use tapc_runtime::exec::{self, Input, Report, SinkData, SinkView};
 use tapc_runtime::DType;
 
@@ -58,6 +60,13 @@ impl CompileError {
     pub fn human(&self) -> String {
         render_human(&self.file, &self.source, &self.diagnostics, false)
     }
+}
+
+/// Imports the ONNX model at `path` (what `tapc import` does, without writing files). A failure
+/// is a [`CompileError`] whose diagnostics name the model file.
+pub fn import_onnx(path: &Path, opts: &ImportOptions) -> Result<Imported, CompileError> {
+    let file = tapc_runtime::paths::shown(path).to_string();
+    crate::import::import_onnx(path, opts).map_err(|d| CompileError::new(&file, "", d))
 }
 
 /// A graph compiled for this machine, ready to run.

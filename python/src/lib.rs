@@ -264,6 +264,30 @@ fn compile(
     }
 }
 
+/// Imports the ONNX model at `path`: `(teg, weights, inputs, outputs)`, the weights a dict of
+/// numpy arrays by source name, the inputs and outputs the model's own in ONNX order.
+/// `input_shapes` fixes dynamic dimensions as `tapc import --input-shape` does.
+#[pyfunction]
+#[pyo3(signature = (path, input_shapes=None))]
+#[allow(clippy::type_complexity)]
+fn import_onnx<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    input_shapes: Option<Vec<(String, Vec<usize>)>>,
+) -> PyResult<(String, Bound<'py, PyDict>, Vec<String>, Vec<String>)> {
+    let opts = tapc::import::ImportOptions {
+        input_shapes: input_shapes.unwrap_or_default(),
+    };
+    let imported = py
+        .detach(|| embed::import_onnx(&path, &opts).map_err(Box::new))
+        .map_err(|e| compile_error(py, &e))?;
+    let weights = PyDict::new(py);
+    for (name, t) in imported.weights {
+        weights.set_item(name, to_numpy(py, t)?)?;
+    }
+    Ok((imported.teg, weights, imported.inputs, imported.outputs))
+}
+
 /// The host CPU and its features: part of the key programs are cached under.
 #[pyfunction]
 fn host_cpu() -> PyResult<String> {
@@ -491,5 +515,6 @@ fn _native(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_class::<Program>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(host_cpu, m)?)?;
+    m.add_function(wrap_pyfunction!(import_onnx, m)?)?;
     Ok(())
 }

@@ -27,7 +27,7 @@ import numpy as np
 from . import _native
 from ._native import CompileError
 
-__all__ = ["compile", "Function", "Port", "CompileError", "import_onnx", "compile_onnx"]
+__all__ = ["compile", "Function", "Model", "Port", "CompileError", "import_onnx", "compile_onnx"]
 
 
 class _PortFields(NamedTuple):
@@ -184,17 +184,78 @@ def compile(
         return _cache.setdefault(key, f)
 
 
-_ONNX_MESSAGE = (
-    "tapc.{0}: the ONNX importer (`tapc import`) is not in this build of tapc yet; "
-    "convert the model to TEG by hand and use tapc.compile"
-)
+def _shapes(input_shapes) -> list:
+    """`input_shapes` ({name: dims}) as the importer takes it."""
+    if input_shapes is None:
+        return []
+    if not isinstance(input_shapes, dict):
+        raise TypeError(f"input_shapes maps an input name to its dimensions, not {type(input_shapes).__name__}")
+    return [(str(name), [int(d) for d in dims]) for name, dims in input_shapes.items()]
 
 
-def import_onnx(path, input_shapes=None):
-    """Not available yet: the ONNX importer is not part of this build (raises NotImplementedError)."""
-    raise NotImplementedError(_ONNX_MESSAGE.format("import_onnx"))
+def import_onnx(path, input_shapes=None) -> Tuple[str, Dict[str, np.ndarray]]:
+    """Translates the ONNX model at ``path`` into TEG, as ``tapc import`` does.
+
+    Returns ``(teg, weights)``: the TEG text (one graph whose sources are the model's inputs
+    and its weights) and the weights as numpy arrays by source name. ``input_shapes`` maps an
+    input name to its dimensions, fixing dynamic ones (``--input-shape``). Raises CompileError
+    (E0120-E0127, naming the file and, for a node, the operator and opset) when the model
+    cannot be imported.
+    """
+    teg, weights, _inputs, _outputs = _native.import_onnx(os.fspath(path), _shapes(input_shapes))
+    return teg, weights
 
 
-def compile_onnx(path, input_shapes=None, **compile_options):
-    """Not available yet: the ONNX importer is not part of this build (raises NotImplementedError)."""
-    raise NotImplementedError(_ONNX_MESSAGE.format("compile_onnx"))
+class Model:
+    """An ONNX model compiled for this machine: a Function with the model's weights bound.
+    Call it with the model's inputs only, by name or in ONNX order; it returns a dict of numpy
+    arrays by output name. ``function`` is the compiled graph, ``weights`` the bound arrays."""
+
+    __slots__ = ("function", "weights", "inputs", "outputs")
+
+    def __init__(self, function: Function, weights: Dict[str, np.ndarray], inputs, outputs) -> None:
+        self.function = function
+        self.weights = weights
+        by_name = {p.name: p for p in function.inputs}
+        #: The model's inputs (the graph's sources that are not weights), in ONNX order.
+        self.inputs: Tuple[Port, ...] = tuple(by_name[n] for n in inputs)
+        #: The model's outputs, in ONNX order.
+        self.outputs: Tuple[Port, ...] = tuple(p for n in outputs for p in function.outputs if p.name == n)
+
+    def __call__(self, *args: Any, out: Optional[Dict[str, np.ndarray]] = None, **kwargs: Any) -> Dict[str, np.ndarray]:
+        names = [p.name for p in self.inputs]
+        if len(args) > len(names):
+            raise TypeError(f"the model takes {len(names)} input(s), {len(args)} given")
+        bound = dict(zip(names, args))
+        for name, value in kwargs.items():
+            if name in self.weights:
+                raise TypeError(f"`{name}` is a weight of the model, bound when it was compiled")
+            if name in bound:
+                raise TypeError(f"input `{name}` is given twice")
+            bound[name] = value
+        return self.function(out=out, **self.weights, **bound)
+
+    @property
+    def teg(self) -> str:
+        """The module after the passes, as TEG text."""
+        return self.function.teg
+
+    def signature(self) -> str:
+        """See Function.signature."""
+        return self.function.signature()
+
+    def cost(self) -> str:
+        """See Function.cost."""
+        return self.function.cost()
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{p.name}: {p.teg_dtype}{list(p.shape)}" for p in self.inputs)
+        return f"<tapc.Model @{self.function.graph}({ins}), {len(self.weights)} weights>"
+
+
+def compile_onnx(path, input_shapes=None, **compile_options) -> Model:
+    """Imports the ONNX model at ``path`` (see import_onnx) and compiles it (see compile; the
+    keyword options are compile's: graph, passes, threads). Returns a Model, called with the
+    model's inputs only."""
+    teg, weights, inputs, outputs = _native.import_onnx(os.fspath(path), _shapes(input_shapes))
+    return Model(compile(teg, **compile_options), weights, inputs, outputs)

@@ -5,7 +5,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
-__all__ = ["compile", "Function", "Port", "CompileError", "import_onnx", "compile_onnx"]
+__all__ = ["compile", "Function", "Model", "Port", "CompileError", "import_onnx", "compile_onnx"]
 
 class CompileError(Exception):
     """A TEG text did not compile.
@@ -72,10 +72,32 @@ def compile(
     ``tapc opt --passes`` takes it (default: the standard pipeline); threads: worker threads
     (default: every core). Raises :class:`CompileError`."""
 
-def import_onnx(path: Union[str, os.PathLike], input_shapes: Optional[Dict[str, List[int]]] = None) -> Any:
-    """Not available yet: raises NotImplementedError (the ONNX importer is not in this build)."""
+def import_onnx(
+    path: Union[str, os.PathLike], input_shapes: Optional[Dict[str, List[int]]] = None
+) -> Tuple[str, Dict[str, np.ndarray]]:
+    """Translates an ONNX model into TEG (as ``tapc import``): ``(teg, weights by source
+    name)``. ``input_shapes`` fixes dynamic dimensions. Raises :class:`CompileError`."""
+
+class Model:
+    """An ONNX model compiled with its weights bound; call it with the model's inputs only."""
+
+    function: Function
+    weights: Dict[str, np.ndarray]
+    inputs: Tuple[Port, ...]
+    outputs: Tuple[Port, ...]
+    def __call__(
+        self, *args: np.ndarray, out: Optional[Dict[str, np.ndarray]] = None, **kwargs: np.ndarray
+    ) -> Dict[str, np.ndarray]: ...
+    @property
+    def teg(self) -> str: ...
+    def signature(self) -> str: ...
+    def cost(self) -> str: ...
 
 def compile_onnx(
-    path: Union[str, os.PathLike], input_shapes: Optional[Dict[str, List[int]]] = None, **compile_options: Any
-) -> Function:
-    """Not available yet: raises NotImplementedError (the ONNX importer is not in this build)."""
+    path: Union[str, os.PathLike],
+    input_shapes: Optional[Dict[str, List[int]]] = None,
+    graph: Optional[str] = None,
+    passes: Optional[str] = None,
+    threads: Optional[int] = None,
+) -> Model:
+    """Imports an ONNX model and compiles it (see :func:`import_onnx`, :func:`compile`)."""

@@ -245,12 +245,6 @@ def test_bf16_is_uint16_bits_without_ml_dtypes():
     assert run.returncode == 0 and run.stdout == "ok\n", run.stderr
 
 
-def test_import_onnx_says_the_importer_is_not_in_this_build():
-    for call in (lambda: tapc.import_onnx("m.onnx"), lambda: tapc.compile_onnx("m.onnx", threads=1)):
-        with pytest.raises(NotImplementedError, match="ONNX importer"):
-            call()
-
-
 def test_threads_must_be_positive():
     with pytest.raises(ValueError, match="threads"):
         tapc.compile(SUM, threads=0)
