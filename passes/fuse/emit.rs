@@ -48,16 +48,7 @@ impl Names {
     }
 
     pub fn fresh(&mut self, want: &str) -> String {
-        let mut base: String = want
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let mut base = crate::syntax::lexer::identifier_chars(want);
         if base.is_empty() || base.starts_with(|c: char| c.is_ascii_digit()) {
             base = format!("t{base}");
         }

@@ -291,3 +291,17 @@ fn filter_newlines(raw: Vec<Spanned>) -> Vec<Spanned> {
     }
     out
 }
+
+/// `name` with every character that cannot be in an identifier (anything but `[A-Za-z0-9_]`)
+/// replaced by `_`: the start of a name made from foreign text (ONNX names, fused values).
+pub fn identifier_chars(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

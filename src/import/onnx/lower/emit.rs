@@ -41,16 +41,7 @@ pub fn list<T: ToString>(v: &[T]) -> String {
 /// An ONNX name as a TEG identifier: `[A-Za-z0-9_]` kept, anything else `_`, a leading
 /// digit prefixed with `_`; never empty.
 pub fn ident(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut s = crate::syntax::lexer::identifier_chars(name);
     let s2 = s.trim_matches('_').to_string();
     if !s2.is_empty() {
         s = s2;
