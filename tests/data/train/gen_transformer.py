@@ -2,10 +2,11 @@
 """Generates the fixtures of examples/train_transformer.teg: a decoder-only transformer (2
 layers, width 128, 4 heads of 32, FFN 512, sequence 64, vocabulary 16) trained STEPS steps with
 plain SGD on a reverse task, its gradients from `jax.grad`, in float32, computed as the graph
-computes it (pre-LayerNorm, tanh GELU, causal mask by -1e30, one-hot embedding).
+computes it (pre-LayerNorm, tanh GELU, causal mask by -1e30, the embedding a gather of rows,
+whose gradient is a scatter-add).
 
 Data (numpy.random.default_rng(SEED)): 32 tokens uniform below 16, then the same 32 reversed;
-    tokens  [64, 16]  one-hot of the sequence
+    ids     [64]      the sequence (int64)
     targets [64, 16]  one-hot of the next token (row 63 is zero: no prediction there)
 Initial state: every matrix and the embeddings ~ normal * 0.02 (the embedding * 0.1), LayerNorm
 gains 1, every bias 0. Written to transformer/ (float32) with
@@ -40,7 +41,7 @@ def params(rng):
     return p
 
 
-def loss_fn(jnp, p, tokens, targets):
+def loss_fn(jnp, p, ids, targets):
     f32 = jnp.float32
 
     def layernorm(x, g, b):
@@ -53,7 +54,7 @@ def loss_fn(jnp, p, tokens, targets):
         return f32(0.5) * x * (f32(1) + jnp.tanh(f32(0.7978845608) * (x + f32(0.044715) * x * x * x)))
 
     causal = jnp.tril(jnp.ones((T, T), dtype=bool))
-    x = tokens @ p["emb"] + p["pos"]
+    x = p["emb"][ids] + p["pos"]
     for layer in (1, 2):
         q_ = f"l{layer}_"
         qkv = layernorm(x, p[q_ + "g1"], p[q_ + "b1"]) @ p[q_ + "wqkv"] + p[q_ + "bqkv"]
@@ -78,18 +79,17 @@ def main():
     rng = np.random.default_rng(SEED)
     first = rng.integers(0, V, 32)
     seq = np.concatenate([first, first[::-1]])
-    tokens = np.eye(V)[seq]
     targets = np.zeros((T, V))
     targets[np.arange(T - 1), seq[1:]] = 1.0
     p = params(rng)
     os.makedirs(OUT, exist_ok=True)
     save = lambda n, a: np.save(os.path.join(OUT, n + ".npy"), np.asarray(a, dtype=np.float32))  # noqa: E731
-    save("tokens", tokens)
+    np.save(os.path.join(OUT, "ids.npy"), seq.astype(np.int64))
     save("targets", targets)
     for k, v in p.items():
         save(k, v)
     p = {k: jnp.asarray(v, jnp.float32) for k, v in p.items()}
-    tk, tg = jnp.asarray(tokens, jnp.float32), jnp.asarray(targets, jnp.float32)
+    tk, tg = jnp.asarray(seq), jnp.asarray(targets, jnp.float32)
     step = jax.jit(jax.value_and_grad(lambda q: loss_fn(jnp, q, tk, tg)))
     losses = []
     for _ in range(STEPS):
