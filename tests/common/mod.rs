@@ -135,12 +135,38 @@ pub fn pipeline_context(
     (m, cx)
 }
 
-/// A fresh, empty directory `tapc-NAME-PID` under the system's temporary directory.
+/// A fresh, empty directory `tapc-NAME-PID` under the system's temporary directory, removed
+/// when the test process exits (`TAPC_KEEP_SCRATCH=1` keeps it for a post-mortem).
 pub fn scratch(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("tapc-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
+    remove_at_exit(&d);
     d
+}
+
+/// Directories to remove when the process exits; a test binary's tests share them, so no
+/// test can remove one another still uses.
+static AT_EXIT: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes `dir` (and everything under it) when the test process exits, passed or failed.
+pub fn remove_at_exit(dir: &std::path::Path) {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: `remove_registered` is a plain `extern "C" fn` that takes no arguments.
+    HOOK.call_once(|| unsafe {
+        libc::atexit(remove_registered);
+    });
+    AT_EXIT.lock().unwrap().push(dir.to_path_buf());
+}
+
+extern "C" fn remove_registered() {
+    if std::env::var_os("TAPC_KEEP_SCRATCH").is_some() {
+        return;
+    }
+    let dirs = std::mem::take(&mut *AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()));
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
 }
 
 /// Deterministic inputs for every source: floats in [-2, 2), ints in [-50, 50), bools.

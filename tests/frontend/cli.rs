@@ -9,10 +9,7 @@ fn tapc(args: &[&str]) -> Outcome {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tapc-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::scratch(&format!("cli-{name}"))
 }
 
 fn root() -> &'static Path {

@@ -66,13 +66,7 @@ const SCENARIOS: &[Scenario] = &[
 /// empty (the `tapc import` codes need a model file, which a filetest's RUN line lacks).
 fn import(model: &str, extra: &[&str]) -> (Option<i32>, String) {
     let stem = model.trim_end_matches(".onnx");
-    let dir = std::env::temp_dir().join(format!(
-        "tapc-codes-{stem}-{}-{}",
-        extra.len(),
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch(&format!("codes-{stem}-{}", extra.len()));
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/onnx/bad")
         .join(model);
@@ -95,9 +89,7 @@ fn import(model: &str, extra: &[&str]) -> (Option<i32>, String) {
 
 /// `tapc FILE -o OUT` with `TAPC_RUNTIME_LIB` naming no file: the backend cannot link.
 fn no_runtime_library() -> (Option<i32>, String) {
-    let dir = std::env::temp_dir().join(format!("tapc-codes-e0101-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("codes-e0101");
     let file = dir.join("g.teg");
     std::fs::write(
         &file,

@@ -1162,9 +1162,6 @@ mod harness {
     }
 
     fn temp_dir(tag: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("tapc-filetests-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        crate::common::scratch(&format!("filetests-{tag}"))
     }
 }

@@ -16,6 +16,7 @@ fn write(name: &str, text: &str) -> PathBuf {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let d = std::env::temp_dir().join(format!("tapc-fmt-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
+    crate::common::remove_at_exit(&d);
     let f = d.join(name);
     std::fs::write(&f, text).unwrap();
     f

@@ -86,9 +86,7 @@ fn no_two_files_of_a_crate_use_each_other() {
 
 /// A crate planted in a fresh temporary folder: `(path, text)` files, `src/lib.rs` the root.
 fn planted(tag: &str, files: &[(&str, &str)]) -> (PathBuf, Crate) {
-    let dir =
-        std::env::temp_dir().join(format!("tapc-import-circles-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::common::scratch(&format!("import-circles-{tag}"));
     for (path, text) in files {
         let p = dir.join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();

@@ -67,6 +67,7 @@ pub(crate) fn started() -> Client {
 fn tapc(args: &[&str], src: &str) -> String {
     let dir = std::env::temp_dir().join(format!("tapc-lsp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    crate::common::remove_at_exit(&dir);
     let file = dir.join("layer.teg");
     std::fs::write(&file, src).unwrap();
     let mut argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();

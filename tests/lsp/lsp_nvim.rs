@@ -36,6 +36,7 @@ fn run_nvim(script: &str, file_name: &str, text: &str, extra: &str) -> Value {
     let dir =
         std::env::temp_dir().join(format!("tapc-lsp-nvim-{}-{file_name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    crate::common::remove_at_exit(&dir);
     let file = dir.join(file_name);
     let out = dir.join("out.json");
     std::fs::write(&file, text).unwrap();

@@ -20,10 +20,7 @@ pub(crate) fn root() -> &'static Path {
 }
 
 pub(crate) fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tapc-mpi-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::scratch(&format!("mpi-{name}"))
 }
 
 fn tapc(args: &[&str]) -> Output {

@@ -37,10 +37,7 @@ graph @multi {
 "#;
 
 pub(crate) fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tapc-reliability-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::scratch(&format!("reliability-{name}"))
 }
 
 pub(crate) fn tapc() -> Command {
