@@ -21,7 +21,7 @@ use super::affine::{canonical, shifted, Res};
 use super::views::ViewMap;
 use crate::ir::graph::ValueId;
 use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Instance, Scalar, Src, Temp, Var};
-use crate::ir::kernel::{BinOp, Dim, IExpr, OpDef, UnOp};
+use crate::ir::kernel::{BinOp, Dim, Func, IExpr, OpDef, Reduction, UnOp};
 use crate::ir::TensorType;
 use tapc_runtime::DType;
 
@@ -412,14 +412,16 @@ pub fn affine_value(a: &Affine) -> Res<CExpr> {
 /// Whether `s` can be used as a name in a printed kernel (an identifier that is no keyword,
 /// dtype, function or reduction name).
 pub fn ident_ok(s: &str) -> bool {
-    const RESERVED: &[&str] = &[
+    // The lexer's keywords; function, cast and reduction names come from the IR's own tables,
+    // so a dtype or function added later is reserved without touching this list.
+    const KEYWORDS: &[&str] = &[
         "op", "extern", "graph", "apply", "source", "sink", "sequence", "index", "cost", "on",
-        "true", "false", "f32", "f64", "i32", "i64", "bool", "exp", "log", "sqrt", "tanh", "abs",
-        "sin", "cos", "erf", "atan", "asin", "acos", "pow", "floor", "ceil", "max", "min",
-        "select", "sum", "prod", "pin",
+        "true", "false", "pin",
     ];
     let mut cs = s.chars();
     matches!(cs.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !RESERVED.contains(&s)
+        && !KEYWORDS.contains(&s)
+        && Func::from_name(s).is_none()
+        && Reduction::from_name(s).is_none()
 }

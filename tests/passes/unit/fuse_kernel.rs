@@ -24,7 +24,13 @@ fn affine_values_print_as_integer_expressions() {
 
 #[test]
 fn reserved_words_are_not_names() {
-    for bad in ["sum", "max", "f32", "index", "1x", "a.b", ""] {
+    let late = [
+        "bf16", "f16", "u8", "i16", "u64", "popcount", "argmax", "argmin", "mean",
+    ];
+    for bad in ["sum", "max", "f32", "index", "1x", "a.b", ""]
+        .into_iter()
+        .chain(late)
+    {
         assert!(!ident_ok(bad), "{bad}");
     }
     assert!(ident_ok("h_0"));
