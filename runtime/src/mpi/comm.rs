@@ -63,13 +63,18 @@ unsafe impl Sync for Comm {}
 
 static COMM: OnceLock<Comm> = OnceLock::new();
 
+/// The rank's communication, once installed (for the collective kernels of `coll.rs`).
+pub(super) fn installed() -> Option<&'static Comm> {
+    COMM.get()
+}
+
 impl Comm {
     fn rank_of(&self, node: u32) -> c_int {
         (node % self.size) as c_int
     }
 
     /// Counts `n` more bytes of message buffers (`add`) or `n` fewer.
-    fn hold(&self, n: u64, add: bool) {
+    pub(super) fn hold(&self, n: u64, add: bool) {
         if add {
             let now = self.held.0.fetch_add(n, Ordering::Relaxed) + n;
             self.held.1.fetch_max(now, Ordering::Relaxed);
@@ -83,7 +88,7 @@ impl Comm {
         self.held.1.load(Ordering::Relaxed)
     }
 
-    fn mpi<T>(&self, f: impl FnOnce() -> T) -> T {
+    pub(super) fn mpi<T>(&self, f: impl FnOnce() -> T) -> T {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         f()
     }
@@ -128,7 +133,7 @@ impl Comm {
     }
 
     /// Polls `req` until it completes; returns the time waited.
-    fn wait(&self, req: &mut ffi::MPI_Request) -> Result<Duration, c_int> {
+    pub(super) fn wait(&self, req: &mut ffi::MPI_Request) -> Result<Duration, c_int> {
         let t = Instant::now();
         let mut spins = 0u32;
         loop {

@@ -7,8 +7,11 @@
 //! sinks into the staged files.
 
 #[cfg(feature = "mpi")]
+mod coll;
+#[cfg(feature = "mpi")]
 mod comm;
 pub mod dist;
+pub mod group;
 #[cfg(feature = "mpi")]
 mod local;
 #[cfg(feature = "mpi")]
