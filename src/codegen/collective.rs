@@ -7,9 +7,11 @@
 //! over two inputs of the output's type. A tree of combines of one monoid, each inner one read
 //! only by the next, whose leaves are partial results written whole by one task each, becomes
 //! a group when:
-//! - its leaves are on at least two nodes, and every node that reads the result (the readers
-//!   of the last combine's output; node 0 for a sink) holds a leaf (every rank of the
-//!   collective contributes);
+//! - its leaves are on at least two nodes, and the nodes it delivers the result to hold a
+//!   leaf (every rank of the collective contributes): the one node that reads the result
+//!   (node 0 for a sink); or, when exactly the leaves' nodes read it, each whole, all of them
+//!   (an allreduce); else the last combine's own node, which sends the other readers their
+//!   parts as before (what the cost model plans: the combine on its sink node);
 //! - the leaves and the result have one shape and one set of strides (their runs correspond
 //!   element by element);
 //! - the dtype has an MPI datatype: f16, bf16 (and bool) keep the point-to-point transfers
@@ -23,7 +25,7 @@ use super::schedule::{KernelSpec, Region, Schedule};
 use crate::ir::instance::{CExpr, CKind, CStmt, Src, Target};
 use crate::ir::kernel::{BinOp, Func};
 use crate::ir::DType;
-use tapc_runtime::mpi::dist::{intersect, region_runs, Leaf, ReduceOp, Reduction};
+use tapc_runtime::mpi::dist::{intersect, region_runs, Leaf, ReduceOp, Reduction, Runs};
 
 /// The monoid of a combine kernel (see the module docs), or `None`.
 fn combine_op(k: &KernelSpec) -> Option<ReduceOp> {
@@ -66,26 +68,26 @@ fn same_region(a: &Region, b: &Region) -> bool {
     (a.buffer, a.offset, &a.shape, &a.strides) == (b.buffer, b.offset, &b.shape, &b.strides)
 }
 
-/// Whether `r` reads any element of `w`.
-fn overlaps(r: &Region, w: &Region) -> bool {
-    r.buffer == w.buffer && {
-        let rr = region_runs(r.offset, &r.shape, &r.strides);
-        let wr = region_runs(w.offset, &w.shape, &w.strides);
-        !intersect(&rr, &wr).is_empty()
-    }
-}
-
-/// The tasks and sinks (as `None`) that read task `t`'s one output, with their nodes.
-fn readers(s: &Schedule, nodes: &[u32], t: usize) -> Vec<(Option<usize>, u32)> {
+/// Each read of task `t`'s one output by a task or a sink (`None`): the reader, its node
+/// (node 0 for a sink) and the runs it reads of that output.
+fn readers(s: &Schedule, nodes: &[u32], t: usize) -> Vec<(Option<usize>, u32, Runs)> {
     let Some(w) = s.access[t].writes.first() else {
         return vec![];
     };
+    let wr = region_runs(w.offset, &w.shape, &w.strides);
+    let read = |r: &Region| {
+        let runs = intersect(&region_runs(r.offset, &r.shape, &r.strides), &wr);
+        (r.buffer == w.buffer && !runs.is_empty()).then_some(runs)
+    };
     let tasks = (s.access.iter().enumerate())
-        .filter(|(i, a)| *i != t && a.reads.iter().any(|r| overlaps(r, w)))
-        .map(|(i, _)| (Some(i), nodes[i]));
-    let sinks = (s.sink_reads.iter())
-        .filter(|r| overlaps(r, w))
-        .map(|_| (None, 0));
+        .filter(|(i, _)| *i != t)
+        .flat_map(|(i, a)| {
+            a.reads
+                .iter()
+                .filter_map(read)
+                .map(move |x| (Some(i), nodes[i], x))
+        });
+    let sinks = s.sink_reads.iter().filter_map(read).map(|x| (None, 0, x));
     tasks.chain(sinks).collect()
 }
 
@@ -102,7 +104,7 @@ pub fn reductions(s: &Schedule, nodes: &[u32]) -> Vec<Reduction> {
         .collect();
     // A combine read only by one combine of its monoid is an inner one of that tree.
     let inner = |t: usize| match readers(s, nodes, t)[..] {
-        [(Some(c), _)] => ops[c].is_some() && ops[c] == ops[t],
+        [(Some(c), ..)] => ops[c].is_some() && ops[c] == ops[t],
         _ => false,
     };
     let mut out = Vec::new();
@@ -145,15 +147,13 @@ fn group(
         }
     }
     let dtype = dtype_of(s, last)?;
-    let mut leaf_nodes: Vec<u32> = leaves.iter().map(|l| nodes[l.task as usize]).collect();
-    leaf_nodes.sort_unstable();
-    leaf_nodes.dedup();
-    let mut targets: Vec<u32> = readers(s, nodes, last).iter().map(|r| r.1).collect();
-    targets.sort_unstable();
-    targets.dedup();
-    let mpi_type = !matches!(dtype, DType::F16 | DType::BF16 | DType::Bool);
-    let held = !targets.is_empty() && targets.iter().all(|t| leaf_nodes.contains(t));
-    if leaf_nodes.len() < 2 || !held || !mpi_type {
+    if matches!(dtype, DType::F16 | DType::BF16 | DType::Bool) {
+        return None;
+    }
+    let leaf_nodes = sorted(leaves.iter().map(|l| nodes[l.task as usize]));
+    let runs = region_runs(out.offset, &out.shape, &out.strides);
+    let targets = targets(s, nodes, last, &runs, &leaf_nodes)?;
+    if leaf_nodes.len() < 2 {
         return None;
     }
     combines.sort_unstable();
@@ -165,9 +165,40 @@ fn group(
         leaves,
         combines,
         buffer: out.buffer,
-        runs: region_runs(out.offset, &out.shape, &out.strides),
+        runs,
         targets,
     })
+}
+
+/// The nodes the collective delivers the result of `last` (runs `runs`) to: the one node
+/// that reads it; every leaf node when exactly those read it, each whole (an allreduce);
+/// else the last combine's own node, from which the other readers receive their parts as
+/// before (a reduce there, as the cost model combines on its sink node). `None` when that
+/// node holds no partial.
+fn targets(
+    s: &Schedule,
+    nodes: &[u32],
+    last: usize,
+    runs: &[(i64, i64)],
+    leaf_nodes: &[u32],
+) -> Option<Vec<u32>> {
+    let readers = readers(s, nodes, last);
+    let reader_nodes = sorted(readers.iter().map(|r| r.1));
+    let whole = readers.iter().all(|r| r.2 == runs);
+    let one = match reader_nodes[..] {
+        [n] => Some(n),
+        _ if whole && reader_nodes == leaf_nodes => return Some(reader_nodes),
+        _ => None,
+    };
+    let root = one.unwrap_or(nodes[last]);
+    leaf_nodes.contains(&root).then(|| vec![root])
+}
+
+fn sorted(it: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut v: Vec<u32> = it.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// The dtype of combine task `t`'s output.

@@ -278,25 +278,29 @@ impl Builder<'_> {
             if !self.on_me(i) {
                 continue;
             }
-            if let Some(g) = self.plan.dist.reduction_of(i) {
-                self.local[i] = self.reduction(g);
-                continue;
-            }
-            let mut deps = self.local_deps(&self.plan.tasks[i].deps);
-            for &k in &e.recv_before[i] {
-                deps.push(self.receive(k));
-            }
-            let mut t = self.plan.tasks[i].clone();
-            t.deps = deps;
-            if let Some(rows) = self.plan.dist.rows_on(i, self.at) {
-                restrict_rows(&mut t, rows);
-            }
-            self.local[i] = self.push(t, Role::Compute);
+            self.local[i] = match self.plan.dist.reduction_of(i) {
+                Some(g) => self.reduction(g),
+                None => self.compute(i, e),
+            };
             for &k in &e.send_after[i] {
                 self.transfer(k, vec![self.local[i]], true);
             }
         }
         e.sink_recvs.iter().map(|&k| self.receive(k)).collect()
+    }
+
+    /// Global task `i` after its local dependencies and the receives it needs.
+    fn compute(&mut self, i: usize, e: &Ends) -> u32 {
+        let mut deps = self.local_deps(&self.plan.tasks[i].deps);
+        for &k in &e.recv_before[i] {
+            deps.push(self.receive(k));
+        }
+        let mut t = self.plan.tasks[i].clone();
+        t.deps = deps;
+        if let Some(rows) = self.plan.dist.rows_on(i, self.at) {
+            restrict_rows(&mut t, rows);
+        }
+        self.push(t, Role::Compute)
     }
 
     /// The local indices of the global tasks `deps` that run on this rank.

@@ -611,7 +611,9 @@ fn reductions_summary(plan: &Plan, ranks: &[Vec<u32>]) -> String {
             g.op.name(),
             g.dtype.name()
         );
-        let _ = if g.all() {
+        let _ = if ranks.len() < 2 {
+            writeln!(s, "mpi: {what} combined on rank {} alone", list(ranks))
+        } else if g.all() {
             writeln!(s, "mpi: allreduce of {what} over rank(s) {}", list(ranks))
         } else {
             writeln!(
