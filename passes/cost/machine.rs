@@ -266,11 +266,12 @@ impl Machine {
     }
 
     /// Seconds of a reduce of `bytes` from the distinct nodes `senders` to `root`, as Open MPI
-    /// 4.1 runs the runtime's `MPI_Ireduce` (libnbc): over at most 4 ranks and from 64 KiB, a
-    /// chain of 8 KiB segments (the pipeline fills in `p − 1` steps, then one segment per
-    /// step); otherwise a binomial tree, ⌈log2 p⌉ rounds of one whole message. Each step or
-    /// round is α + bytes·β over the slowest root–sender link. Either moves each sender's bytes
-    /// once.
+    /// 4.1 runs the runtime's `MPI_Ireduce` (libnbc), α and β of the slowest root–sender link:
+    /// over at most 4 ranks and from 64 KiB, a chain of 8 KiB segments, whose schedule posts
+    /// every segment at once, so each of the `p − 1` hops pays its latency once and the
+    /// segments stream behind it: (p − 1)·α + (s + p − 2)·8 KiB·β for `s` segments (on 2 ranks
+    /// α + bytes·β, one message); otherwise a binomial tree, ⌈log2 p⌉ rounds of
+    /// α + bytes·β. Either moves each sender's bytes once.
     pub fn reduce(&self, root: usize, senders: &[usize], bytes: f64) -> f64 {
         let p = senders.iter().filter(|&&n| n != root).count() + 1;
         if p < 2 || bytes <= 0.0 {
@@ -284,7 +285,8 @@ impl Machine {
         const SEGMENT: f64 = 8192.0;
         if p <= 4 && bytes >= 65536.0 {
             let segments = (bytes / SEGMENT).ceil();
-            (p as f64 - 2.0 + segments) * (alpha + SEGMENT.min(bytes) * beta)
+            let hops = p as f64 - 1.0;
+            hops * alpha + (segments + hops - 1.0) * SEGMENT.min(bytes) * beta
         } else {
             let rounds = (usize::BITS - (p - 1).leading_zeros()) as f64;
             rounds * (alpha + bytes * beta)

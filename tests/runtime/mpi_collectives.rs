@@ -52,6 +52,14 @@ graph @g {{
     g + "}\n"
 }
 
+/// `--input-dir INPUTS --out-dir OUT --time`.
+fn run_args(inputs: &Path, out: &Path) -> Vec<String> {
+    let (i, o) = (inputs.display().to_string(), out.display().to_string());
+    ["--input-dir", &i, "--out-dir", &o, "--time"]
+        .map(String::from)
+        .to_vec()
+}
+
 /// The `mpi: ...` lines of a `--time` report.
 fn mpi_lines(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.starts_with("mpi: ")).collect()
@@ -92,17 +100,8 @@ fn split_reductions_combine_through_one_collective_on_2_and_4_ranks() {
         let passes = format!("shard{{parts={n},dim=k}},canonicalize");
         let (prog, want) = mpi_and_want(&file, &graph, &passes, &inputs, &dir.join("p"));
         let (out, trace) = (dir.join("out"), dir.join("trace.json"));
-        let args: Vec<String> = [
-            "--input-dir",
-            inputs.to_str().unwrap(),
-            "--out-dir",
-            out.to_str().unwrap(),
-            "--time",
-            "--trace",
-            trace.to_str().unwrap(),
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut args = run_args(&inputs, &out);
+        args.extend(["--trace".to_string(), trace.display().to_string()]);
         let o = mpirun(n, Btl::SharedMemory, &prog, &args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{n} ranks: {err}");
@@ -171,16 +170,7 @@ fn an_f16_split_reduction_keeps_the_point_to_point_combine() {
     let passes = "shard{parts=2,dim=k},canonicalize";
     let (prog, want) = mpi_and_want(&file, &graph, passes, &inputs, &dir.join("p"));
     let out = dir.join("out");
-    let args: Vec<String> = [
-        "--input-dir",
-        inputs.to_str().unwrap(),
-        "--out-dir",
-        out.to_str().unwrap(),
-        "--time",
-    ]
-    .map(String::from)
-    .to_vec();
-    let o = mpirun(2, Btl::SharedMemory, &prog, &args);
+    let o = mpirun(2, Btl::SharedMemory, &prog, &run_args(&inputs, &out));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(

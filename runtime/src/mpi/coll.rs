@@ -10,12 +10,12 @@
 //! Datatypes: the MPI type of each dtype but f16, bf16 and bool, which the compiler never
 //! groups (their split reductions keep the point-to-point transfers and combine tasks).
 
-use super::comm::{installed, Comm, Stats};
+use super::comm::{installed, sub_communicator, Comm, Stats};
 use super::dist::{Leaf, Place, Reduction, Runs};
 use super::group::ReduceOp;
 use crate::tensor::DType;
 use mpi::ffi;
-use mpi::topology::{Color, SimpleCommunicator};
+use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, OnceLock};
@@ -83,18 +83,7 @@ pub(super) fn install(
     let mut groups = Vec::new();
     for (g, members) in reductions.iter().zip(ranks) {
         let me = members.iter().position(|&r| r == at.rank);
-        let color = match me {
-            Some(_) if members.len() > 1 => Color::with_value(0),
-            _ => Color::undefined(),
-        };
-        let comm = world
-            .split_by_color_with_key(color, me.unwrap_or(0) as c_int)
-            .map(|sub| {
-                let raw = sub.as_raw();
-                // Kept until MPI_Finalize: freeing is collective, and ranks finish apart.
-                std::mem::forget(sub);
-                raw
-            });
+        let comm = sub_communicator(world, members, at.rank);
         let target = g.targets.iter().any(|&n| at.rank_of(n) == at.rank);
         let local = local_leaves(g, nodes, at).len();
         groups.push(Group {

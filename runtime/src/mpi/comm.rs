@@ -244,21 +244,32 @@ impl Comm {
     }
 }
 
-/// This rank's side of the broadcast over `ranks` (root first).
-fn broadcast(world: &SimpleCommunicator, ranks: &[u32], rank: u32) -> Broadcast {
+/// The communicator of `ranks` (in that order: the first is its rank 0) on this rank `rank`,
+/// when it is one of them and they are more than one. Every rank of `world` must call this
+/// for the same groups in the same order (a split is collective).
+pub(super) fn sub_communicator(
+    world: &SimpleCommunicator,
+    ranks: &[u32],
+    rank: u32,
+) -> Option<ffi::MPI_Comm> {
     let at = ranks.iter().position(|&r| r == rank);
     let color = match at {
         Some(_) if ranks.len() > 1 => Color::with_value(0),
         _ => Color::undefined(),
     };
-    let comm = world
+    world
         .split_by_color_with_key(color, at.unwrap_or(0) as c_int)
         .map(|sub| {
             let raw = sub.as_raw();
             // Kept until MPI_Finalize: freeing is collective, and ranks finish apart.
             std::mem::forget(sub);
             raw
-        });
+        })
+}
+
+/// This rank's side of the broadcast over `ranks` (root first).
+fn broadcast(world: &SimpleCommunicator, ranks: &[u32], rank: u32) -> Broadcast {
+    let comm = sub_communicator(world, ranks, rank);
     Broadcast {
         comm,
         receivers: ranks.len() as u64 - 1,

@@ -7,6 +7,7 @@
 //! the whole tensor. Node `n` runs on rank `n mod R`; transfers whose two nodes share a rank
 //! are skipped at run time.
 
+use super::group::runs_inside;
 pub use super::group::{Leaf, ReduceOp, Reduction};
 
 /// Placement and transfers; `nodes` is empty when the plan is not distributed.
@@ -159,7 +160,7 @@ impl Dist {
             return bad("a replica names a missing task".into());
         }
         for (i, g) in self.reductions.iter().enumerate() {
-            if let Some(why) = g.check(&self.nodes, buffers, &runs_inside) {
+            if let Some(why) = g.check(&self.nodes, buffers) {
                 return bad(format!("reduction group {i} {why}"));
             }
         }
@@ -171,14 +172,6 @@ impl Dist {
         }
         Ok(())
     }
-}
-
-/// Whether every run of `elem`-byte elements is non-empty and inside `size` bytes.
-fn runs_inside(runs: &[(i64, i64)], elem: u32, size: u64) -> bool {
-    runs.iter().all(|&(at, n)| {
-        let end = at.checked_add(n).and_then(|e| e.checked_mul(elem as i64));
-        at >= 0 && n > 0 && end.is_some_and(|e| e as u64 <= size)
-    })
 }
 
 /// Sorted, merged `(start, len)` runs of element offsets.

@@ -15,8 +15,10 @@
 //! reduce-scatter then allgather: `2(p − 1)` steps of `n / p` bytes on each of `p` ranks,
 //! rank `r` sending `2(n − c_r)` where `c_r` is its chunk).
 
-use super::dist::Runs;
 use crate::tensor::DType;
+
+/// Sorted, merged `(start, len)` runs of element offsets (as `dist::Runs`).
+type Runs = Vec<(i64, i64)>;
 
 /// The reduction's monoid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,18 +111,13 @@ impl Reduction {
 
     /// Checks the group against a plan of `tasks` tasks on `nodes` and buffers of `sizes`
     /// bytes; `None` when it is sound.
-    pub fn check(
-        &self,
-        nodes: &[u32],
-        sizes: &[u64],
-        inside: &dyn Fn(&[(i64, i64)], u32, u64) -> bool,
-    ) -> Option<&'static str> {
+    pub fn check(&self, nodes: &[u32], sizes: &[u64]) -> Option<&'static str> {
         let elem = self.dtype.size_bytes() as u32;
         let tasks = nodes.len();
         let fits = |b: u32, runs: &Runs| {
             sizes
                 .get(b as usize)
-                .is_some_and(|&s| inside(runs, elem, s))
+                .is_some_and(|&s| runs_inside(runs, elem, s))
         };
         let same = |runs: &Runs| {
             runs.len() == self.runs.len() && runs.iter().zip(&self.runs).all(|(a, b)| a.1 == b.1)
@@ -150,4 +147,12 @@ impl Reduction {
         }
         None
     }
+}
+
+/// Whether every run of `elem`-byte elements is non-empty and inside `size` bytes.
+pub fn runs_inside(runs: &[(i64, i64)], elem: u32, size: u64) -> bool {
+    runs.iter().all(|&(at, n)| {
+        let end = at.checked_add(n).and_then(|e| e.checked_mul(elem as i64));
+        at >= 0 && n > 0 && end.is_some_and(|e| e as u64 <= size)
+    })
 }
