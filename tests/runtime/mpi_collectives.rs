@@ -1,7 +1,7 @@
 //! Split reductions under `mpirun` combine through one MPI collective (issue 17): a matmul
-//! split along `k` whose sum one node reads (`MPI_Ireduce` to it), the same sum read whole by
-//! every node (`MPI_Iallreduce`), and a max reduction, sharded `shard{parts=N,dim=k}` and run
-//! on N = 2 and 4 ranks. `--time` names each collective and its ranks, no partial result moves
+//! split along `k` whose sum one node reads (`MPI_Ireduce` to it: node 1, not the combine's
+//! node 0), another read whole by every node (`MPI_Iallreduce`), and a max reduction (read by
+//! its sink on node 0), sharded `shard{parts=N,dim=k}` and run on N = 2 and 4 ranks. `--time` names each collective and its ranks, no partial result moves
 //! point to point, the bytes moved are the collectives' by the convention of docs/mpi.md (a
 //! reduce over p ranks (p − 1)·n, an allreduce 2(p − 1)·n), and `--trace` shows the collective
 //! as a task on every rank that joins it.
@@ -38,7 +38,8 @@ graph @g {{
   %c = source @c : {dtype}[32, 8]
   %s = source @s : {dtype}[24, 8]
   %z = apply @mm(%a, %b)
-  sink @z %z
+  %w = apply @scale(%z, %s) on 1
+  sink @w %w
   %y = apply @mm(%a, %c)
   %m = apply @colmax(%b)
   sink @m %m
@@ -109,10 +110,10 @@ fn split_reductions_combine_through_one_collective_on_2_and_4_ranks() {
         let others: Vec<String> = (1..n).map(|r| r.to_string()).collect();
         let all: Vec<String> = (0..n).map(|r| r.to_string()).collect();
         let (others, all) = (others.join(", "), all.join(", "));
+        let not1: Vec<String> = (0..n).filter(|&r| r != 1).map(|r| r.to_string()).collect();
+        let not1 = not1.join(", ");
         let expected = [
-            format!(
-                "mpi: reduce of %z.kacc{last} (768 B, sum f32) to rank 0 from rank(s) {others}"
-            ),
+            format!("mpi: reduce of %z.kacc{last} (768 B, sum f32) to rank 1 from rank(s) {not1}"),
             format!("mpi: allreduce of %y.kacc{last} (768 B, sum f32) over rank(s) {all}"),
             format!("mpi: reduce of %m.kacc{last} (32 B, max f32) to rank 0 from rank(s) {others}"),
         ];
