@@ -265,6 +265,34 @@ impl Machine {
         steps * alpha + steps / p as f64 * bytes * beta
     }
 
+    /// Seconds of a reduce of `bytes` from the distinct nodes `senders` to `root`, as Open MPI
+    /// 4.1 runs the runtime's `MPI_Ireduce` (libnbc), α and β of the slowest root–sender link:
+    /// over at most 4 ranks and from 64 KiB, a chain of 8 KiB segments, whose schedule posts
+    /// every segment at once, so each of the `p − 1` hops pays its latency once and the
+    /// segments stream behind it: (p − 1)·α + (s + p − 2)·8 KiB·β for `s` segments (on 2 ranks
+    /// α + bytes·β, one message); otherwise a binomial tree, ⌈log2 p⌉ rounds of
+    /// α + bytes·β. Either moves each sender's bytes once.
+    pub fn reduce(&self, root: usize, senders: &[usize], bytes: f64) -> f64 {
+        let p = senders.iter().filter(|&&n| n != root).count() + 1;
+        if p < 2 || bytes <= 0.0 {
+            return 0.0;
+        }
+        let (mut alpha, mut beta) = (0.0f64, 0.0f64);
+        for &n in senders.iter().filter(|&&n| n != root) {
+            alpha = alpha.max(self.latency[n][root]);
+            beta = beta.max(1.0 / self.bandwidth[n][root]);
+        }
+        const SEGMENT: f64 = 8192.0;
+        if p <= 4 && bytes >= 65536.0 {
+            let segments = (bytes / SEGMENT).ceil();
+            let hops = p as f64 - 1.0;
+            hops * alpha + (segments + hops - 1.0) * SEGMENT.min(bytes) * beta
+        } else {
+            let rounds = (usize::BITS - (p - 1).leading_zeros()) as f64;
+            rounds * (alpha + bytes * beta)
+        }
+    }
+
     /// Parses the TOML format described in the module documentation. Every number must be
     /// positive; node indices must be in range.
     pub fn from_toml(text: &str) -> Result<Machine, String> {

@@ -24,11 +24,11 @@
 //! `k`-th tensor view and `range` holds `lo, hi` per index dimension (global coordinates).
 //! Strides and shapes are compiled into the kernel.
 
-pub use crate::mpi::dist::{Dist, Replica, Transfer, Window};
+pub use crate::mpi::dist::{Dist, Leaf, ReduceOp, Reduction, Replica, Transfer, Window};
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 /// Bytes of the checksum that ends an encoded plan.
 const SUM: usize = 8;
 
@@ -276,6 +276,21 @@ impl Plan {
         for r in &self.dist.replicas {
             w.u32s(&[r.task, r.node]);
             w.runs(&[r.rows]);
+        }
+        w.u32(self.dist.reductions.len() as u32);
+        for g in &self.dist.reductions {
+            w.str(&g.value);
+            w.u32(ReduceOp::ALL.iter().position(|&o| o == g.op).unwrap_or(0) as u32);
+            w.dtype(g.dtype);
+            w.u32(g.leaves.len() as u32);
+            for l in &g.leaves {
+                w.u32s(&[l.task, l.buffer]);
+                w.runs(&l.runs);
+            }
+            w.u32s(&g.combines);
+            w.u32(g.buffer);
+            w.runs(&g.runs);
+            w.u32s(&g.targets);
         }
         w.u32(self.states.len() as u32);
         for &(source, sink) in &self.states {
@@ -591,6 +606,34 @@ impl<'a> R<'a> {
             broadcasts: self.list(R::u32s)?,
             windows: self.list(R::window)?,
             replicas: self.list(R::replica)?,
+            reductions: self.list(R::reduction)?,
+        })
+    }
+
+    fn reduction(&mut self) -> Result<Reduction, String> {
+        let value = self.str()?;
+        let op = (ReduceOp::ALL.get(self.u32()? as usize).copied())
+            .ok_or("corrupt plan: bad reduction op")?;
+        let dtype = self.dtype()?;
+        let leaves = self.list(|r| {
+            let [task, buffer] = r.u32s()?[..] else {
+                return Err("corrupt plan: bad reduction leaf".into());
+            };
+            Ok(Leaf {
+                task,
+                buffer,
+                runs: r.runs()?,
+            })
+        })?;
+        Ok(Reduction {
+            value,
+            op,
+            dtype,
+            leaves,
+            combines: self.u32s()?,
+            buffer: self.u32()?,
+            runs: self.runs()?,
+            targets: self.u32s()?,
         })
     }
 
@@ -796,6 +839,7 @@ mod tests {
                 node: 2,
                 rows: (0, 1),
             }],
+            reductions: vec![],
         };
         assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
         p.validate(1).unwrap();
@@ -819,6 +863,33 @@ mod tests {
         assert!(p.validate(1).unwrap_err().contains("broadcast 0"));
         p.dist.transfers[0].runs = vec![(4, 3)];
         assert!(p.validate(1).unwrap_err().contains("outside its buffer"));
+        p.dist.broadcasts.clear();
+        p.dist.transfers.truncate(1);
+        p.dist.transfers[0].runs = vec![(0, 6)];
+        // A reduction group: partials of task 0 on node 1 and of task 0 again (one task
+        // here), combined by task 0, read on node 1.
+        let leaf = Leaf {
+            task: 0,
+            buffer: 0,
+            runs: vec![(0, 6)],
+        };
+        p.dist.reductions = vec![Reduction {
+            value: "%y".into(),
+            op: ReduceOp::Max,
+            dtype: DType::F32,
+            leaves: vec![leaf.clone(), Leaf { buffer: 2, ..leaf }],
+            combines: vec![0],
+            buffer: 2,
+            runs: vec![(0, 6)],
+            targets: vec![1],
+        }];
+        assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
+        p.validate(1).unwrap();
+        p.dist.reductions[0].targets = vec![0];
+        assert!(p.validate(1).unwrap_err().contains("reduction group 0"));
+        p.dist.reductions[0].targets = vec![1];
+        p.dist.reductions[0].dtype = DType::BF16;
+        assert!(p.validate(1).unwrap_err().contains("MPI cannot reduce"));
     }
 
     #[test]

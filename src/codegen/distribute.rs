@@ -11,6 +11,8 @@
 //! sinks are gathered there, as the cost model assumes. A node that reads the same remote
 //! bytes for two tasks receives them twice, again as the model counts. The union of what a
 //! node's tasks read of each source is its input window: what its rank reads from the file.
+//! A split reduction whose partials combine through a collective (`collective.rs`) has no
+//! transfer into its combines nor of its result to the nodes that read it.
 
 use super::schedule::{KernelSpec, Region, Schedule};
 use tapc_runtime::mpi::dist::{
@@ -43,6 +45,13 @@ pub fn plan(s: &Schedule) -> Dist {
     }
     let nodes: Vec<u32> = nodes.into_iter().map(|x| x.unwrap_or(0)).collect();
     let replicas = replicas(s, &nodes, &dependents);
+    let reductions = super::collective::reductions(s, &nodes);
+    // A group's combines read nothing remote, and its result reaches its targets by the
+    // collective: (the last combine, a target node).
+    let combined: Vec<u32> = reductions.iter().flat_map(|g| g.combines.clone()).collect();
+    let delivered: Vec<(u32, u32)> = (reductions.iter())
+        .flat_map(|g| g.targets.iter().map(move |&n| (g.last(), n)))
+        .collect();
     // (buffer, node): a generator's output computed on that node, which never receives it.
     let mut generated: Vec<(u32, u32)> = Vec::new();
     let mut writers: Vec<Vec<Writer>> = vec![Vec::new(); s.plan.buffers.len()];
@@ -66,7 +75,7 @@ pub fn plan(s: &Schedule) -> Dist {
         }
         let wanted = runs_of(r);
         for (w, from, wruns) in &writers[r.buffer as usize] {
-            if *from == to {
+            if *from == to || w.is_some_and(|w| delivered.contains(&(w, to))) {
                 continue;
             }
             let runs = intersect(&wanted, wruns);
@@ -85,7 +94,12 @@ pub fn plan(s: &Schedule) -> Dist {
         }
     };
     for (i, a) in s.access.iter().enumerate() {
-        for r in &a.reads {
+        let reads = if combined.contains(&(i as u32)) {
+            &[][..]
+        } else {
+            &a.reads[..]
+        };
+        for r in reads {
             fetch(r, nodes[i], Some(i as u32), &writers, &generated);
         }
         for w in &a.writes {
@@ -107,6 +121,7 @@ pub fn plan(s: &Schedule) -> Dist {
         windows,
         broadcasts,
         replicas,
+        reductions,
     }
 }
 

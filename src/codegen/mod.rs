@@ -13,6 +13,7 @@
 //!
 //! All pointer typing lives in [`ptr`], so a newer (opaque-pointer) LLVM is a change there.
 
+pub mod collective;
 pub mod copy;
 pub mod distribute;
 pub mod epilogue;

@@ -304,6 +304,38 @@ fn collectives_are_priced_with_alpha_beta() {
     ));
 }
 
+/// The reduce of a split reduction's partials as Open MPI 4.1's libnbc runs `MPI_Ireduce`: a
+/// binomial tree, ⌈log2 p⌉ rounds of one whole message, except over at most 4 ranks from
+/// 64 KiB, a chain of 8 KiB segments all posted at once: each of the p − 1 hops pays its
+/// latency once and the s segments stream behind, (p − 1)·α + (s + p − 2)·8 KiB·β; the root
+/// and repeated nodes are not senders.
+#[test]
+fn a_split_reductions_reduce_is_priced_as_libnbc_runs_it() {
+    use tapc::passes::cost::machine::{LOCAL_BANDWIDTH, LOCAL_LATENCY};
+    let m = Machine::default_local(8);
+    let (a, b) = (LOCAL_LATENCY, 1.0 / LOCAL_BANDWIDTH);
+    let small = 4096.0;
+    let msg = a + small * b;
+    for (senders, rounds) in [(vec![1], 1.0), (vec![1, 2], 2.0), (vec![1, 2, 3], 2.0)] {
+        assert!(
+            close(m.reduce(0, &senders, small), rounds * msg),
+            "{senders:?}"
+        );
+    }
+    let seven: Vec<usize> = (1..8).collect();
+    assert!(close(m.reduce(0, &seven, small), 3.0 * msg));
+    // 1 MiB over 4 ranks: a chain of 128 segments over 3 hops; over 2, one message.
+    let big = 1048576.0;
+    assert!(close(
+        m.reduce(0, &[1, 2, 3], big),
+        3.0 * a + 130.0 * 8192.0 * b
+    ));
+    assert!(close(m.reduce(0, &[1], big), a + big * b));
+    // Over 5 ranks, a binomial tree of whole messages again.
+    assert!(close(m.reduce(0, &[1, 2, 3, 4], big), 3.0 * (a + big * b)));
+    assert_eq!(m.reduce(2, &[2], big), 0.0);
+}
+
 /// A matmul split by rows over 4 nodes reads the 4 MiB weight, on node 0, whole on nodes 1 to
 /// 3: the runtime broadcasts it (3 receivers), and the model prices it as the binomial tree's
 /// 2 rounds, not one message. Bytes moved stay those of three copies, plus the rows of `x`

@@ -285,15 +285,16 @@ impl Problem {
                 t.mem[n] += sh.out_bytes;
             }
             if lay.reduction {
-                let d = if n != sink {
-                    t.moved += sh.out_bytes;
+                if n != sink {
                     t.mem[sink] += sh.out_bytes;
-                    mach.transfer(n, sink, sh.out_bytes)
-                } else {
-                    0.0
-                };
-                t.partial.push(d);
+                }
+                t.partial.push(0.0);
             }
+        }
+        if lay.reduction {
+            let (moved, delay) = self.reduce(&g.nodes[..lay.shards.len()], lay.shards[0].out_bytes);
+            t.moved += moved;
+            t.partial.iter_mut().for_each(|d| *d = delay);
         }
         if record {
             self.broadcasts(&mut t.deps, &t.sent);
@@ -311,6 +312,21 @@ impl Problem {
             t.flops += lay.combine_flops;
             t.mem[sink] += lay.shards[0].out_bytes;
         }
+    }
+
+    /// A reduction's partial results (`bytes` each, on `nodes`) combined on the sink node as
+    /// the runtime combines them: one `MPI_Ireduce` over the distinct nodes, which moves each
+    /// node's combined partials once, `(p − 1)·bytes`; and the time it takes
+    /// ([`crate::passes::cost::machine::Machine::reduce`]).
+    fn reduce(&self, nodes: &[u8], bytes: f64) -> (f64, f64) {
+        let sink = self.sink_node();
+        let mut others: Vec<usize> = (nodes.iter().map(|&n| n as usize))
+            .filter(|&n| n != sink)
+            .collect();
+        others.sort_unstable();
+        others.dedup();
+        let moved = others.len() as f64 * bytes;
+        (moved, self.machine.reduce(sink, &others, bytes))
     }
 
     /// Bytes moved to collect sink `si` on the sink node, and the dependencies of its arrival

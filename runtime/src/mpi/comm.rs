@@ -63,13 +63,18 @@ unsafe impl Sync for Comm {}
 
 static COMM: OnceLock<Comm> = OnceLock::new();
 
+/// The rank's communication, once installed (for the collective kernels of `coll.rs`).
+pub(super) fn installed() -> Option<&'static Comm> {
+    COMM.get()
+}
+
 impl Comm {
     fn rank_of(&self, node: u32) -> c_int {
         (node % self.size) as c_int
     }
 
     /// Counts `n` more bytes of message buffers (`add`) or `n` fewer.
-    fn hold(&self, n: u64, add: bool) {
+    pub(super) fn hold(&self, n: u64, add: bool) {
         if add {
             let now = self.held.0.fetch_add(n, Ordering::Relaxed) + n;
             self.held.1.fetch_max(now, Ordering::Relaxed);
@@ -83,7 +88,7 @@ impl Comm {
         self.held.1.load(Ordering::Relaxed)
     }
 
-    fn mpi<T>(&self, f: impl FnOnce() -> T) -> T {
+    pub(super) fn mpi<T>(&self, f: impl FnOnce() -> T) -> T {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         f()
     }
@@ -128,7 +133,7 @@ impl Comm {
     }
 
     /// Polls `req` until it completes; returns the time waited.
-    fn wait(&self, req: &mut ffi::MPI_Request) -> Result<Duration, c_int> {
+    pub(super) fn wait(&self, req: &mut ffi::MPI_Request) -> Result<Duration, c_int> {
         let t = Instant::now();
         let mut spins = 0u32;
         loop {
@@ -239,21 +244,32 @@ impl Comm {
     }
 }
 
-/// This rank's side of the broadcast over `ranks` (root first).
-fn broadcast(world: &SimpleCommunicator, ranks: &[u32], rank: u32) -> Broadcast {
+/// The communicator of `ranks` (in that order: the first is its rank 0) on this rank `rank`,
+/// when it is one of them and they are more than one. Every rank of `world` must call this
+/// for the same groups in the same order (a split is collective).
+pub(super) fn sub_communicator(
+    world: &SimpleCommunicator,
+    ranks: &[u32],
+    rank: u32,
+) -> Option<ffi::MPI_Comm> {
     let at = ranks.iter().position(|&r| r == rank);
     let color = match at {
         Some(_) if ranks.len() > 1 => Color::with_value(0),
         _ => Color::undefined(),
     };
-    let comm = world
+    world
         .split_by_color_with_key(color, at.unwrap_or(0) as c_int)
         .map(|sub| {
             let raw = sub.as_raw();
             // Kept until MPI_Finalize: freeing is collective, and ranks finish apart.
             std::mem::forget(sub);
             raw
-        });
+        })
+}
+
+/// This rank's side of the broadcast over `ranks` (root first).
+fn broadcast(world: &SimpleCommunicator, ranks: &[u32], rank: u32) -> Broadcast {
+    let comm = sub_communicator(world, ranks, rank);
     Broadcast {
         comm,
         receivers: ranks.len() as u64 - 1,

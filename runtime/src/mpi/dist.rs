@@ -7,6 +7,9 @@
 //! the whole tensor. Node `n` runs on rank `n mod R`; transfers whose two nodes share a rank
 //! are skipped at run time.
 
+use super::group::runs_inside;
+pub use super::group::{Leaf, ReduceOp, Reduction};
+
 /// Placement and transfers; `nodes` is empty when the plan is not distributed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Dist {
@@ -24,6 +27,9 @@ pub struct Dist {
     /// included, each computing the same elements from their global coordinates, so its output
     /// never moves (as the cost model assumes); each only the rows it reads.
     pub replicas: Vec<Replica>,
+    /// Split reductions whose partial results combine through one collective
+    /// (`MPI_Reduce`/`MPI_Allreduce`) instead of transfers and combine tasks.
+    pub reductions: Vec<Reduction>,
 }
 
 /// Generator task `task` runs on `node` over rows `rows` (of its range's first dimension).
@@ -87,6 +93,11 @@ impl Transfer {
 }
 
 impl Dist {
+    /// The reduction group whose combine tasks include `task`, if any.
+    pub fn reduction_of(&self, task: usize) -> Option<usize> {
+        (self.reductions.iter()).position(|g| g.combines.iter().any(|&c| c as usize == task))
+    }
+
     /// The number of nodes the plan uses (0 when it is not distributed).
     pub fn node_count(&self) -> u32 {
         let replicas = self.replicas.iter().map(|r| r.node);
@@ -148,6 +159,11 @@ impl Dist {
         if (self.replicas.iter()).any(|r| r.task as usize >= tasks || r.rows.0 > r.rows.1) {
             return bad("a replica names a missing task".into());
         }
+        for (i, g) in self.reductions.iter().enumerate() {
+            if let Some(why) = g.check(&self.nodes, buffers) {
+                return bad(format!("reduction group {i} {why}"));
+            }
+        }
         for (i, w) in self.windows.iter().enumerate() {
             let size = buffers.get(w.buffer as usize).copied();
             if w.elem == 0 || size.is_none_or(|size| !runs_inside(&w.runs, w.elem, size)) {
@@ -156,14 +172,6 @@ impl Dist {
         }
         Ok(())
     }
-}
-
-/// Whether every run of `elem`-byte elements is non-empty and inside `size` bytes.
-fn runs_inside(runs: &[(i64, i64)], elem: u32, size: u64) -> bool {
-    runs.iter().all(|&(at, n)| {
-        let end = at.checked_add(n).and_then(|e| e.checked_mul(elem as i64));
-        at >= 0 && n > 0 && end.is_some_and(|e| e as u64 <= size)
-    })
 }
 
 /// Sorted, merged `(start, len)` runs of element offsets.

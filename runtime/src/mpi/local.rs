@@ -11,6 +11,7 @@
 //! the global plan order, so a worker blocked in a receive never holds up a task the sender
 //! is waiting for (the earliest unfinished task of the whole job can always run).
 
+use super::coll::{group_ranks, local_leaves};
 use super::dist::{normalize, Dist, Place, Runs, Window};
 use super::pieces::{self, Read};
 use super::sinks::{self, Out};
@@ -22,6 +23,8 @@ pub(super) enum Role {
     Compute,
     Send(usize),
     Recv(usize),
+    /// The collective of reduction group `g` (`coll.rs`).
+    Reduce(usize),
 }
 
 /// This rank's part of the plan.
@@ -44,8 +47,11 @@ pub(super) struct Local {
     /// Per sink of the whole plan, whether the ranks write it directly.
     pub direct: Vec<bool>,
     /// The most bytes of message buffers the rank holds: every receive is posted before the
-    /// run and every packed send is kept until the run ends, so all of them.
+    /// run and every packed send is kept until the run ends, so all of them (and two buffers
+    /// of the result's size per reduction group the rank joins).
     pub messages: u64,
+    /// Per reduction group of the plan, its ranks (root first: `coll::group_ranks`).
+    pub reduce_ranks: Vec<Vec<u32>>,
 }
 
 /// The transfers that move data between ranks and the broadcasts that group them.
@@ -154,7 +160,7 @@ fn ends(d: &Dist, at: Place, r: &Routes, tasks: usize) -> Ends {
 struct Builder<'p> {
     plan: &'p Plan,
     at: Place,
-    /// The index of the send kernel (the receive kernel follows it).
+    /// The index of the send kernel (the receive and reduction kernels follow it).
     send_kernel: u32,
     tasks: Vec<Task>,
     roles: Vec<Role>,
@@ -163,8 +169,62 @@ struct Builder<'p> {
 }
 
 impl Builder<'_> {
+    /// Whether global task `task` has a local task here: a reduction group's combines are
+    /// replaced by its collective, on each rank that holds a partial result.
     fn on_me(&self, task: usize) -> bool {
-        self.plan.dist.runs_on(task, self.at)
+        let d = &self.plan.dist;
+        match d.reduction_of(task) {
+            Some(g) => {
+                let g = &d.reductions[g];
+                g.last() as usize == task && !local_leaves(g, &d.nodes, self.at).is_empty()
+            }
+            None => d.runs_on(task, self.at),
+        }
+    }
+
+    /// The collective of reduction group `g` after every task so far (as a receive: no
+    /// deadlock), reading this rank's partial results and writing the result where read.
+    fn reduction(&mut self, g: usize) -> u32 {
+        let d = &self.plan.dist;
+        let red = &d.reductions[g];
+        let elem = red.dtype.size_bytes() as i64;
+        let arg = |buffer: u32, runs: &Runs| {
+            let lo = runs.first().map_or(0, |r| r.0);
+            let hi = runs.last().map_or(0, |r| r.0 + r.1);
+            Arg {
+                buffer,
+                offset: 0,
+                lo: lo * elem,
+                hi: hi * elem,
+            }
+        };
+        let mut args: Vec<Arg> = (local_leaves(red, &d.nodes, self.at).iter())
+            .map(|l| arg(l.buffer, &l.runs))
+            .collect();
+        if red
+            .targets
+            .iter()
+            .any(|&n| self.at.rank_of(n) == self.at.rank)
+        {
+            args.push(arg(red.buffer, &red.runs));
+        }
+        let kind = if red.all() { "allreduce" } else { "reduce" };
+        let task = Task {
+            name: format!(
+                "{kind} {} ({} {})",
+                red.value,
+                red.op.name(),
+                red.dtype.name()
+            ),
+            kernel: self.send_kernel + 2,
+            args,
+            range: vec![(g as i64, g as i64 + 1)],
+            split: None,
+            align: 1,
+            work: 0.0,
+            deps: (0..self.tasks.len() as u32).collect(),
+        };
+        self.push(task, Role::Reduce(g))
     }
 
     fn push(&mut self, t: Task, r: Role) -> u32 {
@@ -218,21 +278,29 @@ impl Builder<'_> {
             if !self.on_me(i) {
                 continue;
             }
-            let mut deps = self.local_deps(&self.plan.tasks[i].deps);
-            for &k in &e.recv_before[i] {
-                deps.push(self.receive(k));
-            }
-            let mut t = self.plan.tasks[i].clone();
-            t.deps = deps;
-            if let Some(rows) = self.plan.dist.rows_on(i, self.at) {
-                restrict_rows(&mut t, rows);
-            }
-            self.local[i] = self.push(t, Role::Compute);
+            self.local[i] = match self.plan.dist.reduction_of(i) {
+                Some(g) => self.reduction(g),
+                None => self.compute(i, e),
+            };
             for &k in &e.send_after[i] {
                 self.transfer(k, vec![self.local[i]], true);
             }
         }
         e.sink_recvs.iter().map(|&k| self.receive(k)).collect()
+    }
+
+    /// Global task `i` after its local dependencies and the receives it needs.
+    fn compute(&mut self, i: usize, e: &Ends) -> u32 {
+        let mut deps = self.local_deps(&self.plan.tasks[i].deps);
+        for &k in &e.recv_before[i] {
+            deps.push(self.receive(k));
+        }
+        let mut t = self.plan.tasks[i].clone();
+        t.deps = deps;
+        if let Some(rows) = self.plan.dist.rows_on(i, self.at) {
+            restrict_rows(&mut t, rows);
+        }
+        self.push(t, Role::Compute)
     }
 
     /// The local indices of the global tasks `deps` that run on this rank.
@@ -336,9 +404,13 @@ pub(super) fn local_plan(
         states: vec![],
     };
     let (plan, reads) = pieces::split(whole, &reads);
-    let messages = message_bytes(d, at, &r, &e, &b.roles);
+    let messages = message_bytes(d, at, &r, &e, &b.roles) + reduce_bytes(d, &b.roles);
+    let reduce_ranks = (d.reductions.iter())
+        .map(|g| group_ranks(g, &d.nodes, at))
+        .collect();
     Local {
         messages,
+        reduce_ranks,
         outs,
         direct,
         plan,
@@ -366,4 +438,15 @@ fn message_bytes(d: &Dist, at: Place, r: &Routes, e: &Ends, roles: &[Role]) -> u
         })
         .sum();
     recv + cast + sent
+}
+
+/// The message buffers of the reduction groups this rank joins: its combined partial results
+/// and the collective's result, each the size of the result.
+fn reduce_bytes(d: &Dist, roles: &[Role]) -> u64 {
+    (roles.iter())
+        .filter_map(|r| match r {
+            Role::Reduce(g) => Some(2 * d.reductions[*g].bytes()),
+            _ => None,
+        })
+        .sum()
 }

@@ -25,6 +25,7 @@
 //! measured one (the executor's allocation high-water mark, the inputs held, the most message
 //! bytes held at once).
 
+use super::coll::{self, reduce_kernel};
 use super::comm::{recv_kernel, send_kernel, Comm, Stats};
 use super::dist::Place;
 use super::local::{local_plan, Local, Role};
@@ -171,6 +172,14 @@ impl Mode for Rank {
         let staged = self.stage_direct(job, local, outputs)?;
         signals::test_pause("run");
         let c = Comm::install(&self.world, &job.plan.dist.transfers, local)?;
+        let d = &job.plan.dist;
+        coll::install(
+            &self.world,
+            &d.reductions,
+            &d.nodes,
+            &local.reduce_ranks,
+            self.at,
+        )?;
         c.post_receives(local, &job.plan.dist.broadcasts, self.at.rank)?;
         self.world.barrier();
         let start = mpi::time();
@@ -179,15 +188,16 @@ impl Mode for Rank {
         signals::test_pause("sinks");
         self.agree()?;
         let stats = c.stats();
+        let reduced = coll::stats();
         let peaks = Peaks::of(local, &report, c.held_peak());
         let mine = RankReport {
-            summary: self.summary(job.plan, local, &report, &stats, send_wait)
+            summary: self.summary(job.plan, local, &report, (&stats, &reduced), send_wait)
                 + &peaks.line(self.at.rank, self.resident_at_start)
                 + &format!("  rank {} sink bytes written: {written}\n", self.at.rank),
             trace: (job.args.trace.as_ref()).map_or_else(String::new, |_| {
                 trace_events(local, &report, self.at.rank as i32, start)
             }),
-            sent: stats.iter().map(|s| s.0).sum(),
+            sent: stats.iter().chain(&reduced).map(|s| s.0).sum(),
         };
         let Some(all) = self.gather(mine) else {
             return Ok(None);
@@ -337,6 +347,7 @@ impl Rank {
         let mut table: Vec<KernelFn> = job.kernels.to_vec();
         table.push(send_kernel);
         table.push(recv_kernel);
+        table.push(reduce_kernel);
         let refs: Vec<&Tensor> = self.inputs.iter().collect();
         let opts = program::options(job.args);
         // A rank that moves no data (one rank, an idle one) needs no progress.
@@ -429,7 +440,7 @@ impl Rank {
         plan: &Plan,
         local: &Local,
         report: &Report,
-        stats: &Stats,
+        stats: (&Stats, &Stats),
         send_wait: Duration,
     ) -> String {
         let rank = self.at.rank as i32;
@@ -449,6 +460,7 @@ impl Rank {
 /// moved.
 fn time_summary(plan: &Plan, at: Place, local: &Local, all: &[RankReport]) -> String {
     let mut s = placement_summary(plan, at.size, &local.groups);
+    s.push_str(&reductions_summary(plan, &local.reduce_ranks));
     for r in all {
         s.push_str(&r.summary);
     }
@@ -581,13 +593,47 @@ fn placement_summary(plan: &Plan, size: u32, groups: &[Vec<u32>]) -> String {
     s
 }
 
+/// The reduction collectives: per group, its kind, value, bytes and ranks (`ranks`: per
+/// group, root first).
+fn reductions_summary(plan: &Plan, ranks: &[Vec<u32>]) -> String {
+    let mut s = String::new();
+    for (g, ranks) in plan.dist.reductions.iter().zip(ranks) {
+        let list = |r: &[u32]| {
+            r.iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let what = format!(
+            "{} ({} B, {} {})",
+            g.value,
+            g.bytes(),
+            g.op.name(),
+            g.dtype.name()
+        );
+        let _ = if ranks.len() < 2 {
+            writeln!(s, "mpi: {what} combined on rank {} alone", list(ranks))
+        } else if g.all() {
+            writeln!(s, "mpi: allreduce of {what} over rank(s) {}", list(ranks))
+        } else {
+            writeln!(
+                s,
+                "mpi: reduce of {what} to rank {} from rank(s) {}",
+                ranks[0],
+                list(&ranks[1..])
+            )
+        };
+    }
+    s
+}
+
 /// This rank's `--time` section: the executor's task table, then bytes per value and the
 /// time spent waiting on transfers.
 fn rank_summary(
     plan: &Plan,
     local: &Local,
     report: &Report,
-    stats: &[(u64, u64, Duration)],
+    (stats, reduced): (&Stats, &Stats),
     rank: i32,
     send_wait: Duration,
     input_bytes: u64,
@@ -596,11 +642,13 @@ fn rank_summary(
     s.push_str(&report.time_summary());
     let mut per: Vec<(String, u64, u64)> = Vec::new();
     let mut wait = Duration::ZERO;
-    for (k, st) in stats.iter().enumerate() {
+    let values = (plan.dist.transfers.iter().map(|t| &t.value))
+        .zip(stats)
+        .chain((plan.dist.reductions.iter().map(|g| &g.value)).zip(reduced));
+    for (v, st) in values {
         if st.0 == 0 && st.1 == 0 {
             continue;
         }
-        let v = &plan.dist.transfers[k].value;
         match per.iter_mut().find(|p| &p.0 == v) {
             Some(p) => {
                 p.1 += st.0;
@@ -655,7 +703,7 @@ fn trace_events(local: &Local, report: &Report, rank: i32, start: f64) -> String
                 None => ("s", vec![k]),
             },
             Role::Recv(k) => ("f", vec![k]),
-            Role::Compute => ("", vec![]),
+            Role::Compute | Role::Reduce(_) => ("", vec![]),
         };
         let at = ts + dur;
         for k in ks {

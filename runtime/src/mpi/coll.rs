@@ -1,0 +1,240 @@
+//! The reduction collectives of one rank (issue 17): each reduction group of the plan
+//! (`group.rs`) runs as one task on every rank that holds a partial result. The task packs
+//! its rank's partials, combines them with `MPI_Reduce_local` (two nodes on one rank), then
+//! joins `MPI_Ireduce` to the root (the rank of the one node that reads the result) or
+//! `MPI_Iallreduce` (several readers) on a communicator of the group's ranks made at
+//! start-up, polls it to completion under the rank's MPI lock (as receives do), and unpacks
+//! the result into the result's runs on the ranks that read it. A group whose partials are
+//! all on this rank needs no communicator: the local combine is the result.
+//!
+//! Datatypes: the MPI type of each dtype but f16, bf16 and bool, which the compiler never
+//! groups (their split reductions keep the point-to-point transfers and combine tasks).
+
+use super::comm::{installed, sub_communicator, Comm, Stats};
+use super::dist::{Leaf, Place, Reduction, Runs};
+use super::group::ReduceOp;
+use crate::tensor::DType;
+use mpi::ffi;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::ffi::{c_int, c_void};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// One group as this rank sees it.
+struct Group {
+    red: Reduction,
+    /// Its communicator (the root is rank 0 of it), when more than one rank takes part.
+    comm: Option<ffi::MPI_Comm>,
+    /// This rank's index in it, and its size.
+    me: usize,
+    size: usize,
+    /// Whether this rank reads the result (its last argument).
+    target: bool,
+    /// How many of the leaves are on this rank (the task's first arguments).
+    local: usize,
+}
+
+/// The rank's groups and what each moved.
+struct Coll {
+    groups: Vec<Group>,
+    stats: Mutex<Stats>,
+}
+
+// SAFETY: the MPI handles are only used under the rank's MPI lock.
+unsafe impl Send for Coll {}
+unsafe impl Sync for Coll {}
+
+static COLL: OnceLock<Coll> = OnceLock::new();
+
+/// The ranks of group `g` on this job, its root first (the rank of its one target for a
+/// reduce; the lowest for an allreduce), each once.
+pub(super) fn group_ranks(g: &Reduction, nodes: &[u32], at: Place) -> Vec<u32> {
+    let mut ranks: Vec<u32> = (g.leaves.iter())
+        .map(|l| at.rank_of(nodes[l.task as usize]))
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    if !g.all() {
+        let root = at.rank_of(g.targets[0]);
+        ranks.retain(|&r| r != root);
+        ranks.insert(0, root);
+    }
+    ranks
+}
+
+/// The leaves of `g` on this rank, in the group's order.
+pub(super) fn local_leaves<'a>(g: &'a Reduction, nodes: &[u32], at: Place) -> Vec<&'a Leaf> {
+    (g.leaves.iter())
+        .filter(|l| at.rank_of(nodes[l.task as usize]) == at.rank)
+        .collect()
+}
+
+/// Makes every group's communicator (every rank splits `world` once per group, in plan order,
+/// so collectives of different groups never need one order across ranks) and installs them
+/// for the kernel. `ranks`: per group, [`group_ranks`].
+pub(super) fn install(
+    world: &SimpleCommunicator,
+    reductions: &[Reduction],
+    nodes: &[u32],
+    ranks: &[Vec<u32>],
+    at: Place,
+) -> Result<(), String> {
+    let mut groups = Vec::new();
+    for (g, members) in reductions.iter().zip(ranks) {
+        let me = members.iter().position(|&r| r == at.rank);
+        let comm = sub_communicator(world, members, at.rank);
+        let target = g.targets.iter().any(|&n| at.rank_of(n) == at.rank);
+        let local = local_leaves(g, nodes, at).len();
+        groups.push(Group {
+            red: g.clone(),
+            comm,
+            me: me.unwrap_or(0),
+            size: members.len(),
+            target,
+            local,
+        });
+    }
+    let stats = Mutex::new(vec![(0, 0, Duration::ZERO); groups.len()]);
+    COLL.set(Coll { groups, stats })
+        .map_err(|_| "the MPI runtime was started twice".to_string())
+}
+
+/// What every group moved so far (sent, received, time waiting), by group index.
+pub(super) fn stats() -> Stats {
+    (COLL.get()).map_or_else(Vec::new, |c| {
+        c.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    })
+}
+
+/// The MPI datatype of `d` (`None`: MPI has none).
+fn datatype(d: DType) -> Option<ffi::MPI_Datatype> {
+    Some(match d {
+        DType::F32 => f32::equivalent_datatype().as_raw(),
+        DType::F64 => f64::equivalent_datatype().as_raw(),
+        DType::I32 => i32::equivalent_datatype().as_raw(),
+        DType::I64 => i64::equivalent_datatype().as_raw(),
+        DType::I8 => i8::equivalent_datatype().as_raw(),
+        DType::U8 => u8::equivalent_datatype().as_raw(),
+        DType::I16 => i16::equivalent_datatype().as_raw(),
+        DType::U16 => u16::equivalent_datatype().as_raw(),
+        DType::U32 => u32::equivalent_datatype().as_raw(),
+        DType::U64 => u64::equivalent_datatype().as_raw(),
+        DType::F16 | DType::BF16 | DType::Bool => return None,
+    })
+}
+
+fn operation(op: ReduceOp) -> ffi::MPI_Op {
+    // SAFETY: reads constants of the MPI library.
+    unsafe {
+        match op {
+            ReduceOp::Sum => ffi::RSMPI_SUM,
+            ReduceOp::Prod => ffi::RSMPI_PROD,
+            ReduceOp::Max => ffi::RSMPI_MAX,
+            ReduceOp::Min => ffi::RSMPI_MIN,
+        }
+    }
+}
+
+/// The bytes of `runs` (`elem`-byte elements) of the buffer at `base`, packed.
+unsafe fn pack(base: *const u8, runs: &Runs, elem: usize, into: &mut Vec<u8>) {
+    into.clear();
+    for &(a, n) in runs {
+        // SAFETY: the runs lie inside the buffer (validated) and their writer is done.
+        into.extend_from_slice(std::slice::from_raw_parts(
+            base.add(a as usize * elem),
+            n as usize * elem,
+        ));
+    }
+}
+
+/// Kernel of a reduction task: `range[0]` is the group; `bases` are this rank's partial
+/// results in the order of the group's leaves, then the result when this rank reads it.
+pub(super) unsafe extern "C-unwind" fn reduce_kernel(
+    bases: *const *mut u8,
+    range: *const i64,
+) -> i32 {
+    let (Some(c), Some(coll)) = (installed(), COLL.get()) else {
+        return 2;
+    };
+    let id = *range as usize;
+    let g = &coll.groups[id];
+    let (Some(dt), op) = (datatype(g.red.dtype), operation(g.red.op)) else {
+        return 5;
+    };
+    let (elem, count) = (g.red.dtype.size_bytes(), g.red.elements() as c_int);
+    let leaves = g.local;
+    if leaves == 0 {
+        return 4;
+    }
+    let (mut acc, mut tmp) = (Vec::new(), Vec::new());
+    pack(*bases, &g.red.runs, elem, &mut acc);
+    for k in 1..leaves {
+        pack(*bases.add(k), &g.red.runs, elem, &mut tmp);
+        let (src, dst) = (
+            tmp.as_ptr() as *const c_void,
+            acc.as_mut_ptr() as *mut c_void,
+        );
+        if c.mpi(|| ffi::MPI_Reduce_local(src, dst, count, dt, op)) != 0 {
+            return 3;
+        }
+    }
+    let bytes = acc.len() as u64;
+    c.hold(2 * bytes, true);
+    let rc = match g.comm {
+        Some(comm) => collective(c, g, comm, (dt, op, count), &mut acc, &mut tmp),
+        None => Ok(Duration::ZERO),
+    };
+    c.hold(2 * bytes, false);
+    let Ok(waited) = rc else { return 3 };
+    if g.target {
+        let out = *bases.add(leaves);
+        let mut from = 0;
+        for &(a, n) in &g.red.runs {
+            let n = n as usize * elem;
+            // SAFETY: as in `pack`; this task is the result's only writer.
+            std::ptr::copy_nonoverlapping(acc.as_ptr().add(from), out.add(a as usize * elem), n);
+            from += n;
+        }
+    }
+    let root = 0;
+    let (sent, received) = g.red.traffic(g.me, g.size, root);
+    if let Ok(mut s) = coll.stats.lock() {
+        s[id].0 += sent;
+        s[id].1 += received;
+        s[id].2 += waited;
+    }
+    0
+}
+
+/// Joins the group's collective with this rank's combined partials `acc`; the result ends in
+/// `acc` on the ranks that receive it. Returns the time waited.
+unsafe fn collective(
+    c: &Comm,
+    g: &Group,
+    comm: ffi::MPI_Comm,
+    (dt, op, count): (ffi::MPI_Datatype, ffi::MPI_Op, c_int),
+    acc: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> Result<Duration, c_int> {
+    out.clear();
+    out.resize(acc.len(), 0);
+    let mut req = ffi::RSMPI_REQUEST_NULL;
+    let (src, dst) = (
+        acc.as_ptr() as *const c_void,
+        out.as_mut_ptr() as *mut c_void,
+    );
+    let rc = c.mpi(|| {
+        if g.red.all() {
+            ffi::MPI_Iallreduce(src, dst, count, dt, op, comm, &mut req)
+        } else {
+            ffi::MPI_Ireduce(src, dst, count, dt, op, 0, comm, &mut req)
+        }
+    });
+    if rc != 0 {
+        return Err(rc);
+    }
+    let waited = c.wait(&mut req)?;
+    std::mem::swap(acc, out);
+    Ok(waited)
+}
