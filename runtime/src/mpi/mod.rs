@@ -4,12 +4,14 @@
 //! the sinks) and [`peak`] (a rank's planned peak memory, which the cost pass reports per node
 //! without MPI). The rest runs it under `mpirun` and needs the `mpi` cargo feature (rsmpi
 //! against the system's Open MPI): `run` is one rank's run (the same steps as a single
-//! process, `crate::program`, in the rank's own mode) and `comm` moves the data (the send and
-//! receive kernels); `sinks` writes each rank's windows of the sinks into the staged files.
+//! process, `crate::program`, in the rank's own mode), `comm` moves the data (the send and
+//! receive kernels) and `links` measures the links for `tapc calibrate`; `sinks` writes each
+//! rank's windows of the sinks into the staged files.
 
 #[cfg(feature = "mpi")]
 mod comm;
 pub mod dist;
+pub mod links;
 // Without MPI only the plan and the message bytes are used (by `peak`), not the routes.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 mod local;
