@@ -185,7 +185,9 @@ fn main() {
     let machines: Vec<Machine> = threads
         .iter()
         .map(|&t| {
-            let toml = calibrate(t).unwrap_or_else(|d| panic!("{}", d.message));
+            let toml = calibrate(t)
+                .unwrap_or_else(|d| panic!("{}", d.message))
+                .expect("run alone, calibrate writes the file");
             Machine::from_toml(&toml).unwrap()
         })
         .collect();

@@ -16,6 +16,7 @@
 pub mod machine;
 pub mod model;
 pub mod pareto;
+pub mod peak;
 pub mod plot;
 mod probe;
 
@@ -291,17 +292,73 @@ fn shard_plans(
 /// The frontier point best for objective `obj` under the memory limit (ties: time, bytes,
 /// memory, flops), or `None` when every point is over the limit.
 pub fn choose(front: &[Point], obj: usize, max_memory: Option<f64>) -> Option<&Point> {
+    ranked(front, obj)
+        .into_iter()
+        .find(|p| max_memory.is_none_or(|m| p.obj[3] <= m))
+}
+
+/// The frontier's points, best for objective `obj` first (ties: time, bytes, memory, flops;
+/// a stable sort, so equal points keep the frontier's order).
+pub fn ranked(front: &[Point], obj: usize) -> Vec<&Point> {
     let order = [obj, 0, 2, 3, 1];
-    front
-        .iter()
-        .filter(|p| max_memory.is_none_or(|m| p.obj[3] <= m))
-        .min_by(|a, b| {
-            order
-                .iter()
-                .map(|&i| a.obj[i].total_cmp(&b.obj[i]))
-                .find(|o| o.is_ne())
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })
+    let mut v: Vec<&Point> = front.iter().collect();
+    v.sort_by(|a, b| {
+        order
+            .iter()
+            .map(|&i| a.obj[i].total_cmp(&b.obj[i]))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    v
+}
+
+/// Per-node peaks of a carried-out plan ([`peak::node_peaks`]), or why there are none.
+type Peaks = Result<Vec<tapc_runtime::mpi::peak::RankPeak>, String>;
+
+/// Carries out the best frontier point of graph `gi` for the objective whose per-node peak
+/// memory, as the runtime plans it ([`peak`]), is under `max_memory` (the model's figure when
+/// the runtime has no run matching the machine); each point over it is rolled back. Returns
+/// the point carried out (`None`: none fits, the graph is left as it was), the per-node
+/// peaks of the graph as it is then, and whether the module changed.
+fn carry_out(
+    m: &mut Module,
+    gi: usize,
+    cx: &mut PassContext,
+    p: &Problem,
+    front: &[Point],
+    cfg: &Config,
+) -> Result<(Option<Point>, Peaks, bool), Diagnostic> {
+    for pt in ranked(front, cfg.objective) {
+        let saved = cfg.max_memory.map(|_| m.clone());
+        let changed = materialize(m, gi, cx, p, &pt.plan)?;
+        let peaks = graph_peaks(m, gi, cx, p)?;
+        let fits = |limit: f64| match &peaks {
+            Ok(v) => peak::max_peak(v) as f64 <= limit,
+            Err(_) => pt.obj[3] <= limit,
+        };
+        match (cfg.max_memory, saved) {
+            (Some(limit), Some(saved)) if !fits(limit) => {
+                *m = saved;
+                cx.invalidate(gi);
+            }
+            _ => return Ok((Some(pt.clone()), peaks, changed)),
+        }
+    }
+    let peaks = graph_peaks(m, gi, cx, p)?;
+    Ok((None, peaks, false))
+}
+
+/// [`peak::node_peaks`] of graph `gi` of `m` as it is now.
+fn graph_peaks(
+    m: &mut Module,
+    gi: usize,
+    cx: &mut PassContext,
+    p: &Problem,
+) -> Result<Peaks, Diagnostic> {
+    let facts = &cx
+        .facts(m)
+        .map_err(|d| unverified("cost: the chosen plan gave a graph that does not verify", d))?[gi];
+    Ok(peak::node_peaks(m, gi, facts, &p.machine))
 }
 
 /// `1.23e-4 s`-style formatting of objectives.
@@ -432,12 +489,11 @@ impl Pass for Cost {
             let p =
                 problem(m, gi, facts, cfg).map_err(|e| Diagnostic::error(codes::PASS_FAILED, e))?;
             let (front, stats) = pareto::search(&p, &cfg.search);
-            let chosen = choose(&front, cfg.objective, cfg.max_memory).cloned();
+            let (chosen, peaks, ch) = carry_out(m, gi, cx, &p, &front, cfg)?;
+            changed |= ch;
             let name = m.graphs[gi].name.clone();
             out.push_str(&report(&p, &front, &stats, chosen.as_ref(), &name));
-            if let Some(c) = &chosen {
-                changed |= materialize(m, gi, cx, &p, &c.plan)?;
-            }
+            out.push_str(&peak::describe(&peaks));
             plots.push((name, p.machine.len(), front, chosen));
         }
         cx.reports.push(("cost".into(), out));

@@ -44,6 +44,12 @@ const LAUNCHERS: [(&str, &str); 2] = [
     ("PMI_SIZE", "PMI_RANK"),
 ];
 
+/// The number of processes of the MPI job this process was started in, as its launcher says
+/// (`None`: no launcher).
+pub fn mpi_job_size() -> Option<u64> {
+    (LAUNCHERS.iter()).find_map(|&(size, _)| std::env::var(size).ok()?.trim().parse().ok())
+}
+
 /// Why a program compiled without `--mpi` must not run: a launcher started it as one of several processes of one job, where every copy would run
 /// the whole graph and write the same outputs, and an MPMD partner would wait for it. `None`
 /// when it runs alone (no launcher, or `mpirun -np 1`).

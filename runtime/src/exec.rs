@@ -84,6 +84,44 @@ pub struct Report {
 pub enum Input<'a> {
     Tensor(&'a Tensor),
     Borrowed(Borrowed<'a>),
+    /// A buffer read straight from the input file, handed over: it becomes the source's
+    /// buffer (no copy) and is freed after its last use, like any buffer of the run.
+    Owned(Owned<'a>),
+}
+
+/// A zeroed, aligned buffer of the executor's own kind, filled by the caller (a rank reads its
+/// source windows straight into one) and then handed to a run as an [`Input::Owned`].
+pub struct SourceBuf {
+    buf: AlignedBuf,
+    bytes: usize,
+}
+
+// SAFETY: the buffer is owned memory that only its holder touches.
+unsafe impl Send for SourceBuf {}
+
+impl SourceBuf {
+    /// `bytes` zeroed bytes (what a piece holds where nothing is read into it).
+    pub fn zeroed(bytes: u64) -> Result<SourceBuf, String> {
+        let buf = AlignedBuf::new(bytes)?;
+        let n = usize::try_from(bytes).map_err(|_| "buffer too large".to_string())?;
+        // SAFETY: the allocation holds at least `bytes` bytes.
+        unsafe { std::ptr::write_bytes(buf.ptr, 0, n) };
+        Ok(SourceBuf { buf, bytes: n })
+    }
+
+    /// Its bytes, to fill.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `bytes` initialised bytes of a live allocation, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.buf.ptr, self.bytes) }
+    }
+}
+
+/// A [`SourceBuf`] of `dtype` and `shape` for one run to take over (the slot is empty after).
+#[derive(Clone, Copy)]
+pub struct Owned<'a> {
+    pub buf: &'a Mutex<Option<SourceBuf>>,
+    pub dtype: DType,
+    pub shape: &'a [usize],
 }
 
 /// C-order elements of `dtype` and `shape` at `ptr`, read in place (a `bool` is one byte 0 or
@@ -110,6 +148,7 @@ impl Input<'_> {
         match self {
             Input::Tensor(t) => t.dtype(),
             Input::Borrowed(b) => b.dtype,
+            Input::Owned(o) => o.dtype,
         }
     }
 
@@ -117,6 +156,7 @@ impl Input<'_> {
         match self {
             Input::Tensor(t) => &t.shape,
             Input::Borrowed(b) => b.shape,
+            Input::Owned(o) => o.shape,
         }
     }
 }
@@ -613,7 +653,8 @@ fn initial_buffers(
     Ok((bufs, live))
 }
 
-/// The buffer of a source bound to `input`: a copy in a fresh buffer of `bytes`, or the
+/// The buffer of a source bound to `input`: a copy in a fresh buffer of `bytes`, the handed-over
+/// buffer itself, or the
 /// borrowed memory itself.
 fn source_buffer(input: &Input, bytes: u64) -> Result<AlignedBuf, String> {
     match input {
@@ -627,6 +668,17 @@ fn source_buffer(input: &Input, bytes: u64) -> Result<AlignedBuf, String> {
             layout: Layout::new::<u8>(),
             owned: false,
         }),
+        Input::Owned(o) => {
+            let taken = o.buf.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let s = taken.ok_or_else(|| "an owned input was given to two runs".to_string())?;
+            if (s.bytes as u64) < bytes {
+                return Err(format!(
+                    "an owned input holds {} bytes, not {bytes}",
+                    s.bytes
+                ));
+            }
+            Ok(s.buf)
+        }
     }
 }
 
@@ -896,7 +948,7 @@ pub fn chunk_count(t: &crate::plan::Task, threads: usize) -> i64 {
     (2 * threads as i64).min(blocks).min(by_work).max(1)
 }
 
-fn copy_in(data: &Data, dst: *mut u8) {
+pub(crate) fn copy_in(data: &Data, dst: *mut u8) {
     // SAFETY: `dst` holds at least the tensor's bytes (checked against the plan).
     // A bool is stored as one byte 0 or 1; every other element is stored as its own bytes.
     unsafe {

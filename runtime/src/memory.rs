@@ -222,16 +222,20 @@ pub fn check(
             )
         })
         .collect();
-    let messages = match held.messages {
+    // A rank of a distributed job reads its inputs into its buffers: no inputs beside them.
+    let beside = |bytes: u64, what: &str| match bytes {
         0 => String::new(),
-        m => format!(", {} of messages", human_bytes(m)),
+        b => format!(", {} of {what}", human_bytes(b)),
     };
+    let (inputs, messages) = (
+        beside(held.inputs, "inputs"),
+        beside(held.messages, "messages"),
+    );
     Err(format!(
-        "graph @{} needs {} of memory at its peak ({} of buffers, {} of inputs{messages}), more than the {} that {from} allows; its biggest buffers then: {}",
+        "graph @{} needs {} of memory at its peak ({} of buffers{inputs}{messages}), more than the {} that {from} allows; its biggest buffers then: {}",
         plan.graph,
         human_bytes(need),
         human_bytes(buffers),
-        human_bytes(held.inputs),
         human_bytes(room),
         names.join(", ")
     ))

@@ -13,6 +13,9 @@
 //! numpy's `np.save` writes them (version 1.0, 64-byte aligned header).
 
 mod header;
+mod into;
+
+pub use into::read_piece_into;
 
 use std::fmt;
 use std::fs::File;
@@ -699,6 +702,29 @@ fn read_data(r: &mut impl Read, dtype: DType, numel: usize) -> Result<Data, Data
     Ok(crate::data_of!(dtype, T => fill::<T>(r, numel)?))
 }
 
+/// The end (in elements) of piece `(origin, size)` of the file of `h`; errors if a run is not
+/// inside it.
+fn check_runs(
+    h: &Header,
+    (origin, size): (usize, usize),
+    runs: &[(i64, i64)],
+    path: &Path,
+) -> Result<i64, NpyError> {
+    let end = origin.saturating_add(size).min(h.numel) as i64;
+    if let Some(&(a, n)) = runs
+        .iter()
+        .find(|&&(a, n)| a < origin as i64 || n < 0 || a.saturating_add(n) > end)
+    {
+        let ty = type_string(h.dtype, &h.shape);
+        return Err(NpyError::new(
+            path,
+            NpyErrorKind::InvalidArgument,
+            format!("elements {a}..{} are outside {ty}", a.saturating_add(n)),
+        ));
+    }
+    Ok(end)
+}
+
 /// Reads the C-order element `runs` of the data after header `h` from a seekable file into
 /// `piece` (see [`read_piece_expecting`]), a 1-D tensor of zeros; returns it and the data
 /// bytes read.
@@ -739,17 +765,7 @@ fn read_runs<R: Read + Seek>(
         Ok(read)
     }
     let ty = type_string(h.dtype, &h.shape);
-    let end = origin.saturating_add(size).min(h.numel) as i64;
-    if let Some(&(a, n)) = runs
-        .iter()
-        .find(|&&(a, n)| a < origin as i64 || n < 0 || a.saturating_add(n) > end)
-    {
-        return Err(NpyError::new(
-            path,
-            NpyErrorKind::InvalidArgument,
-            format!("elements {a}..{} are outside {ty}", a.saturating_add(n)),
-        ));
-    }
+    let end = check_runs(h, (origin, size), runs, path)?;
     let mut data = Data::zeros(h.dtype, end.saturating_sub(origin as i64).max(0) as usize);
     let got = crate::with_data!(&mut data, v => fill(r, h.len, runs, v, origin));
     let read = got.map_err(|e| data_error(e, path, &ty, h.data_bytes))?;

@@ -9,8 +9,12 @@
 mod common;
 use common::{double, source_then_scratch, whole};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use tapc_runtime::cli::{self, Outcome};
-use tapc_runtime::exec::{execute, execute_owned, Borrowed, Input, KernelFn, Options, SinkData};
+use tapc_runtime::exec::{
+    execute, execute_owned, Borrowed, Input, KernelFn, Options, Owned, SinkData, SourceBuf,
+};
+use tapc_runtime::memory;
 use tapc_runtime::plan::{Plan, Sink, Source, Task, View};
 use tapc_runtime::program::run_program;
 use tapc_runtime::{npy, DType, Data, Tensor};
@@ -258,6 +262,42 @@ fn a_borrowed_input_is_read_in_place() {
         t.data,
         Data::F32((0..n / 2).map(|k| 4.0 * x[n - 1 - 2 * k]).collect())
     );
+}
+
+/// A rank reads its source windows straight into a [`SourceBuf`] and hands it over
+/// (`Input::Owned`): the run uses that buffer as the source's (its address), takes it (the
+/// slot is empty after), and counts it once: the run's allocation peak is the plan's
+/// (`memory::peak`), with no copy of the input beside it. Before, a rank held each input
+/// twice: the tensor as read and its copy in the run's buffer.
+#[test]
+fn an_owned_input_is_the_sources_buffer_and_counted_once() {
+    let n = 1000;
+    let mut buf = SourceBuf::zeroed(4 * n as u64).unwrap();
+    for (k, c) in buf.bytes_mut().chunks_exact_mut(4).enumerate() {
+        c.copy_from_slice(&(k as f32).to_le_bytes());
+    }
+    let addr = buf.bytes_mut().as_ptr() as usize;
+    let slot = Mutex::new(Some(buf));
+    let shape = [n];
+    let input = Input::Owned(Owned {
+        buf: &slot,
+        dtype: DType::F32,
+        shape: &shape,
+    });
+    let plan = plan_of(n);
+    let (sinks, rep) =
+        execute_owned(&plan, &[double, double], &[input], &Options::default()).unwrap();
+    assert_eq!(rep.source_addrs, vec![addr]);
+    assert!(slot.lock().unwrap().is_none(), "the run took the buffer");
+    assert_eq!(rep.peak_bytes, memory::peak(&plan).0);
+    let [SinkData::Copy(t)] = &sinks[..] else {
+        panic!("a strided sink is copied")
+    };
+    let want = (0..n / 2).map(|k| 4.0 * (n - 1 - 2 * k) as f32).collect();
+    assert_eq!(t.data, Data::F32(want));
+    // Handed over once: a second run has no buffer to take.
+    let again = execute_owned(&plan, &[double, double], &[input], &Options::default());
+    assert!(again.is_err());
 }
 
 #[test]

@@ -1053,3 +1053,66 @@ fn pipes_are_read_as_streams() {
     w.join().unwrap().unwrap();
     child.wait().unwrap();
 }
+
+// ---------------------------------------------------------------- pieces read in place
+
+/// `npy::read_piece_into` (what a rank of a distributed program reads its source windows
+/// with, straight into the buffer the run then takes over) gives the bytes of
+/// `read_piece_expecting`'s tensor, for every dtype: the runs read, zeros elsewhere; a
+/// Fortran-order file (read whole, then cut) too; a run outside the piece is an error.
+#[test]
+fn a_piece_read_in_place_equals_the_piece_read_as_a_tensor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let cases = [
+        t(
+            &[4, 6],
+            Data::F32((0..24).map(|i| i as f32 * 0.5).collect()),
+        ),
+        t(&[4, 6], Data::I64((0..24).map(|i| i * 1000 - 7).collect())),
+        t(&[4, 6], Data::Bool((0..24).map(|i| i % 3 == 0).collect())),
+        t(&[4, 6], Data::U8((0..24).map(|i| i as u8 * 9).collect())),
+    ];
+    let (piece, runs) = ((5usize, 14usize), [(6i64, 4i64), (12, 6)]);
+    for (k, x) in cases.iter().enumerate() {
+        let path = dir.join(format!("x{k}.npy"));
+        npy::write(&path, x).unwrap();
+        let (want, n) =
+            npy::read_piece_expecting(&path, "x", x.dtype(), &x.shape, piece, &runs).unwrap();
+        let size = x.dtype().size_bytes();
+        let mut dst = vec![0u8; piece.1 * size];
+        let got = npy::read_piece_into(&path, "x", (x.dtype(), &x.shape), piece, &runs, &mut dst)
+            .unwrap();
+        assert_eq!(got, n, "{:?}", x.dtype());
+        assert_eq!(dst, tensor_bytes(&want), "{:?}", x.dtype());
+        let bad = [(2i64, 4i64)];
+        let e = npy::read_piece_into(&path, "x", (x.dtype(), &x.shape), piece, &bad, &mut dst);
+        assert!(
+            e.unwrap_err().to_string().contains("outside"),
+            "{:?}",
+            x.dtype()
+        );
+    }
+    let fortran = data_dir().join("npy").join("fortran_i32_3x2.npy");
+    let (want, _) =
+        npy::read_piece_expecting(&fortran, "f", DType::I32, &[3, 2], (1, 4), &[(2, 3)]).unwrap();
+    let mut dst = vec![0u8; 16];
+    npy::read_piece_into(
+        &fortran,
+        "f",
+        (DType::I32, &[3, 2]),
+        (1, 4),
+        &[(2, 3)],
+        &mut dst,
+    )
+    .unwrap();
+    assert_eq!(dst, tensor_bytes(&want));
+}
+
+/// A tensor's elements as the executor stores them (a bool one byte 0 or 1).
+fn tensor_bytes(x: &Tensor) -> Vec<u8> {
+    // SAFETY: every element type is plain bytes (a bool is one byte 0 or 1).
+    tapc_runtime::with_data!(&x.data, v => unsafe {
+        std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(&v[..])).to_vec()
+    })
+}

@@ -9,8 +9,16 @@
 //! bandwidth is the footprint bytes of a large elementwise add (three 32 MiB vectors) over its
 //! median time. The runtime's time per task besides its work is the median time of a chain of
 //! 16 applies on 16 elements over 16. The all-thread figures (what one rank uses by default) are the model's; the
-//! 1-thread ones are recorded in `[calibration]`, which the model ignores. Links between
-//! nodes are not measured: the file leaves them at the model's defaults and says so.
+//! 1-thread ones are recorded in `[calibration]`, which the model ignores.
+//!
+//! Links: a tapc built with `--features mpi` and started under `mpirun -np N` (N ≥ 2) first
+//! measures the links between the ranks (`tapc_runtime::mpi::links`: ping-pong from rank 0
+//! to each other rank over 8 B to 16 MiB, and `MPI_Allreduce`) and writes the median link's
+//! latency α and bandwidth 1/β as the file's `latency` and `bandwidth` (what the model's
+//! α–β transfers, broadcasts and allreduces use), with every size's times in
+//! `[calibration]`; rank 0 alone then measures the kernels and writes the file, the other
+//! ranks write nothing. Started alone, it leaves the links at the model's defaults and says
+//! how to measure them; a tapc built without MPI refuses to run as one of several processes.
 
 use crate::codegen::{with_jit, Options};
 use crate::diag::{codes, Diagnostic};
@@ -20,6 +28,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 use tapc_runtime::exec;
+use tapc_runtime::mpi::links::Links;
 use tapc_runtime::{Data, Tensor};
 
 /// Timed runs per measurement (after one warm-up run); the median is kept.
@@ -167,9 +176,99 @@ fn measure(p: &Probe, threads: &[usize]) -> Result<Measured, Diagnostic> {
     })
 }
 
-/// Measures the machine at 1 and `threads` threads; returns the machine TOML.
-pub fn calibrate(threads: usize) -> Result<String, Diagnostic> {
+/// The links part of the file: measured under `mpirun`, or the defaults.
+enum LinkPart {
+    // Only an MPI build measures links.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    Measured(Links),
+    Defaults,
+}
+
+/// The links: measured when this process is one of several of an MPI job (`Ok(None)` on the
+/// ranks other than 0, which write nothing), else the defaults.
+fn links() -> Result<Option<LinkPart>, Diagnostic> {
+    let Some(n) = tapc_runtime::entry::mpi_job_size().filter(|&n| n > 1) else {
+        return Ok(Some(LinkPart::Defaults));
+    };
+    #[cfg(feature = "mpi")]
+    {
+        let _ = n;
+        let measured =
+            tapc_runtime::mpi::links::measure().map_err(|e| failed("measuring the links", e))?;
+        Ok(measured.map(LinkPart::Measured))
+    }
+    #[cfg(not(feature = "mpi"))]
+    Err(failed(
+        "this tapc was built without MPI",
+        format!("it was started as one of the {n} processes of an MPI job, where every copy would write the same file; build tapc with `cargo build --features mpi` to measure the links between ranks, or run `tapc calibrate` alone"),
+    ))
+}
+
+/// The top-level `bandwidth`/`latency` lines with their comment, and the `[calibration]`
+/// lines of the links.
+fn link_lines(part: &LinkPart) -> (String, String) {
+    let LinkPart::Measured(l) = part else {
+        return (
+            "# Links between nodes were not measured (run `mpirun -np 2 tapc calibrate` with a\n\
+             # tapc built with `--features mpi` to measure them): `bandwidth` and `latency` are the\n\
+             # cost model's defaults; set them (or [[link]] tables) for a real cluster.\n"
+                .to_string(),
+            String::new(),
+        );
+    };
+    let (alpha, bw) = (l.latency(), l.bandwidth());
+    let top = format!(
+        "# Links measured under `mpirun` with {} ranks: ping-pong from rank 0 to every other\n\
+         # rank (8 B to 16 MiB, median one-way time per size) and MPI_Allreduce. `latency` (α) is\n\
+         # an 8-byte message's one-way time, `bandwidth` (1/β) the median of bytes / (time - α)\n\
+         # over messages of 1 MiB and more; the median link. Ranks on one host measure the MPI\n\
+         # library's shared-memory transport, not a network.\n\
+         bandwidth = {bw:.4e}\nlatency = {alpha:.4e}\n",
+        l.ranks
+    );
+    let list = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>().join(", ");
+    let ranks: Vec<usize> = (0..l.ranks as usize).collect();
+    let ring = Machine::uniform(ranks.len(), 1.0, 1.0, bw, alpha);
+    let mut s = format!("link_ranks = {}\n", l.ranks);
+    // A row: an integer (a rank or a size) and up to two numbers.
+    type Row = (usize, f64, f64);
+    let peers: Vec<Row> = (l.links.iter()).map(|x| (x.0 as usize, x.1, x.2)).collect();
+    let ping: Vec<Row> = l.pingpong.iter().map(|x| (x.0, x.1, 0.0)).collect();
+    let all: Vec<Row> = l.allreduce.iter().map(|x| (x.0, x.1, 0.0)).collect();
+    // (key, rows, column: 0 the integer, 1 and 2 the numbers)
+    let columns: [(&str, &[Row], usize); 7] = [
+        ("link_peers", &peers, 0),
+        ("link_latency", &peers, 1),
+        ("link_bandwidth", &peers, 2),
+        ("pingpong_bytes", &ping, 0),
+        ("pingpong_seconds", &ping, 1),
+        ("allreduce_bytes", &all, 0),
+        ("allreduce_seconds", &all, 1),
+    ];
+    for (key, rows, col) in columns {
+        let cell = |x: &Row| match col {
+            0 => x.0.to_string(),
+            1 => format!("{:.4e}", x.1),
+            _ => format!("{:.4e}", x.2),
+        };
+        let _ = writeln!(s, "{key} = [{}]", list(&mut rows.iter().map(cell)));
+    }
+    let _ = writeln!(
+        s,
+        "# The model's ring allreduce with these links, for comparison.\nallreduce_model_seconds = [{}]",
+        list(&mut l.allreduce.iter().map(|x| format!("{:.4e}", ring.allreduce(&ranks, x.0 as f64))))
+    );
+    (top, s)
+}
+
+/// Measures the machine at 1 and `threads` threads; returns the machine TOML (`None`: this is
+/// a rank other than 0 of an MPI job, which only helped measure the links).
+pub fn calibrate(threads: usize) -> Result<Option<String>, Diagnostic> {
     let start = Instant::now();
+    let Some(links) = links()? else {
+        return Ok(None);
+    };
+    let (link_top, link_record) = link_lines(&links);
     let counts = if threads > 1 {
         vec![1, threads]
     } else {
@@ -204,9 +303,8 @@ pub fn calibrate(threads: usize) -> Result<String, Diagnostic> {
         s,
         "# Measured by `tapc calibrate` in {secs:.1} s at {threads} thread(s) per node (the\n\
          # runtime's default): per-class throughputs (flop/s) and memory bandwidth (bytes/s).\n\
-         # Links between nodes were not measured: `bandwidth` and `latency` are the cost\n\
-         # model's defaults; set them (or [[link]] tables) for a real cluster. No `nodes`:\n\
-         # `cost{{nodes=N}}` takes this file as N such nodes.\n\
+         # No `nodes`: `cost{{nodes=N}}` takes this file as N such nodes.\n\
+         {link_top}\
          flops = {contraction_f32:.4e}\n\
          mem_bandwidth = {:.4e}\n\
          task_overhead = {:.4e}\n\n\
@@ -216,10 +314,10 @@ pub fn calibrate(threads: usize) -> Result<String, Diagnostic> {
          threads = {threads}\n\
          seconds = {secs:.2}\n\
          mem_bandwidth_1thread = {:.4e}\n\
-         task_overhead_1thread = {:.4e}\n{single}",
+         task_overhead_1thread = {:.4e}\n{single}{link_record}",
         bandwidth.0, overhead.0, bandwidth.1, overhead.1
     );
     // What we write must be what the cost pass reads.
     Machine::from_toml(&s).map_err(|e| failed("the measured machine does not parse", e))?;
-    Ok(s)
+    Ok(Some(s))
 }

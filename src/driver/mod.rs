@@ -139,7 +139,9 @@ enum Command {
     /// elementwise, reduction; f32 and f64; at 1 thread and at --threads) and memory
     /// bandwidth, with small programs compiled in-process; print the machine TOML or write it
     /// to -o (all or nothing). Takes a few seconds. Links between nodes (MPI latency and
-    /// bandwidth) are NOT measured: the file leaves them at the model's defaults and says so.
+    /// bandwidth) are measured by a tapc built with `--features mpi` run under `mpirun -np 2`
+    /// (ping-pong and allreduce; rank 0 writes the file); run alone, the file leaves them at
+    /// the model's defaults and says so.
     Calibrate {
         /// Write the machine TOML here (read it back with `tapc opt --machine FILE`).
         #[arg(short = 'o', value_name = "FILE")]
@@ -538,7 +540,9 @@ impl Cx {
     /// `tapc calibrate`: the machine TOML to stdout, or to `output` (all or nothing).
     fn calibrate(&mut self, output: Option<&Path>, threads: usize) -> bool {
         let toml = match calibrate::calibrate(threads) {
-            Ok(t) => t,
+            Ok(Some(t)) => t,
+            // A rank other than 0 of `mpirun ... tapc calibrate`: it measured links only.
+            Ok(None) => return true,
             Err(d) => return self.fail("calibrate", d),
         };
         let Some(path) = output else {

@@ -8,6 +8,7 @@ mod common;
 
 mod mpi;
 mod mpi_build;
+mod mpi_calibrate;
 mod mpi_collectives;
 mod mpi_forms;
 mod mpi_gather;

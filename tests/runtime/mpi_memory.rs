@@ -93,7 +93,7 @@ fn bytes_after(text: &str, key: &str) -> f64 {
 }
 
 /// Every rank's `[planned, measured, inputs held, resident high-water, resident at start]` from
-/// `rank R peak memory: planned P B (buffers B, inputs I, messages M), measured M B (...);
+/// `rank R peak memory: planned P B (buffers B, of which inputs I, messages M), measured M B (...);
 /// resident high-water H B (the whole process, MPI included; S B at start)` of `--time`.
 fn peaks(stderr: &str, ranks: usize) -> Vec<[u64; 5]> {
     let after = |s: &str, key: &str| -> u64 {
@@ -213,36 +213,40 @@ fn runs_on_4_ranks_under_a_third_of_its_need(case: &Case) -> usize {
 
 #[test]
 fn heat_stencils_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_it() {
+    // A rank reads its windows straight into its buffers (it used to hold them twice, as read
+    // and copied), and the check adds 16 MiB per thread to every process: so a rank needs a
+    // quarter of the data plus 16 MiB, and a program at least 3 × 69 MiB one process needs
+    // about 192 MiB of data (the 64 MiB grid and 128 MiB matrix of before fell just short).
     let cases = [
-        // A 64 MiB grid, 4 steps: one process needs 208 MiB, a rank 64 MiB (about 66 resident).
+        // A 96 MiB grid, 4 steps: one process needs 208 MiB, a rank 64 MiB.
         Case {
             name: "heat",
-            teg: heat(4096, 4096, 4, false),
+            teg: heat(6144, 4096, 4, false),
             graph: "heat",
-            sources: vec![("u", 4096, 4096)],
+            sources: vec![("u", 6144, 4096)],
             limit: ("69MiB", 69 << 20),
-            // Step 1's 4094 output rows split 1024, 1024, 1023, 1023: each reads 2 halo rows.
-            held: [1026, 1026, 1025, 1025].map(|rows| rows * 4096 * 4),
+            // Step 1's 6142 output rows split 1536, 1536, 1535, 1535: each reads 2 halo rows.
+            held: [1538, 1538, 1537, 1537].map(|rows| rows * 4096 * 4),
         },
         // The same grid read through a zero boundary at every step, so it keeps its size.
         Case {
             name: "heat-boundary",
-            teg: heat(4096, 4096, 4, true),
+            teg: heat(6144, 4096, 4, true),
             graph: "heat",
-            sources: vec![("u", 4096, 4096)],
+            sources: vec![("u", 6144, 4096)],
             limit: ("69MiB", 69 << 20),
-            // 1024 rows each, plus a halo row on each side that is not the boundary.
-            held: [1025, 1026, 1026, 1025].map(|rows| rows * 4096 * 4),
+            // 1536 rows each, plus a halo row on each side that is not the boundary.
+            held: [1537, 1538, 1538, 1537].map(|rows| rows * 4096 * 4),
         },
-        // A 128 MiB matrix times a thin one: one process needs 274 MiB, a rank 81 MiB (80 resident).
+        // A 192 MiB matrix times a thin one: one process needs 210 MiB, a rank 65 MiB.
         Case {
             name: "matmul",
-            teg: matmul(8192, 4096, 32),
+            teg: matmul(12288, 4096, 32),
             graph: "mm",
-            sources: vec![("a", 8192, 4096), ("b", 4096, 32)],
-            limit: ("86MiB", 86 << 20),
-            // 2048 rows of `@a` and all of `@b` each.
-            held: [(2048 * 4096 + 4096 * 32) * 4; 4],
+            sources: vec![("a", 12288, 4096), ("b", 4096, 32)],
+            limit: ("69MiB", 69 << 20),
+            // 3072 rows of `@a` and all of `@b` each.
+            held: [(3072 * 4096 + 4096 * 32) * 4; 4],
         },
     ];
     let checked: usize = cases

@@ -11,8 +11,9 @@
 //! groups (their split reductions keep the point-to-point transfers and combine tasks).
 
 use super::comm::{installed, sub_communicator, Comm, Stats};
-use super::dist::{Leaf, Place, Reduction, Runs};
+use super::dist::{Place, Reduction, Runs};
 use super::group::ReduceOp;
+use super::local::local_leaves;
 use crate::tensor::DType;
 use mpi::ffi;
 use mpi::topology::SimpleCommunicator;
@@ -47,32 +48,9 @@ unsafe impl Sync for Coll {}
 
 static COLL: OnceLock<Coll> = OnceLock::new();
 
-/// The ranks of group `g` on this job, its root first (the rank of its one target for a
-/// reduce; the lowest for an allreduce), each once.
-pub(super) fn group_ranks(g: &Reduction, nodes: &[u32], at: Place) -> Vec<u32> {
-    let mut ranks: Vec<u32> = (g.leaves.iter())
-        .map(|l| at.rank_of(nodes[l.task as usize]))
-        .collect();
-    ranks.sort_unstable();
-    ranks.dedup();
-    if !g.all() {
-        let root = at.rank_of(g.targets[0]);
-        ranks.retain(|&r| r != root);
-        ranks.insert(0, root);
-    }
-    ranks
-}
-
-/// The leaves of `g` on this rank, in the group's order.
-pub(super) fn local_leaves<'a>(g: &'a Reduction, nodes: &[u32], at: Place) -> Vec<&'a Leaf> {
-    (g.leaves.iter())
-        .filter(|l| at.rank_of(nodes[l.task as usize]) == at.rank)
-        .collect()
-}
-
 /// Makes every group's communicator (every rank splits `world` once per group, in plan order,
 /// so collectives of different groups never need one order across ranks) and installs them
-/// for the kernel. `ranks`: per group, [`group_ranks`].
+/// for the kernel. `ranks`: per group, [`super::local::group_ranks`].
 pub(super) fn install(
     world: &SimpleCommunicator,
     reductions: &[Reduction],

@@ -11,8 +11,7 @@
 //! the global plan order, so a worker blocked in a receive never holds up a task the sender
 //! is waiting for (the earliest unfinished task of the whole job can always run).
 
-use super::coll::{group_ranks, local_leaves};
-use super::dist::{normalize, Dist, Place, Runs, Window};
+use super::dist::{normalize, Dist, Leaf, Place, Reduction, Runs, Window};
 use super::pieces::{self, Read};
 use super::sinks::{self, Out};
 use crate::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task, Transfer};
@@ -50,7 +49,7 @@ pub(super) struct Local {
     /// run and every packed send is kept until the run ends, so all of them (and two buffers
     /// of the result's size per reduction group the rank joins).
     pub messages: u64,
-    /// Per reduction group of the plan, its ranks (root first: `coll::group_ranks`).
+    /// Per reduction group of the plan, its ranks (root first: [`group_ranks`]).
     pub reduce_ranks: Vec<Vec<u32>>,
 }
 
@@ -449,4 +448,27 @@ fn reduce_bytes(d: &Dist, roles: &[Role]) -> u64 {
             _ => None,
         })
         .sum()
+}
+
+/// The ranks of group `g` on this job, its root first (the rank of its one target for a
+/// reduce; the lowest for an allreduce), each once.
+pub(super) fn group_ranks(g: &Reduction, nodes: &[u32], at: Place) -> Vec<u32> {
+    let mut ranks: Vec<u32> = (g.leaves.iter())
+        .map(|l| at.rank_of(nodes[l.task as usize]))
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    if !g.all() {
+        let root = at.rank_of(g.targets[0]);
+        ranks.retain(|&r| r != root);
+        ranks.insert(0, root);
+    }
+    ranks
+}
+
+/// The leaves of `g` on this rank, in the group's order.
+pub(super) fn local_leaves<'a>(g: &'a Reduction, nodes: &[u32], at: Place) -> Vec<&'a Leaf> {
+    (g.leaves.iter())
+        .filter(|l| at.rank_of(nodes[l.task as usize]) == at.rank)
+        .collect()
 }

@@ -29,9 +29,10 @@ use super::coll::{self, reduce_kernel};
 use super::comm::{recv_kernel, send_kernel, Comm, Stats};
 use super::dist::Place;
 use super::local::{local_plan, Local, Role};
+use super::peak::RankPeak;
 use super::sinks::{self, Out};
 use crate::cli::{Args, Outcome};
-use crate::exec::{execute_with, KernelFn, Report, SinkView};
+use crate::exec::{execute_inputs, Input, KernelFn, Owned, Report, SinkView, SourceBuf};
 use crate::memory;
 use crate::npy;
 use crate::output::{self, Npy, Outputs};
@@ -40,7 +41,6 @@ use crate::plan::Plan;
 use crate::program::{self, Done, Footprint, Job, Mode};
 use crate::signals;
 use crate::tensor::checked_numel;
-use crate::tensor::Tensor;
 use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
@@ -51,6 +51,7 @@ use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// This rank of the job, through the steps of [`program::run`].
@@ -65,7 +66,9 @@ struct Rank {
     /// The rank's part of the plan (built by `prepare`).
     local: Option<Local>,
     progress_every: Option<Duration>,
-    inputs: Vec<Tensor>,
+    /// The source pieces as read, one per source of the local plan, each handed to the run
+    /// as its buffer.
+    inputs: Vec<Mutex<Option<SourceBuf>>>,
     /// Bytes this rank read from its input files.
     input_bytes: u64,
     /// The process's resident bytes once MPI is up, before the run allocates anything.
@@ -136,13 +139,13 @@ impl Mode for Rank {
         Ok(())
     }
 
-    /// This rank's own peak: its local plan's pieces, the source pieces it reads and its
-    /// messages.
+    /// This rank's own peak ([`crate::mpi::peak`]): its local plan's pieces (the source
+    /// pieces it reads among them, read straight into their buffers) and its messages.
     fn footprint<'a>(&'a self, job: &Job<'a>) -> Footprint<'a> {
         match &self.local {
             Some(l) => Footprint {
                 plan: &l.plan,
-                input_bytes: held_inputs(l),
+                input_bytes: 0,
                 message_bytes: l.messages,
             },
             None => Footprint::whole(job.plan),
@@ -151,13 +154,16 @@ impl Mode for Rank {
 
     fn read(&mut self, job: &Job, files: &[PathBuf]) -> Result<(), String> {
         let local = self.local.as_ref().ok_or_else(not_prepared)?;
-        for r in &local.reads {
+        for (k, r) in local.reads.iter().enumerate() {
             let s = &job.plan.sources[r.source];
             let file = &files[r.source];
-            let (t, n) =
-                npy::read_piece_expecting(file, &s.name, s.dtype, &s.shape, r.piece, &r.runs)
-                    .map_err(|e| e.to_string())?;
-            self.inputs.push(t);
+            let piece = &local.plan.buffers[local.plan.sources[k].buffer as usize];
+            let mut buf = SourceBuf::zeroed(piece.bytes)
+                .map_err(|e| format!("input for source @{}: {e}", s.name))?;
+            let ty = (s.dtype, &s.shape[..]);
+            let n = npy::read_piece_into(file, &s.name, ty, r.piece, &r.runs, buf.bytes_mut())
+                .map_err(|e| e.to_string())?;
+            self.inputs.push(Mutex::new(Some(buf)));
             self.input_bytes += n;
         }
         Ok(())
@@ -221,15 +227,7 @@ impl Mode for Rank {
     }
 }
 
-/// The bytes of the source pieces a rank holds as read (see [`crate::mpi::pieces`]).
-fn held_inputs(local: &Local) -> u64 {
-    let elem = |k: usize| local.plan.sources[k].dtype.size_bytes() as u64;
-    (local.reads.iter().enumerate())
-        .map(|(k, r)| r.piece.1 as u64 * elem(k))
-        .sum()
-}
-
-/// A rank's planned and measured peak memory: (buffers, inputs, messages) each.
+/// A rank's planned and measured peak memory: (buffers, of which inputs, messages) each.
 struct Peaks {
     planned: [u64; 3],
     measured: [u64; 3],
@@ -239,10 +237,10 @@ impl Peaks {
     /// The plan's figures (those the memory check used) and the run's: the executor's
     /// allocation high-water mark and the most message bytes held at once.
     fn of(local: &Local, report: &Report, messages: u64) -> Peaks {
-        let inputs = held_inputs(local);
+        let p = RankPeak::of(local);
         Peaks {
-            planned: [memory::peak(&local.plan).0, inputs, local.messages],
-            measured: [report.peak_bytes, inputs, messages],
+            planned: [p.buffers, p.inputs, p.messages],
+            measured: [report.peak_bytes, p.inputs, messages],
         }
     }
 
@@ -250,8 +248,8 @@ impl Peaks {
     fn line(&self, rank: u32, resident_at_start: Option<u64>) -> String {
         let part = |v: &[u64; 3]| {
             format!(
-                "{} B (buffers {}, inputs {}, messages {})",
-                v.iter().sum::<u64>(),
+                "{} B (buffers {}, of which inputs {}, messages {})",
+                v[0] + v[2],
                 v[0],
                 v[1],
                 v[2]
@@ -348,7 +346,15 @@ impl Rank {
         table.push(send_kernel);
         table.push(recv_kernel);
         table.push(reduce_kernel);
-        let refs: Vec<&Tensor> = self.inputs.iter().collect();
+        let inputs: Vec<Input> = (local.plan.sources.iter().zip(&self.inputs))
+            .map(|(s, buf)| {
+                Input::Owned(Owned {
+                    buf,
+                    dtype: s.dtype,
+                    shape: &s.shape,
+                })
+            })
+            .collect();
         let opts = program::options(job.args);
         // A rank that moves no data (one rank, an idle one) needs no progress.
         let moves = local.roles.iter().any(|r| *r != Role::Compute);
@@ -358,7 +364,7 @@ impl Rank {
                 let stop = &stop;
                 sc.spawn(move || c.progress(stop, every));
             }
-            let run = execute_with(&local.plan, &table, &refs, &opts, |views| {
+            let run = execute_inputs(&local.plan, &table, &inputs, &opts, |views| {
                 write_sinks(job, local, views, staged, outputs)
             });
             stop.store(true, Ordering::Relaxed);
