@@ -45,14 +45,14 @@ fn index_of(v: &IndexVar) -> Index {
     }
 }
 
-fn add_op(m: &mut Module, op: OpDef) {
+pub(super) fn add_op(m: &mut Module, op: OpDef) {
     if m.op(&op.name).is_none() {
         m.ops.push(op);
     }
 }
 
 /// `@tapc.sum.f32` etc.: the elementwise combine of two partial results.
-fn combine_op(m: &mut Module, kind: Reduction, dtype: DType, span: Span) -> String {
+pub(super) fn combine_op(m: &mut Module, kind: Reduction, dtype: DType, span: Span) -> String {
     let name = format!("tapc.{}.{}", kind.name(), dtype.name());
     let port = |n: &str| PortDef {
         name: n.into(),
