@@ -5,10 +5,11 @@
 //!   gathers the coordinate itself (`at[b, s] = E[ids[b, s]]`): a negative id wraps once
 //!   against the WHOLE vocabulary and an out-of-range one fails there with the gather's own
 //!   error, naming the input `E`, the index and the value, before any part runs;
-//! - per part `p` holding rows `[lo, hi)` (`%E.vp = slice %E`): `%y.locp = apply
-//!   @OP.loc<lo, hi>(%y.at)`, the row inside the part clamped into it, and `%y.vp = apply
-//!   @OP.rows<lo, hi>(%E.vp, %y.at, %y.locp)`, which is `E[at - lo, h]` where `lo <= at < hi`
-//!   and `-0.0` (`0` for integers) elsewhere: a masked partial result;
+//! - per part `p` holding rows `[lo, hi)` (`%E.vp = slice %E`): `%y.locp, %y.hitp = apply
+//!   @OP.loc<lo, hi>(%y.at)`, the row inside the part clamped into it and whether `lo <= at <
+//!   hi`, and `%y.vp = apply @OP.rows<lo, hi>(%E.vp, %y.locp, %y.hitp)`, which is `E[at - lo,
+//!   h]` where the row is the part's and `-0.0` (`0` for integers) elsewhere: a masked partial
+//!   result (the coordinate is sent once to each part's node, which computes the rest);
 //! - the partial results summed with `@tapc.sum.DT` (the combine of a split reduction).
 //!
 //! Exactly one part holds each row and the others add `-0.0`, the identity of `+` (even for a
@@ -249,13 +250,29 @@ fn make_ops(l: &Lookup) -> Made {
             last,
         ],
     );
-    let loc = def(
-        format!("{}.loc", op.name),
-        params.clone(),
-        vec![at_port.clone()],
-        vec![port(&loc_p, DType::I64, at_dims.clone())],
-        stmt(&loc_p, at_vars.clone(), clamped),
+    let hit_p = fresh(&taken, "hit");
+    let inside = bin(
+        BinOp::And,
+        bin(BinOp::Ge, read(&at_p), name(&lo)),
+        bin(BinOp::Lt, read(&at_p), name(&hi)),
     );
+    let loc = OpDef {
+        outputs: vec![
+            port(&loc_p, DType::I64, at_dims.clone()),
+            port(&hit_p, DType::Bool, at_dims.clone()),
+        ],
+        body: OpBody::Kernel(vec![
+            stmt(&loc_p, at_vars.clone(), clamped),
+            stmt(&hit_p, at_vars.clone(), inside),
+        ]),
+        ..def(
+            format!("{}.loc", op.name),
+            params.clone(),
+            vec![at_port],
+            vec![],
+            stmt(&loc_p, vec![], kx(KExprKind::Int(0), span)),
+        )
+    };
     // @OP.rows<lo, hi>: the part's rows where the coordinate falls in them, else the identity.
     let mut part_table = table.clone();
     part_table.dims[l.axis] = Dim::Expr(IExpr::Name(fresh(&taken, "R"), span));
@@ -270,11 +287,6 @@ fn make_ops(l: &Lookup) -> Made {
         span,
         tensor_span: span,
     });
-    let inside = bin(
-        BinOp::And,
-        bin(BinOp::Ge, read(&at_p), name(&lo)),
-        bin(BinOp::Lt, read(&at_p), name(&hi)),
-    );
     let zero = if table.dtype.is_float() {
         kx(
             KExprKind::Unary(UnOp::Neg, Box::new(kx(KExprKind::Float(0.0), span))),
@@ -287,12 +299,16 @@ fn make_ops(l: &Lookup) -> Made {
     let rows = def(
         format!("{}.rows", op.name),
         params,
-        vec![part_table, at_port, port(&loc_p, DType::I64, at_dims)],
+        vec![
+            part_table,
+            port(&loc_p, DType::I64, at_dims.clone()),
+            port(&hit_p, DType::Bool, at_dims),
+        ],
         vec![out.clone()],
         stmt(
             &out.name,
             l.vars.clone(),
-            call(Func::Select, vec![inside, load, zero]),
+            call(Func::Select, vec![read(&hit_p), load, zero]),
         ),
     );
     Made {
@@ -304,8 +320,8 @@ fn make_ops(l: &Lookup) -> Made {
     }
 }
 
-/// An apply of `op` (already in the module) to `args`, named `name`, checked by instantiating
-/// it: a lookup whose shapes the new ops cannot bind is refused with E0106.
+/// An apply of `op` (already in the module) to `args`, its results named `names`, checked by
+/// instantiating it: a lookup whose shapes the new ops cannot bind is refused with E0106.
 #[allow(clippy::too_many_arguments)]
 fn emit_apply(
     b: &mut Builder,
@@ -313,10 +329,10 @@ fn emit_apply(
     params: Vec<(String, i64)>,
     args: Vec<ValueId>,
     placement: Option<u32>,
-    name: &str,
+    names: &[String],
     a: &Apply,
     span: Span,
-) -> Result<ValueId, Diagnostic> {
+) -> Result<Vec<ValueId>, Diagnostic> {
     let types: Vec<TensorType> = args
         .iter()
         .map(|v| b.new.ty(*v).cloned().expect("typed"))
@@ -339,7 +355,8 @@ fn emit_apply(
         placement,
         op_span: a.op_span,
     });
-    Ok(b.emit(kind, name, inst.outputs[0].clone(), span))
+    let results: Vec<(String, TensorType)> = names.iter().cloned().zip(inst.outputs).collect();
+    Ok(b.emit_multi(kind, &results, span))
 }
 
 /// Splits apply `node` of a lookup of its input port `table` into `cfg.parts` parts of the
@@ -388,10 +405,10 @@ pub(super) fn shard_table(
         a.params.clone(),
         vec![vocab, ids],
         a.placement,
-        &format!("{base}.at"),
+        &[format!("{base}.at")],
         a,
         span,
-    )?;
+    )?[0];
     let mut partials = Vec::new();
     for (p, &(lo, hi)) in parts.iter().enumerate() {
         let mut rows: Vec<(i64, i64)> = t_ty.shape.iter().map(|&n| (0, n)).collect();
@@ -407,7 +424,7 @@ pub(super) fn shard_table(
             params.clone(),
             vec![at],
             node_p,
-            &format!("{base}.loc{p}"),
+            &[format!("{base}.loc{p}"), format!("{base}.hit{p}")],
             a,
             span,
         )?;
@@ -415,12 +432,12 @@ pub(super) fn shard_table(
             b,
             &made.rows,
             params,
-            vec![slice, at, loc],
+            vec![slice, loc[0], loc[1]],
             node_p,
-            &format!("{base}.v{p}"),
+            &[format!("{base}.v{p}")],
             a,
             span,
-        )?;
+        )?[0];
         partials.push(part);
         report.push_str(&format!(
             "%{base}.v{p} reads rows {lo}:{hi} of `{table}` (%{name})\n"

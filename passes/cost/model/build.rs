@@ -235,7 +235,9 @@ impl<'a> Walk<'a> {
         inputs: Vec<Input>,
     ) -> ApplyInfo {
         let flops = inst.signature.flops_per_point * inst.points().max(1) as f64;
-        let fixed = a.range.is_some();
+        // A shard, or an apply placed by a pass (`on N`: the parts of a split reduction or of
+        // a split table), stays whole where it is placed.
+        let fixed = a.range.is_some() || a.placement.is_some();
         let vars: Vec<(String, i64)> = inst
             .vars
             .iter()
