@@ -445,23 +445,22 @@ pub(super) fn shard_table(
     }
     let ty = b.old_ty(node.results[0])?;
     let sum = reduce::combine_op(m, Reduction::Sum, ty.dtype, op.span);
-    let mut acc = partials[0];
-    for (p, &part) in partials.iter().enumerate().skip(1) {
-        let kind = NodeKind::Apply(Apply {
-            op: sum.clone(),
-            params: vec![],
-            args: vec![acc, part],
-            range: None,
-            placement: a.placement,
-            op_span: a.op_span,
-        });
-        let name = if p + 1 == partials.len() {
-            base.clone()
-        } else {
-            format!("{base}.vacc{p}")
-        };
-        acc = b.emit(kind, &name, ty.clone(), span);
-    }
+    let last = partials.len() - 1;
+    let acc = reduce::fold(
+        b,
+        &sum,
+        &partials,
+        &ty,
+        span,
+        (a.op_span, a.placement),
+        &|p| {
+            if p == last {
+                base.clone()
+            } else {
+                format!("{base}.vacc{p}")
+            }
+        },
+    );
     b.map[node.results[0].index()] = Some(acc);
     Ok(Some(vec![None]))
 }

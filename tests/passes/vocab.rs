@@ -164,8 +164,8 @@ fn each_part_reads_only_its_rows() {
         rows.push((ins[0][0].1 - ins[0][0].0, a.placement));
     }
     assert_eq!(rows, [(5, Some(0)), (4, Some(1)), (4, Some(2))]);
-    // The cost model's bytes of each part: its rows, the coordinate and the clamped row read
-    // (i64 each), and its partial output.
+    // The cost model's bytes of each part: its rows, the clamped row (i64) and the hit mask
+    // (bool) it reads, and its partial output.
     let (m2, facts2) = common::compile_ok("split", &tapc::print::print_module(&m));
     let cfg = tapc::passes::cost::config(
         &[("nodes".to_string(), "3".to_string())],
@@ -177,7 +177,7 @@ fn each_part_reads_only_its_rows() {
         .filter(|a| a.op == "embed.rows")
         .map(|a| a.bytes)
         .collect();
-    let io = (b * s * 8 * 2 + b * s * h * 4) as f64;
+    let io = (b * s * (8 + 1) + b * s * h * 4) as f64;
     let want: Vec<f64> = [5, 4, 4].iter().map(|r| (r * h * 4) as f64 + io).collect();
     assert_eq!(parts, want);
 }
