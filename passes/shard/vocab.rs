@@ -141,7 +141,7 @@ fn var_ix(v: &str, span: Span) -> Index {
     Index::Expr(IExpr::Name(v.to_string(), span))
 }
 
-/// Names of the ops and ports made for one split lookup.
+/// The ops made for one split lookup, and the names of their row-range parameters.
 struct Made {
     at: OpDef,
     loc: OpDef,
@@ -150,137 +150,173 @@ struct Made {
     hi: String,
 }
 
-/// `@OP.at`, `@OP.loc` and `@OP.rows` for lookup `l`.
-fn make_ops(l: &Lookup) -> Made {
-    let (op, span) = (l.op, l.span);
+/// What the three ops share: the statement's variables the coordinate depends on (`b, s`)
+/// and the output's dims over them, and fresh names for the parameters and ports.
+struct Names {
+    at_vars: Vec<String>,
+    at_dims: Vec<Dim>,
+    lo: String,
+    hi: String,
+    at: String,
+    loc: String,
+    hit: String,
+    rows: String,
+}
+
+fn names(l: &Lookup) -> Names {
     let mut used = HashSet::new();
-    for e in &l.gather.indices {
+    let offset = l.gather.offset.iter().map(|(_, e)| e);
+    for e in l.gather.indices.iter().chain(offset) {
         e.visit_names(&mut |n, _| {
             used.insert(n.to_string());
         });
     }
-    if let Some((_, e)) = &l.gather.offset {
-        e.visit_names(&mut |n, _| {
-            used.insert(n.to_string());
-        });
-    }
-    let at_vars: Vec<String> = l
-        .vars
-        .iter()
+    let at_vars: Vec<String> = (l.vars.iter())
         .filter(|v| used.contains(*v))
         .cloned()
         .collect();
-    let out = &op.outputs[0];
-    let at_dims: Vec<Dim> = at_vars
-        .iter()
+    let out = &l.op.outputs[0];
+    let at_dims = (at_vars.iter())
         .map(|v| out.dims[l.vars.iter().position(|x| x == v).expect("a variable")].clone())
         .collect();
-    let taken = names_of(op);
-    let (lo, hi) = (fresh(&taken, "lo"), fresh(&taken, "hi"));
-    let (at_p, loc_p) = (fresh(&taken, "at"), fresh(&taken, "loc"));
-    let table = &op.inputs[l.table];
-    let port = |name: &str, dtype, dims: Vec<Dim>| PortDef {
+    let taken = names_of(l.op);
+    let f = |b: &str| fresh(&taken, b);
+    Names {
+        at_vars,
+        at_dims,
+        lo: f("lo"),
+        hi: f("hi"),
+        at: f("at"),
+        loc: f("loc"),
+        hit: f("hit"),
+        rows: f("R"),
+    }
+}
+
+fn port(name: &str, dtype: DType, dims: Vec<Dim>, span: Span) -> PortDef {
+    PortDef {
         name: name.into(),
         dtype,
         dims,
         span,
-    };
-    let at_port = port(&at_p, DType::I64, at_dims.clone());
-    let at_ix: Vec<Index> = at_vars.iter().map(|v| var_ix(v, span)).collect();
-    let stmt = |target: &str, indices: Vec<String>, value: KExpr| Stmt {
+    }
+}
+
+fn stmt(target: &str, vars: &[String], value: KExpr, span: Span) -> Stmt {
+    Stmt {
         target: target.into(),
-        indices: indices
+        indices: vars
             .iter()
             .map(|v| IndexVar::Var(v.clone(), span))
             .collect(),
         value,
         span,
         target_span: span,
-    };
-    let def = |name: String, params: Vec<String>, inputs, outputs, body: Stmt| OpDef {
-        name,
+    }
+}
+
+/// An op named `@OP.suffix` (`op` is the original), with these parameters, ports and body.
+fn def(
+    op: &OpDef,
+    suffix: &str,
+    params: Vec<String>,
+    ports: [Vec<PortDef>; 2],
+    body: Vec<Stmt>,
+) -> OpDef {
+    let [inputs, outputs] = ports;
+    OpDef {
+        name: format!("{}.{suffix}", op.name),
         params,
         inputs,
         outputs,
-        body: OpBody::Kernel(vec![body]),
+        body: OpBody::Kernel(body),
         span: op.span,
         name_span: op.name_span,
-    };
-    let mut params = op.params.clone();
-    params.extend([lo.clone(), hi.clone()]);
-    // @OP.at: the coordinate, gathered from the vocabulary's own indices (wrap and check).
-    let idx_port = op
-        .inputs
-        .iter()
-        .find(|p| p.name == l.gather.tensor)
-        .expect("the index tensor is an input")
-        .clone();
-    let vocab = port(&table.name, DType::I64, vec![table.dims[l.axis].clone()]);
-    let at_value = kx(
-        KExprKind::Access(table.name.clone(), vec![Index::Gather(l.gather.clone())]),
+    }
+}
+
+/// `t[b, s]` over the coordinate's variables.
+fn read(n: &Names, t: &str, span: Span) -> KExpr {
+    let ix = n.at_vars.iter().map(|v| var_ix(v, span)).collect();
+    kx(KExprKind::Access(t.into(), ix), span)
+}
+
+fn bin(o: BinOp, a: KExpr, b: KExpr, span: Span) -> KExpr {
+    kx(KExprKind::Binary(o, Box::new(a), Box::new(b)), span)
+}
+
+/// `@OP.at`: the coordinate, gathered from the vocabulary's own indices (the wrap and the
+/// range check against the whole table): `at[b, s] = E[ids[b, s]]`.
+fn at_op(l: &Lookup, n: &Names) -> OpDef {
+    let (op, span) = (l.op, l.span);
+    let table = &op.inputs[l.table];
+    let idx = op.inputs.iter().find(|p| p.name == l.gather.tensor);
+    let vocab = port(
+        &table.name,
+        DType::I64,
+        vec![table.dims[l.axis].clone()],
         span,
     );
-    let at = def(
-        format!("{}.at", op.name),
-        op.params.clone(),
-        vec![vocab, idx_port],
-        vec![at_port.clone()],
-        stmt(&at_p, at_vars.clone(), at_value),
-    );
-    // @OP.loc<lo, hi>: the row inside the part, clamped into it (masked lanes read row 0..).
-    let read = |t: &str| kx(KExprKind::Access(t.into(), at_ix.clone()), span);
-    let name = |n: &str| kx(KExprKind::Name(n.into()), span);
-    let bin = |o, a, b| kx(KExprKind::Binary(o, Box::new(a), Box::new(b)), span);
+    let ports = [
+        vec![vocab, idx.expect("the index tensor is an input").clone()],
+        vec![port(&n.at, DType::I64, n.at_dims.clone(), span)],
+    ];
+    let value = KExprKind::Access(table.name.clone(), vec![Index::Gather(l.gather.clone())]);
+    let body = vec![stmt(&n.at, &n.at_vars, kx(value, span), span)];
+    def(op, "at", op.params.clone(), ports, body)
+}
+
+/// `@OP.loc<lo, hi>`: the row inside the part, clamped into it (so that a masked lane reads a
+/// row of the part), and whether the coordinate is in the part.
+fn loc_op(l: &Lookup, n: &Names, params: Vec<String>) -> OpDef {
+    let span = l.span;
+    let (at, name) = (read(n, &n.at, span), |v: &str| {
+        kx(KExprKind::Name(v.into()), span)
+    });
+    let int = |v| kx(KExprKind::Int(v), span);
     let call = |f, args| kx(KExprKind::Call(f, args), span);
     let last = bin(
         BinOp::Sub,
-        bin(BinOp::Sub, name(&hi), name(&lo)),
-        kx(KExprKind::Int(1), span),
+        bin(BinOp::Sub, name(&n.hi), name(&n.lo), span),
+        int(1),
+        span,
     );
+    let from_lo = bin(BinOp::Sub, at.clone(), name(&n.lo), span);
     let clamped = call(
         Func::Min,
-        vec![
-            call(
-                Func::Max,
-                vec![
-                    bin(BinOp::Sub, read(&at_p), name(&lo)),
-                    kx(KExprKind::Int(0), span),
-                ],
-            ),
-            last,
-        ],
+        vec![call(Func::Max, vec![from_lo, int(0)]), last],
     );
-    let hit_p = fresh(&taken, "hit");
     let inside = bin(
         BinOp::And,
-        bin(BinOp::Ge, read(&at_p), name(&lo)),
-        bin(BinOp::Lt, read(&at_p), name(&hi)),
+        bin(BinOp::Ge, at.clone(), name(&n.lo), span),
+        bin(BinOp::Lt, at, name(&n.hi), span),
+        span,
     );
-    let loc = OpDef {
-        outputs: vec![
-            port(&loc_p, DType::I64, at_dims.clone()),
-            port(&hit_p, DType::Bool, at_dims.clone()),
+    let ports = [
+        vec![port(&n.at, DType::I64, n.at_dims.clone(), span)],
+        vec![
+            port(&n.loc, DType::I64, n.at_dims.clone(), span),
+            port(&n.hit, DType::Bool, n.at_dims.clone(), span),
         ],
-        body: OpBody::Kernel(vec![
-            stmt(&loc_p, at_vars.clone(), clamped),
-            stmt(&hit_p, at_vars.clone(), inside),
-        ]),
-        ..def(
-            format!("{}.loc", op.name),
-            params.clone(),
-            vec![at_port],
-            vec![],
-            stmt(&loc_p, vec![], kx(KExprKind::Int(0), span)),
-        )
-    };
-    // @OP.rows<lo, hi>: the part's rows where the coordinate falls in them, else the identity.
+    ];
+    let body = vec![
+        stmt(&n.loc, &n.at_vars, clamped, span),
+        stmt(&n.hit, &n.at_vars, inside, span),
+    ];
+    def(l.op, "loc", params, ports, body)
+}
+
+/// `@OP.rows<lo, hi>`: the part's rows where the coordinate is in the part, else the identity
+/// of `+` (`-0.0`, or `0` for integers): `select(hit[b, s], E[loc[b, s], h], -0.0)`.
+fn rows_op(l: &Lookup, n: &Names, params: Vec<String>) -> OpDef {
+    let span = l.span;
+    let table = &l.op.inputs[l.table];
     let mut part_table = table.clone();
-    part_table.dims[l.axis] = Dim::Expr(IExpr::Name(fresh(&taken, "R"), span));
+    part_table.dims[l.axis] = Dim::Expr(IExpr::Name(n.rows.clone(), span));
     let mut indices = l.indices.to_vec();
     indices[l.axis] = Index::Gather(Gather {
-        tensor: loc_p.clone(),
-        indices: at_vars
-            .iter()
+        tensor: n.loc.clone(),
+        indices: (n.at_vars.iter())
             .map(|v| IExpr::Name(v.clone(), span))
             .collect(),
         offset: None,
@@ -288,35 +324,45 @@ fn make_ops(l: &Lookup) -> Made {
         tensor_span: span,
     });
     let zero = if table.dtype.is_float() {
-        kx(
-            KExprKind::Unary(UnOp::Neg, Box::new(kx(KExprKind::Float(0.0), span))),
-            span,
-        )
+        let z = Box::new(kx(KExprKind::Float(0.0), span));
+        kx(KExprKind::Unary(UnOp::Neg, z), span)
     } else {
         kx(KExprKind::Int(0), span)
     };
     let load = kx(KExprKind::Access(table.name.clone(), indices), span);
-    let rows = def(
-        format!("{}.rows", op.name),
-        params,
+    let value = kx(
+        KExprKind::Call(Func::Select, vec![read(n, &n.hit, span), load, zero]),
+        span,
+    );
+    let out = &l.op.outputs[0];
+    let ports = [
         vec![
             part_table,
-            port(&loc_p, DType::I64, at_dims.clone()),
-            port(&hit_p, DType::Bool, at_dims),
+            port(&n.loc, DType::I64, n.at_dims.clone(), span),
+            port(&n.hit, DType::Bool, n.at_dims.clone(), span),
         ],
         vec![out.clone()],
-        stmt(
-            &out.name,
-            l.vars.clone(),
-            call(Func::Select, vec![read(&hit_p), load, zero]),
-        ),
-    );
+    ];
+    def(
+        l.op,
+        "rows",
+        params,
+        ports,
+        vec![stmt(&out.name, &l.vars, value, span)],
+    )
+}
+
+/// `@OP.at`, `@OP.loc` and `@OP.rows` for lookup `l`.
+fn make_ops(l: &Lookup) -> Made {
+    let n = names(l);
+    let mut params = l.op.params.clone();
+    params.extend([n.lo.clone(), n.hi.clone()]);
     Made {
-        at,
-        loc,
-        rows,
-        lo,
-        hi,
+        at: at_op(l, &n),
+        loc: loc_op(l, &n, params.clone()),
+        rows: rows_op(l, &n, params),
+        lo: n.lo,
+        hi: n.hi,
     }
 }
 
