@@ -20,6 +20,7 @@ mod kexpr;
 mod reduce;
 mod scatter;
 mod split;
+mod vocab;
 
 use crate::diag::{codes, Diagnostic, Span};
 use crate::ir::graph::*;
@@ -40,6 +41,9 @@ pub struct Config {
     pub nodes: u32,
     /// Explicit placement of shard `p` (cycled); empty means round-robin over `nodes`.
     pub placements: Vec<u32>,
+    /// `table=NAME`: split the gathered dimension of every apply's input port `NAME` into
+    /// `parts` row ranges (vocabulary-parallel, a masked partial sum; see `vocab.rs`).
+    pub table: Option<String>,
 }
 
 impl Config {
@@ -94,6 +98,7 @@ pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {
         match k.as_str() {
             "parts" => parts = v.clone(),
             "dim" | "dims" => dim = v.clone(),
+            "table" => c.table = Some(v.clone()),
             "nodes" => {
                 c.nodes = v
                     .parse()
@@ -103,12 +108,15 @@ pub fn create(opts: &PassOptions) -> Result<Box<dyn Pass>, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown option `{other}` (shard takes parts, dim, nodes)"
+                    "unknown option `{other}` (shard takes parts, dim, table, nodes)"
                 ))
             }
         }
     }
     set_dims(&mut c, &dim, &parts)?;
+    if c.table.is_some() && (c.dim.is_some() || c.grid.is_some()) {
+        return Err("`table` splits a gathered table's rows: give it without `dim`".into());
+    }
     if c.nodes == 0 {
         c.nodes = (c.parts * c.grid.as_ref().map_or(1, |g| g.1)) as u32;
     }
@@ -232,6 +240,19 @@ fn shard_graph(
     let mut report = String::new();
     let mut next_node = 0u32;
     for (ni, node) in old.nodes.iter().enumerate() {
+        if let (Some(t), None) = (&cfg.table, plan) {
+            let done = match &node.kind {
+                NodeKind::Apply(a) if a.range.is_none() => {
+                    vocab::shard_table(m, &mut b, node, a, t, cfg, &mut next_node, &mut report)?
+                }
+                _ => None,
+            };
+            match done {
+                Some(_) => changed = true,
+                None => b.copy_node(node)?,
+            }
+            continue;
+        }
         if let (NodeKind::Scatter(s), None) = (&node.kind, plan) {
             if scatter::shard_scatter(&mut b, node, s, cfg, &mut report)? {
                 changed = true;
@@ -264,6 +285,7 @@ fn shard_graph(
                     grid: None,
                     nodes: cfg.nodes,
                     placements: p.nodes.clone(),
+                    table: None,
                 };
                 &planned
             }

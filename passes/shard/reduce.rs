@@ -45,14 +45,14 @@ fn index_of(v: &IndexVar) -> Index {
     }
 }
 
-fn add_op(m: &mut Module, op: OpDef) {
+pub(super) fn add_op(m: &mut Module, op: OpDef) {
     if m.op(&op.name).is_none() {
         m.ops.push(op);
     }
 }
 
 /// `@tapc.sum.f32` etc.: the elementwise combine of two partial results.
-fn combine_op(m: &mut Module, kind: Reduction, dtype: DType, span: Span) -> String {
+pub(super) fn combine_op(m: &mut Module, kind: Reduction, dtype: DType, span: Span) -> String {
     let name = format!("tapc.{}.{}", kind.name(), dtype.name());
     let port = |n: &str| PortDef {
         name: n.into(),
@@ -305,18 +305,35 @@ fn combine(
 ) -> ValueId {
     let cname = combine_op(m, kind, dtype, t.op.span);
     let ty = TensorType::new(dtype, t.inst.outputs[0].shape.clone());
+    let (span, at) = (t.node.span, (t.a.op_span, None));
+    fold(b, &cname, partials, &ty, span, at, &|pi| {
+        format!("{}.{}acc{pi}", t.base, t.var)
+    })
+}
+
+/// `partials` folded left with the combine op `cname` (one apply per partial after the first,
+/// of type `ty`, with the op span and placement `at`, the one adding partial `p` named
+/// `name(p)`); the combined value.
+pub(super) fn fold(
+    b: &mut Builder,
+    cname: &str,
+    partials: &[ValueId],
+    ty: &TensorType,
+    span: Span,
+    (op_span, placement): (Span, Option<u32>),
+    name: &dyn Fn(usize) -> String,
+) -> ValueId {
     let mut acc = partials[0];
     for (pi, &p) in partials.iter().enumerate().skip(1) {
         let kind = NodeKind::Apply(Apply {
-            op: cname.clone(),
+            op: cname.to_string(),
             params: vec![],
             args: vec![acc, p],
             range: None,
-            placement: None,
-            op_span: t.a.op_span,
+            placement,
+            op_span,
         });
-        let name = format!("{}.{}acc{pi}", t.base, t.var);
-        acc = b.emit(kind, &name, ty.clone(), t.node.span);
+        acc = b.emit(kind, &name(pi), ty.clone(), span);
     }
     acc
 }

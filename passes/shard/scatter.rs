@@ -66,8 +66,13 @@ pub(super) fn shard_scatter(
     let v = b.emit(whole, &name, ty, node.span);
     b.map[r.index()] = Some(v);
     report.push_str(&format!(
-        "%{name}: scatter split along dimension {d} into {}\n",
-        parts.len()
+        "%{name}: scatter split along dimension {d} into {}{}\n",
+        parts.len(),
+        if cfg.nodes > 1 {
+            " (not placed: a scatter has no `on N`, its parts run on node 0)"
+        } else {
+            ""
+        }
     ));
     Ok(true)
 }

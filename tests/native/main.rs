@@ -29,3 +29,4 @@ mod train_mlp;
 mod train_transformer;
 mod transformer;
 mod unit;
+mod vocab;

@@ -400,3 +400,30 @@ fn the_cost_pass_under_max_memory_applies_a_plan_that_fits() {
     assert!(report.contains("chosen: none"), "{report}");
     assert!(!printed.contains(" on 1 "), "{printed}");
 }
+
+/// A scatter is priced by its bytes: the copy of its base (read and written) plus its indices
+/// and updates, at the memory bandwidth (4000 × 256 updates into a 1000 × 256 base).
+#[test]
+fn a_scatter_is_priced_by_its_bytes() {
+    let src = "
+graph @g {
+  %base = source @base : f32[1000, 256]
+  %idx = source @idx : i64[4000, 256]
+  %upd = source @upd : f32[4000, 256]
+  %y = scatter %base, %idx, %upd axis 0 reduce add
+  sink @y %y
+}
+";
+    let p = problem(src, &[("nodes", "1")]);
+    let [a] = p.applies.as_slice() else {
+        panic!("one task: {:?}", p.applies.len())
+    };
+    assert_eq!((a.op.as_str(), a.class), ("scatter", Class::Elementwise));
+    let bytes = (2 * 1000 * 256 * 4 + 4000 * 256 * 8 + 4000 * 256 * 4) as f64;
+    assert_eq!(a.bytes, bytes);
+    let t = p.evaluate(&p.unsharded())[0];
+    assert!(
+        t.is_finite() && close(t, bytes / LOCAL_MEM_BANDWIDTH),
+        "{t}"
+    );
+}

@@ -15,3 +15,4 @@ mod scatter;
 mod shard;
 mod state;
 mod unit;
+mod vocab;

@@ -118,3 +118,25 @@ fn the_alias_analysis_sees_a_scatter_as_a_buffer_of_its_own() {
     let report = info.report().unwrap();
     assert!(report.contains("%y: root (scatter) f32[7, 6]"), "{report}");
 }
+
+/// A scatter cannot be placed (its form has no `on N`): split for several nodes, the shard
+/// report says its parts run on node 0 instead of placing them silently.
+#[test]
+fn a_scatter_split_for_several_nodes_is_reported_unplaced() {
+    let (_, out) = common::pipeline_context("scatter", SRC, "canonicalize,shard{parts=2,nodes=2}");
+    let report: String = (out.reports.iter())
+        .filter(|(pass, _)| pass == "shard")
+        .map(|(_, r)| r.as_str())
+        .collect();
+    assert!(
+        report.contains("%y: scatter split along dimension 1 into 2 (not placed: a scatter has no `on N`, its parts run on node 0)"),
+        "{report}"
+    );
+    let (m, _) = common::after_pipeline("scatter", SRC, "canonicalize,shard{parts=2,nodes=2}");
+    let printed = tapc::print::print_module(&m);
+    let scatters: Vec<&str> = (printed.lines())
+        .filter(|l| l.contains("= scatter "))
+        .collect();
+    assert!(scatters.len() >= 2, "{printed}");
+    assert!(scatters.iter().all(|l| !l.contains(" on ")), "{printed}");
+}

@@ -16,5 +16,6 @@ mod mpi_memory;
 mod mpi_plans;
 mod mpi_sinks;
 mod mpi_steps;
+mod mpi_vocab;
 mod paths;
 mod reliability;

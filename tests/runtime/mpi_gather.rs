@@ -130,3 +130,54 @@ fn a_scatter_after_a_row_sharded_producer_on_two_ranks_matches_numpy_and_fails_c
     }
     assert!(!out.join("y.npy").exists(), "a failed job wrote an output");
 }
+
+/// The cost model prices a scatter (its base's copy, its indices and updates) as a task on node
+/// 0, where the runtime runs it (a scatter carries no placement): with its updates computed by
+/// row shards on 2 ranks, inputs on rank 0 and sinks gathered there, the bytes moved are the
+/// model's prediction for the plan as placed (rank 1's rows of the updates out, its shard back).
+#[test]
+fn a_scatter_plan_on_two_ranks_moves_the_predicted_bytes() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scatter/add_11x5_a0_i64");
+    let src = "op @copy(x: f32[N, H]) -> (y: f32[N, H]) {\n  y[n, h] = x[n, h]\n}\n\
+               graph @g {\n  %base = source @base : f32[11, 5]\n  %idx = source @idx : i64[17, 5]\n  \
+               %upd0 = source @upd : f32[17, 5]\n  %upd = apply @copy(%upd0)\n  \
+               %y = scatter %base, %idx, %upd axis 0 reduce add\n  sink @y %y\n}\n";
+    let dir = common::scratch("mpi-scatter-cost");
+    let file = dir.join("s.teg");
+    std::fs::write(&file, src).unwrap();
+    let passes = "canonicalize,shard{parts=2,dim=n},canonicalize";
+    let report = crate::mpi::cost_report(
+        &file,
+        &format!("{passes},cost{{nodes=2,evals=1,sources=root}}"),
+    );
+    let line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("unsharded:"))
+        .unwrap_or_else(|| panic!("no cost report in:\n{report}"));
+    let predicted = crate::mpi::bytes_moved(line);
+    // Rank 1 copies rows 9..17 of the updates: they go out and come back.
+    assert_eq!(predicted, 2 * 8 * 5 * 4, "{report}");
+    assert!(report.contains("%y = apply @scatter"), "{report}");
+    let prog = dir.join("prog");
+    compile_with(mpi_tapc(), &file, passes, &prog, true);
+    let out = dir.join("out");
+    let args: Vec<String> = [
+        "--input-dir",
+        fixture.to_str().unwrap(),
+        "--out-dir",
+        out.to_str().unwrap(),
+        "--inputs-on-root",
+        "--gather-sinks",
+        "--time",
+    ]
+    .map(String::from)
+    .to_vec();
+    let o = mpirun(2, Btl::SharedMemory, &prog, &args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(crate::mpi::measured_bytes(&err), predicted, "{err}");
+    let got = tapc_runtime::npy::read(&out.join("y.npy")).unwrap();
+    let want = tapc_runtime::npy::read(&fixture.join("expected_y.npy")).unwrap();
+    assert_eq!(got, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,7 +3,7 @@
 //! nothing for generators; views pass their operands' on), one [`ApplyInfo`] per apply with
 //! its cost tables and shard layouts, the sources and the sinks; then who reads each apply.
 
-use super::layout::{footprint_bytes, layout, layout_whole, marginal_table};
+use super::layout::{footprint_bytes, layout, layout_whole, marginal_table, Layout, ShardLayout};
 use super::*;
 use crate::ir::footprint::full_boxes;
 use crate::ir::graph::{Apply, Graph, Node, NodeKind, PadMode, ValueId, View};
@@ -28,11 +28,8 @@ impl Problem {
         for (ni, node) in g.nodes.iter().enumerate() {
             match &node.kind {
                 NodeKind::Source { name, ty, .. } => w.source(node, name, ty),
-                // A scatter's result is a buffer of its own; its work (a copy of the base and
-                // one step per update) is not modelled (docs/passes/cost.md).
-                NodeKind::Generator(_) | NodeKind::Scatter(_) => {
-                    w.define(node, vec![Root::Free], true)
-                }
+                NodeKind::Generator(_) => w.define(node, vec![Root::Free], true),
+                NodeKind::Scatter(s) => w.scatter(ni, node, s),
                 NodeKind::View(v) => w.view(node, v),
                 NodeKind::Sink { value, .. } => w.sink(*value),
                 NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
@@ -197,6 +194,70 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
+    /// A scatter: a whole task on node 0 (it carries no placement) that reads its base whole
+    /// (every line along the axis), its indices and updates, and writes its result, memory-bound:
+    /// its bytes are the base's copy (read and written) plus the indices and updates.
+    fn scatter(&mut self, ni: usize, node: &Node, s: &crate::ir::graph::Scatter) {
+        let ai = self.applies.len();
+        self.apply_of_node.insert(ni, ai);
+        self.fuse_nodes.push(None);
+        let r = node.results[0];
+        let whole = |v: ValueId| -> Box1 {
+            self.g
+                .ty(v)
+                .map_or(vec![], |t| t.shape.iter().map(|&d| (0, d)).collect())
+        };
+        let operands = s.operands();
+        let inputs: Vec<Input> = operands.iter().map(|&v| self.input(v)).collect();
+        let bytes = |v: ValueId| self.g.ty(v).map_or(0.0, |t| t.bytes() as f64);
+        let out_bytes = bytes(r);
+        let traffic = operands.iter().map(|&v| bytes(v)).sum::<f64>() + out_bytes;
+        let flops = self.g.ty(s.upd).map_or(0.0, |t| t.elements() as f64);
+        let layout = Layout {
+            shards: vec![ShardLayout {
+                in_boxes: operands.iter().map(|&v| whole(v)).collect(),
+                out_boxes: vec![whole(r)],
+                out_bytes,
+                flops,
+                traffic,
+            }],
+            reduction: false,
+            combine_flops: 0.0,
+            combine_traffic: 0.0,
+            epilogue: vec![],
+        };
+        self.roots[r.index()] = (
+            vec![Root::Apply {
+                apply: ai,
+                output: 0,
+            }],
+            true,
+        );
+        let ty = self.g.ty(r);
+        self.applies.push(ApplyInfo {
+            class: Class::Elementwise,
+            f64: ty.is_some_and(|t| t.dtype == crate::ir::DType::F64),
+            node: ni,
+            name: self.g.values[r.index()].name.clone(),
+            op: "scatter".into(),
+            vars: vec![],
+            parallel: 0,
+            flops,
+            bytes: traffic,
+            dims: vec![],
+            fixed: true,
+            pinned_node: 0,
+            fuse_into: None,
+            table: vec![],
+            inputs,
+            out_elems: vec![(
+                ty.map_or(1.0, |t| t.elements() as f64),
+                ty.map_or(4.0, |t| t.dtype.size_bytes() as f64),
+            )],
+            layouts: HashMap::from([((0u8, 1u8), layout)]),
+        });
+    }
+
     /// The node of the consumer the apply may be fused into: its one result is read by exactly
     /// one node, an unsharded apply of a kernel op, and is not pinned; the apply is itself an
     /// unsharded apply of a kernel op.
@@ -235,7 +296,9 @@ impl<'a> Walk<'a> {
         inputs: Vec<Input>,
     ) -> ApplyInfo {
         let flops = inst.signature.flops_per_point * inst.points().max(1) as f64;
-        let fixed = a.range.is_some();
+        // A shard, or an apply placed by a pass (`on N`: the parts of a split reduction or of
+        // a split table), stays whole where it is placed.
+        let fixed = a.range.is_some() || a.placement.is_some();
         let vars: Vec<(String, i64)> = inst
             .vars
             .iter()
