@@ -82,6 +82,16 @@ fn an_unsupported_op_is_one_e0122_naming_op_node_and_opset() {
 }
 
 #[test]
+fn a_resize_coordinate_mode_not_lowered_is_e0123_naming_it() {
+    let d = fails("resize_crop.onnx", &[]);
+    assert_eq!(d["code"], "E0123");
+    let m = message(&d);
+    for part in ["`crop_node`", "`tf_crop_and_resize`", "half_pixel"] {
+        assert!(m.contains(part), "{part} missing from: {m}");
+    }
+}
+
+#[test]
 fn an_unsupported_form_is_e0123_and_an_undefined_value_is_e0126() {
     let d = fails("unsupported_form.onnx", &[]);
     assert_eq!(d["code"], "E0123");
