@@ -304,6 +304,10 @@ def p7_cases():
     op_case("topk_int_ties", "TopK", [[2, 9]], None, n_out=2, in_elems=[I64], out_elem=[I64, I64],
             inits=[init("k", np.array([5], np.int64))], extra_inputs=["k"],
             feeds={"x0": RNG.integers(0, 4, size=(2, 9)).astype(np.int64)})
+    op_case("upsample_linear_opset9", "Upsample", [[1, 2, 3, 4]], None, {"mode": "linear"},
+            inits=[init("sc", np.array([1, 1, 2, 1.5], np.float32))], extra_inputs=["sc"], opset=9)
+    op_case("resize_nearest_opset10_down", "Resize", [[1, 2, 6, 5]], None, {"mode": "nearest"},
+            inits=[init("sc", np.array([1, 1, 0.5, 0.6], np.float32))], extra_inputs=["sc"], opset=10)
     # A Resize coordinate transformation the importer does not lower (E0123).
     g = oh.make_graph([oh.make_node("Resize", ["x", "roi", "sc"], ["y"], name="crop_node", mode="linear",
                                     coordinate_transformation_mode="tf_crop_and_resize")],
