@@ -92,6 +92,18 @@ fn a_resize_coordinate_mode_not_lowered_is_e0123_naming_it() {
 }
 
 #[test]
+fn import_time_tables_too_large_to_build_are_e0123() {
+    for (model, node) in [
+        ("cumsum_long_axis.onnx", "`long_cumsum`"),
+        ("resize_huge.onnx", "`huge_resize`"),
+    ] {
+        let d = fails(model, &[]);
+        assert_eq!(d["code"], "E0123", "{model}: {d}");
+        assert!(message(&d).contains(node), "{model}: {d}");
+    }
+}
+
+#[test]
 fn an_unsupported_form_is_e0123_and_an_undefined_value_is_e0126() {
     let d = fails("unsupported_form.onnx", &[]);
     assert_eq!(d["code"], "E0123");

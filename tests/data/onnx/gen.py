@@ -317,6 +317,18 @@ def p7_cases():
     m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.save(m, os.path.join(ROOT, "bad", "resize_crop.onnx"))
+    # Import-time tables too large to build (E0123, not an allocation of terabytes).
+    g = oh.make_graph([oh.make_node("CumSum", ["x", "a"], ["y"], name="long_cumsum")], "long",
+                      [vi("x", F, [1, 100000])], [vi("y", F, None)], [init("a", np.array(1, np.int64))])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(ROOT, "bad", "cumsum_long_axis.onnx"))
+    g = oh.make_graph([oh.make_node("Resize", ["x", "", "", "sz"], ["y"], name="huge_resize", mode="linear")],
+                      "huge", [vi("x", F, [1, 1, 4, 4])], [vi("y", F, None)],
+                      [init("sz", np.array([1, 1, 1 << 40, 3], np.int64))])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(ROOT, "bad", "resize_huge.onnx"))
 
 
 def linear(prefix, x, w, b, nodes, inits):

@@ -406,6 +406,9 @@ fn cumsum(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     }
     let (exclusive, reverse) = (n.int("exclusive", 0) != 0, n.int("reverse", 0) != 0);
     let d = x.shape[a];
+    if d > MAX_SQUARE {
+        return Err(too_long(cx, n, d));
+    }
     let mut m = Vec::with_capacity(d * d);
     for i in 0..d {
         for j in 0..d {
@@ -455,6 +458,9 @@ fn topk(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let d = x.shape[a];
     if k < 1 || k as usize > d || x.dtype == DType::Bool {
         return Err(cx.invalid(n, format!("k = {k} of an axis of {d} ({})", x.dtype.name())));
+    }
+    if d > MAX_SQUARE {
+        return Err(too_long(cx, n, d));
     }
     let k = k as usize;
     let x3 = cx.around_axis(&x, a, &format!("{h}_in"));
@@ -509,4 +515,14 @@ fn topk(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         outs.push(Val::Data(cx.reshape(&y, &shape, &name)));
     }
     Ok(outs)
+}
+
+/// The longest axis `CumSum` and `TopK` lower (they build a D×D table at import).
+const MAX_SQUARE: usize = 4096;
+
+fn too_long(cx: &Cx, n: &Node, d: usize) -> crate::diag::Diagnostic {
+    cx.unsupported(
+        n,
+        format!("an axis of {d} (the O(D²) lowering takes at most {MAX_SQUARE})"),
+    )
 }

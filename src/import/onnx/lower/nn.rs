@@ -490,6 +490,13 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     if strides.len() != sp || dil.len() != sp || outpad.len() != sp {
         return Err(cx.invalid(n, "attribute lengths do not match the spatial rank"));
     }
+    let small = |v: &[i64], lo: i64| v.iter().all(|&s| (lo..=1024).contains(&s));
+    if !small(&strides, 1) || !small(&dil, 1) || !small(&outpad, 0) {
+        return Err(cx.unsupported(
+            n,
+            format!("strides {strides:?}, dilations {dil:?}, output_padding {outpad:?} (each at most 1024)"),
+        ));
+    }
     let pads = transpose_pads(cx, n, &x.shape[2..], &w.shape[2..], &strides, &dil, &outpad)?;
     let mut up = x.clone();
     for (i, &st) in strides.iter().enumerate() {

@@ -20,6 +20,9 @@ pub(super) fn lowering(op: &str) -> Option<super::Lower> {
     })
 }
 
+/// The longest resized axis whose tap table is built at import.
+const MAX_AXIS: usize = 1 << 24;
+
 /// The attributes that decide which input elements an output element reads.
 struct Mode {
     mode: String,
@@ -133,6 +136,13 @@ fn sizes(cx: &Cx, n: &Node, shape: &[usize]) -> R<(Vec<usize>, Vec<f32>)> {
     if shape.contains(&0) || out.contains(&0) {
         return Err(cx.invalid(n, format!("resizing {shape:?} to {out:?}")));
     }
+    let fits = tapc_runtime::checked_numel(&out).is_some_and(|k| k < 1 << 40);
+    if !fits || out.iter().any(|&d| d > MAX_AXIS) {
+        return Err(cx.unsupported(
+            n,
+            format!("resizing {shape:?} to {out:?}: an axis over {MAX_AXIS} or a result too large"),
+        ));
+    }
     Ok((out, sc))
 }
 
@@ -195,7 +205,9 @@ fn taps(m: &Mode, len_in: usize, len_out: usize, scale: f32) -> Taps {
             _ => {
                 let base = x.floor();
                 let mut c = cubic(x - base, m.cubic_a);
-                let at: Vec<i64> = (0..4).map(|j| base as i64 - 1 + j).collect();
+                let at: Vec<i64> = (0..4)
+                    .map(|j| (base as i64).saturating_add(j - 1))
+                    .collect();
                 if m.exclude_outside {
                     for (cj, &i) in c.iter_mut().zip(&at) {
                         if !(0..=last).contains(&i) {

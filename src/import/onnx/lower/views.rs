@@ -668,7 +668,14 @@ fn tile(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         .zip(&reps)
         .flat_map(|(&d, &r)| [r, d])
         .collect();
-    let out: Vec<usize> = shape.iter().zip(&reps).map(|(&d, &r)| d * r).collect();
+    let out: Vec<usize> = shape
+        .iter()
+        .zip(&reps)
+        .map(|(&d, &r)| d.saturating_mul(r))
+        .collect();
+    if tapc_runtime::checked_numel(&wide).is_none_or(|k| k >= 1 << 40) {
+        return Err(cx.unsupported(n, format!("repeats {reps:?}: a result too large")));
+    }
     let h = out_hint(n, 0);
     let a = apply_view(cx, &format!("{h}_pairs"), &v, &View::Reshape(pairs));
     let b = apply_view(cx, &format!("{h}_wide"), &a, &View::Broadcast(wide));
