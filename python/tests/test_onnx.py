@@ -96,3 +96,38 @@ def test_a_corrupt_file_and_bad_shapes_are_clean_errors(tmp_path):
     assert [d["code"] for d in e.value.diagnostics] == ["E0120"]
     with pytest.raises(TypeError, match="input_shapes"):
         tapc.import_onnx(path, input_shapes=[("x", [1])])
+
+
+def test_compile_onnx_runs_a_real_model_with_trained_weights(tmp_path):
+    """The PP-OCR text direction classifier that the rapidocr-onnxruntime wheel ships (pinned;
+    fetched with pip, no dependencies), on a synthetic text line, against onnxruntime."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--disable-pip-version-check",
+         "rapidocr-onnxruntime==1.4.4", "-d", str(tmp_path)],
+        check=True,
+    )
+    (wheel,) = tmp_path.glob("*.whl")
+    name = "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"
+    path = tmp_path / "cls.onnx"
+    path.write_bytes(zipfile.ZipFile(wheel).read(name))
+    line = np.ones((48, 192), np.float32)
+    rng = np.random.default_rng(11)
+    x0 = 6
+    while x0 < 180:
+        w = int(rng.integers(3, 8))
+        line[12:36, x0:x0 + w] = 0.1
+        x0 += w + int(rng.integers(2, 5))
+    x = np.broadcast_to((line - 0.5) / 0.5, (1, 3, 48, 192)).astype(np.float32)
+    model = tapc.compile_onnx(path, input_shapes={"x": [1, 3, 48, 192]}, threads=2)
+    got = model(x=x)
+    want = onnxruntime_outputs(path, x=x)
+    # The sinks are the outputs' names made into identifiers (`save_infer_model/scale_0.tmp_1`).
+    assert len(got) == len(want) == 1
+    for (k, g), w in zip(got.items(), want.values()):
+        assert g.shape == w.shape == (1, 2), k
+        err = np.abs(g - w).max() / np.abs(w).max()
+        assert err <= 1e-4, (k, err)

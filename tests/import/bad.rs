@@ -82,6 +82,28 @@ fn an_unsupported_op_is_one_e0122_naming_op_node_and_opset() {
 }
 
 #[test]
+fn a_resize_coordinate_mode_not_lowered_is_e0123_naming_it() {
+    let d = fails("resize_crop.onnx", &[]);
+    assert_eq!(d["code"], "E0123");
+    let m = message(&d);
+    for part in ["`crop_node`", "`tf_crop_and_resize`", "half_pixel"] {
+        assert!(m.contains(part), "{part} missing from: {m}");
+    }
+}
+
+#[test]
+fn import_time_tables_too_large_to_build_are_e0123() {
+    for (model, node) in [
+        ("cumsum_long_axis.onnx", "`long_cumsum`"),
+        ("resize_huge.onnx", "`huge_resize`"),
+    ] {
+        let d = fails(model, &[]);
+        assert_eq!(d["code"], "E0123", "{model}: {d}");
+        assert!(message(&d).contains(node), "{model}: {d}");
+    }
+}
+
+#[test]
 fn an_unsupported_form_is_e0123_and_an_undefined_value_is_e0126() {
     let d = fails("unsupported_form.onnx", &[]);
     assert_eq!(d["code"], "E0123");

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `tapc opt TEG --passes=PIPELINE` written beside TEG as NAME.teg.
-fn opt(teg: &Path, pipeline: &str, name: &str) -> PathBuf {
+pub fn opt(teg: &Path, pipeline: &str, name: &str) -> PathBuf {
     let text = support::tapc(&["opt", &s(teg), &format!("--passes={pipeline}")]);
     let path = teg.with_file_name(format!("{name}.teg"));
     std::fs::write(&path, text).unwrap();
@@ -17,7 +17,7 @@ fn opt(teg: &Path, pipeline: &str, name: &str) -> PathBuf {
 }
 
 /// `tapc TEG -o prog`, then the program run on the case's inputs into `out`.
-fn compiled(c: &Case, teg: &Path, out: &Path) -> usize {
+pub fn compiled(c: &Case, teg: &Path, out: &Path) -> usize {
     let prog = teg.with_file_name("prog");
     support::tapc(&[&s(teg), "-o", &s(&prog)]);
     std::fs::create_dir_all(out).unwrap();

@@ -3,10 +3,13 @@ GPT-2 block (opset 17), and the bad models. Each case is a directory with model.
 (in_NAME.npy) and onnxruntime's outputs (ref_NAME.npy). Deterministic (seeded); run with the
 test environment's python (tests/common/pyenv.rs):
 
-    target/pyenv/bin/python tests/data/onnx/gen.py
+    target/pyenv/bin/python tests/data/onnx/gen.py [GROUP...]
+
+With GROUP names (functions below, e.g. `p7_cases`) only those are regenerated.
 """
 import os
 import shutil
+import sys
 
 import numpy as np
 import onnx
@@ -64,7 +67,8 @@ def op_case(name, op, in_shapes, out_shape, attrs=None, opset=17, inits=(), feed
     outs = [f"y{i}" for i in range(n_out)]
     node = oh.make_node(op, names + list(extra_inputs), outs, name=f"{op}_node", **(attrs or {}))
     inputs = [vi(n, e, s) for n, e, s in zip(names, in_elems, in_shapes)]
-    outputs = [vi(o, out_elem, None) for o in outs]
+    elems = out_elem if isinstance(out_elem, list) else [out_elem] * n_out
+    outputs = [vi(o, e, None) for o, e in zip(outs, elems)]
     if feeds is None:
         feeds = {n: rand(*s) for n, s in zip(names, in_shapes)}
     save_case(os.path.join(ROOT, "ops", name), [node], inputs, outputs, feeds, inits, opset)
@@ -145,7 +149,7 @@ def view_cases():
             extra_inputs=["a"], opset=13)
     op_case("unsqueeze_opset11", "Unsqueeze", [[2, 4]], None, {"axes": [1]}, opset=11)
     op_case("concat", "Concat", [[2, 3], [2, 2]], None, {"axis": 1})
-    op_case("split_opset13", "Split", [[2, 6]], None, {"axis": 1}, n_out=2,
+    op_case("split_opset13", "Split", [[2, 6]], None, {"axis": 1}, n_out=2, out_elem=[F, I64],
             inits=[init("s", np.array([2, 4], np.int64))], extra_inputs=["s"], opset=13)
     op_case("split_opset18", "Split", [[6, 2]], None, {"axis": 0, "num_outputs": 3}, n_out=3, opset=18)
     op_case("slice_steps", "Slice", [[6, 8]], None,
@@ -234,6 +238,97 @@ def late_cases():
     op_case("resize_sizes_asym", "Resize", [[1, 2, 3, 4]], None,
             {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
             inits=[init("sz", np.array([1, 2, 9, 8], np.int64))], extra_inputs=["", "", "sz"], opset=13)
+
+
+def resize_case(name, x, attrs, scales=None, sizes=None, opset=13):
+    inits = [init("roi", np.array([], np.float32))]
+    extra = ["roi"]
+    if scales is not None:
+        inits.append(init("sc", np.array(scales, np.float32)))
+        extra.append("sc")
+    else:
+        inits.append(init("sz", np.array(sizes, np.int64)))
+        extra += ["", "sz"]
+    op_case(name, "Resize", [x], None, attrs, inits=inits, extra_inputs=extra, opset=opset)
+
+
+def p7_cases():
+    """Resize linear and cubic, grouped ConvTranspose, Tile and CumSum (their own seed, so
+    `gen.py p7_cases` alone regenerates exactly these)."""
+    global RNG
+    RNG = np.random.default_rng(2026112707)
+    x = [1, 2, 3, 4]
+    resize_case("resize_linear_half_pixel", x, {"mode": "linear"}, scales=[1, 1, 2, 1.5])
+    resize_case("resize_linear_align_corners", x,
+                {"mode": "linear", "coordinate_transformation_mode": "align_corners"}, sizes=[1, 2, 5, 7])
+    resize_case("resize_linear_asymmetric_down", [1, 2, 6, 8],
+                {"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, scales=[1, 1, 0.5, 0.75])
+    resize_case("resize_linear_pytorch", x,
+                {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, sizes=[1, 2, 1, 6])
+    resize_case("resize_cubic_half_pixel", x, {"mode": "cubic"}, scales=[1, 1, 2, 2])
+    resize_case("resize_cubic_exclude", x,
+                {"mode": "cubic", "coordinate_transformation_mode": "asymmetric",
+                 "cubic_coeff_a": -0.5, "exclude_outside": 1}, sizes=[1, 2, 5, 3])
+    resize_case("resize_nearest_down", [1, 2, 5, 6],
+                {"mode": "nearest", "nearest_mode": "round_prefer_ceil"}, scales=[1, 1, 0.6, 0.5])
+    resize_case("resize_linear_opset18", [2, 3, 4],
+                {"mode": "linear", "antialias": 0}, sizes=[2, 5, 9], opset=18)
+    op_case("convtranspose_group", "ConvTranspose", [[1, 4, 3, 3]], None,
+            {"group": 2, "strides": [2, 2], "pads": [1, 1, 0, 1]},
+            inits=[init("w", rand(4, 3, 3, 3)), init("b", rand(6))], extra_inputs=["w", "b"])
+    op_case("convtranspose_depthwise", "ConvTranspose", [[1, 3, 4, 4]], None,
+            {"group": 3, "strides": [2, 2]}, inits=[init("w", rand(3, 1, 2, 2))], extra_inputs=["w"])
+    op_case("convtranspose_output_shape", "ConvTranspose", [[1, 2, 3, 4]], None,
+            {"strides": [2, 2], "output_shape": [6, 8]}, inits=[init("w", rand(2, 2, 3, 3))],
+            extra_inputs=["w"])
+    op_case("convtranspose_same_upper", "ConvTranspose", [[1, 2, 3, 4]], None,
+            {"strides": [2, 2], "auto_pad": "SAME_UPPER"}, inits=[init("w", rand(2, 3, 3, 3))],
+            extra_inputs=["w"])
+    op_case("tile_2d", "Tile", [[2, 3]], None, inits=[init("r", np.array([2, 3], np.int64))],
+            extra_inputs=["r"])
+    op_case("tile_int_3d", "Tile", [[2, 1, 3]], None, inits=[init("r", np.array([1, 4, 2], np.int64))],
+            extra_inputs=["r"], in_elems=[I64], out_elem=I64,
+            feeds={"x0": RNG.integers(-9, 9, size=(2, 1, 3)).astype(np.int64)})
+    op_case("cumsum", "CumSum", [[3, 5]], None, inits=[init("a", np.array(1, np.int64))],
+            extra_inputs=["a"])
+    op_case("cumsum_exclusive_reverse", "CumSum", [[4, 3, 2]], None, {"exclusive": 1, "reverse": 1},
+            inits=[init("a", np.array(-3, np.int64))], extra_inputs=["a"])
+    op_case("cumsum_int", "CumSum", [[6]], None, inits=[init("a", np.array(0, np.int32))],
+            extra_inputs=["a"], in_elems=[I64], out_elem=I64,
+            feeds={"x0": RNG.integers(-50, 50, size=(6,)).astype(np.int64)})
+    op_case("topk", "TopK", [[3, 7]], None, {"axis": 1}, n_out=2, out_elem=[F, I64],
+            inits=[init("k", np.array([3], np.int64))], extra_inputs=["k"])
+    op_case("topk_smallest_axis0", "TopK", [[6, 2, 3]], None, {"axis": 0, "largest": 0}, n_out=2,
+            out_elem=[F, I64],
+            inits=[init("k", np.array([2], np.int64))], extra_inputs=["k"])
+    op_case("topk_int_ties", "TopK", [[2, 9]], None, n_out=2, in_elems=[I64], out_elem=[I64, I64],
+            inits=[init("k", np.array([5], np.int64))], extra_inputs=["k"],
+            feeds={"x0": RNG.integers(0, 4, size=(2, 9)).astype(np.int64)})
+    op_case("upsample_linear_opset9", "Upsample", [[1, 2, 3, 4]], None, {"mode": "linear"},
+            inits=[init("sc", np.array([1, 1, 2, 1.5], np.float32))], extra_inputs=["sc"], opset=9)
+    op_case("resize_nearest_opset10_down", "Resize", [[1, 2, 6, 5]], None, {"mode": "nearest"},
+            inits=[init("sc", np.array([1, 1, 0.5, 0.6], np.float32))], extra_inputs=["sc"], opset=10)
+    # A Resize coordinate transformation the importer does not lower (E0123).
+    g = oh.make_graph([oh.make_node("Resize", ["x", "roi", "sc"], ["y"], name="crop_node", mode="linear",
+                                    coordinate_transformation_mode="tf_crop_and_resize")],
+                      "crop", [vi("x", F, [1, 1, 4, 4])], [vi("y", F, None)],
+                      [init("roi", np.array([0, 0, 0, 0, 1, 1, 1, 1], np.float32)),
+                       init("sc", np.array([1, 1, 2, 2], np.float32))])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(ROOT, "bad", "resize_crop.onnx"))
+    # Import-time tables too large to build (E0123, not an allocation of terabytes).
+    g = oh.make_graph([oh.make_node("CumSum", ["x", "a"], ["y"], name="long_cumsum")], "long",
+                      [vi("x", F, [1, 100000])], [vi("y", F, None)], [init("a", np.array(1, np.int64))])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(ROOT, "bad", "cumsum_long_axis.onnx"))
+    g = oh.make_graph([oh.make_node("Resize", ["x", "", "", "sz"], ["y"], name="huge_resize", mode="linear")],
+                      "huge", [vi("x", F, [1, 1, 4, 4])], [vi("y", F, None)],
+                      [init("sz", np.array([1, 1, 1 << 40, 3], np.int64))])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(ROOT, "bad", "resize_huge.onnx"))
 
 
 def linear(prefix, x, w, b, nodes, inits):
@@ -405,7 +500,10 @@ def bad_models():
     onnx.save(m, os.path.join(bad, "wrong_declared_shape.onnx"))
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and len(sys.argv) > 1:
+    for group in sys.argv[1:]:
+        globals()[group]()
+elif __name__ == "__main__":
     elementwise_cases()
     reduce_cases()
     view_cases()
@@ -416,4 +514,5 @@ if __name__ == "__main__":
     gpt2_block()
     bad_models()
     late_cases()
+    p7_cases()
     print("generated", len(os.listdir(os.path.join(ROOT, "ops"))), "op cases, 2 models, bad models")

@@ -1,7 +1,8 @@
 """Runs an ONNX model in onnxruntime (CPU) for the import tests: feeds random inputs (seeded;
-static dims, dynamic ones as 1), writes them as in_NAME.npy and the outputs as ref_NAME.npy.
+static dims, dynamic ones as 1 unless NAME=d0,d1,... gives an input's shape, or NAME=FILE.npy
+its values), writes them as in_NAME.npy and the outputs as ref_NAME.npy.
 
-    python ort_run.py MODEL.onnx OUT_DIR
+    python ort_run.py MODEL.onnx OUT_DIR [NAME=d0,d1,... | NAME=FILE.npy]...
 """
 import os
 import re
@@ -21,6 +22,7 @@ def ident(name):
 
 
 model, out = sys.argv[1], sys.argv[2]
+given = dict(a.split("=", 1) for a in sys.argv[3:])
 inits = {i.name for i in onnx.load(model, load_external_data=False).graph.initializer}
 sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
 rng = np.random.default_rng(7)
@@ -28,7 +30,11 @@ feeds = {}
 for i in sess.get_inputs():
     if i.name in inits:
         continue
-    shape = [d if isinstance(d, int) else 1 for d in i.shape]
+    if given.get(i.name, "").endswith(".npy"):
+        feeds[i.name] = np.load(given[i.name])
+        continue
+    shape = [int(d) for d in given[i.name].split(",")] if i.name in given else None
+    shape = shape or [d if isinstance(d, int) else 1 for d in i.shape]
     if "int" in i.type:
         feeds[i.name] = rng.integers(0, 10, size=shape).astype(np.int64)
     else:

@@ -1,5 +1,5 @@
 //! Contractions and reductions: `MatMul` (numpy batching), `Gemm`, `Softmax`/`LogSoftmax`,
-//! `LayerNormalization`, the `Reduce*` family and `ArgMax`/`ArgMin`. Kernels of a given rank
+//! `LayerNormalization`, the `Reduce*` family, `ArgMax`/`ArgMin`, `CumSum` and `TopK`. Kernels of a given rank
 //! are written with one named index per dimension, so they read like the ONNX definitions.
 
 use super::emit::lit;
@@ -17,6 +17,8 @@ pub(super) fn lowering(op: &str) -> Option<super::Lower> {
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd"
         | "ReduceSumSquare" | "ReduceL2" | "ReduceL1" => reduce,
         "ArgMax" | "ArgMin" => argmax,
+        "CumSum" => cumsum,
+        "TopK" => topk,
         _ => return None,
     })
 }
@@ -385,4 +387,142 @@ fn argmax(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         return Ok(vec![Val::Data(cx.reshape(&y, &keep, &h))]);
     }
     Ok(vec![Val::Data(y)])
+}
+
+/// `CumSum` along a constant axis: a contraction with a constant 0/1 matrix over an
+/// `[outer, D, inner]` view, `y[o, i, q] = sum[j](x[o, j, q] * m[i, j])`, where `m[i, j]` is
+/// 1 when `j <= i` (`j < i` with `exclusive`, mirrored with `reverse`). O(D²) per row, exact
+/// for integers.
+fn cumsum(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    let ax = cx
+        .ints_in(n, 1, "axis")?
+        .filter(|v| v.len() == 1)
+        .ok_or_else(|| cx.invalid(n, "input 1 (axis) is not one integer"))?;
+    let a = axis(ax[0], x.rank()).ok_or_else(|| cx.invalid(n, "axis out of range"))?;
+    if x.dtype == DType::Bool {
+        return Err(cx.unsupported(n, "a bool input"));
+    }
+    let (exclusive, reverse) = (n.int("exclusive", 0) != 0, n.int("reverse", 0) != 0);
+    let d = x.shape[a];
+    if d > MAX_SQUARE {
+        return Err(too_long(cx, n, d));
+    }
+    let mut m = Vec::with_capacity(d * d);
+    for i in 0..d {
+        for j in 0..d {
+            let (lo, hi) = if reverse { (i, j) } else { (j, i) };
+            m.push(f64::from(u8::from(lo < hi || (lo == hi && !exclusive))));
+        }
+    }
+    let m = Tensor::new(
+        vec![d, d],
+        crate::import::onnx::elem::from_f64s(x.dtype, &m),
+    )
+    .expect("a square matrix");
+    let m = cx.materialize(&format!("{h}_tri"), &m);
+    let x3 = cx.around_axis(&x, a, &format!("{h}_in"));
+    let (outer, inner) = (x3.shape[0], x3.shape[2]);
+    let t = x.dtype.name();
+    let text = format!(
+        "op @{{NAME}}(x: {t}[O, D, I], m: {t}[D, D]) -> (y: {t}[O, D, I]) {{\n  y[o, i, q] = sum[j](x[o, j, q] * m[i, j])\n}}"
+    );
+    let op = cx.e.op("CumSum", &text);
+    let y = cx.e.apply(
+        &format!("{h}_y"),
+        &op,
+        &[],
+        &[&x3, &m],
+        x.dtype,
+        vec![outer, d, inner],
+    );
+    Ok(vec![Val::Data(cx.reshape(&y, &x.shape, &h))])
+}
+
+/// `TopK` with a constant `k` by ranks: each element's rank along the axis is the number of
+/// elements before it in the order (greater, or smaller for `largest = 0`; equal ones by index,
+/// as onnxruntime orders them), `r[o, j, q] = sum[i](...)`; output position `p` picks the
+/// element whose rank is `p` (values and indices alike). O(D²) per row; the result is sorted.
+fn topk(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let h = hint(n);
+    let k = match n.opset {
+        o if o < 10 => n.int("k", 0),
+        _ => cx
+            .ints_in(n, 1, "k")?
+            .filter(|v| v.len() == 1)
+            .ok_or_else(|| cx.invalid(n, "input 1 (k) is not one integer"))?[0],
+    };
+    let a = axis(n.int("axis", -1), x.rank()).ok_or_else(|| cx.invalid(n, "axis out of range"))?;
+    let d = x.shape[a];
+    if k < 1 || k as usize > d || x.dtype == DType::Bool {
+        return Err(cx.invalid(n, format!("k = {k} of an axis of {d} ({})", x.dtype.name())));
+    }
+    if d > MAX_SQUARE {
+        return Err(too_long(cx, n, d));
+    }
+    let k = k as usize;
+    let x3 = cx.around_axis(&x, a, &format!("{h}_in"));
+    let (outer, inner) = (x3.shape[0], x3.shape[2]);
+    let konst = |shape: Vec<usize>, v: Vec<i64>| {
+        Tensor::new(shape, crate::import::onnx::elem::from_i64s(DType::I64, &v)).expect("sizes")
+    };
+    let before: Vec<i64> = (0..d * d).map(|f| i64::from(f / d < f % d)).collect();
+    let before = cx.materialize(&format!("{h}_before"), &konst(vec![d, d], before));
+    let cmp = if n.int("largest", 1) != 0 { ">" } else { "<" };
+    let t = x.dtype.name();
+    let text = format!(
+        "op @{{NAME}}(x: {t}[O, D, Q], b: i64[D, D]) -> (r: i64[O, D, Q]) {{\n  r[o, j, q] = sum[i](select(x[o, i, q] {cmp} x[o, j, q], 1, select(x[o, i, q] == x[o, j, q], b[i, j], 0)))\n}}"
+    );
+    let op = cx.e.op("TopKRank", &text);
+    let r = cx.e.apply(
+        &format!("{h}_rank"),
+        &op,
+        &[],
+        &[&x3, &before],
+        DType::I64,
+        x3.shape.clone(),
+    );
+    let pos = cx.materialize(
+        &format!("{h}_pos"),
+        &konst(vec![k], (0..k as i64).collect()),
+    );
+    let ids = cx.materialize(
+        &format!("{h}_ids"),
+        &konst(vec![d, 1], (0..d as i64).collect()),
+    );
+    let ids = cx.broadcast(&ids, &[outer, d, inner], &format!("{h}_ids_all"));
+    let mut shape = x.shape.clone();
+    shape[a] = k;
+    let mut outs = Vec::new();
+    for (src, what) in [(&x3, "values"), (&ids, "indices")] {
+        let t = src.dtype.name();
+        let zero = lit(0.0, src.dtype);
+        let text = format!(
+            "op @{{NAME}}(x: {t}[O, D, Q], r: i64[O, D, Q], pos: i64[K]) -> (y: {t}[O, K, Q]) {{\n  y[o, p, q] = sum[j](select(r[o, j, q] == pos[p], x[o, j, q], {zero}))\n}}"
+        );
+        let op = cx.e.op("TopKPick", &text);
+        let name = n.outputs.get(outs.len()).cloned().unwrap_or_default();
+        let y = cx.e.apply(
+            &format!("{name}_{what}"),
+            &op,
+            &[],
+            &[src, &r, &pos],
+            src.dtype,
+            vec![outer, k, inner],
+        );
+        outs.push(Val::Data(cx.reshape(&y, &shape, &name)));
+    }
+    Ok(outs)
+}
+
+/// The longest axis `CumSum` and `TopK` lower (they build a D×D table at import).
+const MAX_SQUARE: usize = 4096;
+
+fn too_long(cx: &Cx, n: &Node, d: usize) -> crate::diag::Diagnostic {
+    cx.unsupported(
+        n,
+        format!("an axis of {d} (the O(D²) lowering takes at most {MAX_SQUARE})"),
+    )
 }

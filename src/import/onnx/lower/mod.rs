@@ -9,6 +9,7 @@ mod ew;
 mod fold;
 mod linalg;
 mod nn;
+mod resize;
 mod views;
 
 pub use emit::{ident, D};
@@ -241,6 +242,7 @@ fn lowering(op_type: &str) -> Option<Lower> {
         .or_else(|| linalg::lowering(op_type))
         .or_else(|| nn::lowering(op_type))
         .or_else(|| views::lowering(op_type))
+        .or_else(|| resize::lowering(op_type))
 }
 
 fn lower_node(cx: &mut Cx, n: &Node) -> R<()> {
@@ -453,6 +455,13 @@ impl Cx<'_> {
         self.e.stmt(hint, &rhs, d.dtype, shape.to_vec())
     }
 
+    /// `d` seen as `[outer, D, inner]` around its axis `a` (a view).
+    pub fn around_axis(&mut self, d: &D, a: usize, hint: &str) -> D {
+        let outer = d.shape[..a].iter().product();
+        let inner = d.shape[a + 1..].iter().product();
+        self.reshape(d, &[outer, d.shape[a], inner], hint)
+    }
+
     /// `d` transposed by `perm` (a view), or `d` for the identity.
     pub fn transpose(&mut self, d: &D, perm: &[usize], hint: &str) -> D {
         if perm.iter().enumerate().all(|(i, &p)| i == p) {
@@ -476,6 +485,12 @@ impl Node {
         match self.attr(name) {
             Some(Attr::Float(v)) => *v,
             _ => default,
+        }
+    }
+    pub fn floats(&self, name: &str) -> Option<Vec<f32>> {
+        match self.attr(name) {
+            Some(Attr::Floats(v)) => Some(v.clone()),
+            _ => None,
         }
     }
     pub fn ints(&self, name: &str) -> Option<Vec<i64>> {

@@ -7,7 +7,7 @@
 
 use super::emit::{lit, D};
 use super::{Cx, Val, R};
-use crate::import::onnx::model::Node;
+use crate::import::onnx::model::{Attr, Node};
 use tapc_runtime::DType;
 
 pub(super) fn lowering(op: &str) -> Option<super::Lower> {
@@ -460,23 +460,26 @@ fn lrn(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     ))])
 }
 
-/// `ConvTranspose` (group 1) as the `Conv` it equals: the input with `stride - 1` zeros
-/// between elements (`interleave`), padded by `dilation * (k - 1) - pad` (or sliced where that
-/// is negative), convolved at stride 1 with the weight's channel axes swapped and its window
-/// reversed. All but the convolution are views.
+/// `ConvTranspose` as the `Conv` it equals: the input with `stride - 1` zeros between
+/// elements (`interleave`), padded by `dilation * (k - 1) - pad` (or sliced where that is
+/// negative), convolved at stride 1 in the same groups with the weight's channel axes swapped
+/// within each group and its window reversed. All but the convolution are views.
 fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let x = cx.data(n, 0)?;
     let w = cx.data(n, 1)?;
     let h = hint(n);
     let sp = x.rank().saturating_sub(2);
-    if sp == 0 || w.rank() != x.rank() || w.shape[0] != x.shape[1] || w.dtype != x.dtype {
-        return Err(cx.invalid(n, format!("input {:?} and weight {:?}", x.shape, w.shape)));
-    }
-    if n.int("group", 1) != 1 || n.ints("output_shape").is_some() {
-        return Err(cx.unsupported(n, "`group` > 1 or `output_shape`"));
-    }
-    if n.string("auto_pad").is_some_and(|a| a != "NOTSET") {
-        return Err(cx.unsupported(n, "`auto_pad`"));
+    let g = n.int("group", 1).max(1) as usize;
+    if sp == 0
+        || w.rank() != x.rank()
+        || w.shape[0] != x.shape[1]
+        || w.dtype != x.dtype
+        || x.shape[1] % g != 0
+    {
+        return Err(cx.invalid(
+            n,
+            format!("input {:?} and weight {:?} in {g} groups", x.shape, w.shape),
+        ));
     }
     let get = |name: &str, d: i64| n.ints(name).unwrap_or_else(|| vec![d; sp]);
     let (strides, dil, outpad) = (
@@ -484,10 +487,17 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         get("dilations", 1),
         get("output_padding", 0),
     );
-    let pads = n.ints("pads").unwrap_or_else(|| vec![0; 2 * sp]);
-    if strides.len() != sp || dil.len() != sp || outpad.len() != sp || pads.len() != 2 * sp {
+    if strides.len() != sp || dil.len() != sp || outpad.len() != sp {
         return Err(cx.invalid(n, "attribute lengths do not match the spatial rank"));
     }
+    let small = |v: &[i64], lo: i64| v.iter().all(|&s| (lo..=1024).contains(&s));
+    if !small(&strides, 1) || !small(&dil, 1) || !small(&outpad, 0) {
+        return Err(cx.unsupported(
+            n,
+            format!("strides {strides:?}, dilations {dil:?}, output_padding {outpad:?} (each at most 1024)"),
+        ));
+    }
+    let pads = transpose_pads(cx, n, &x.shape[2..], &w.shape[2..], &strides, &dil, &outpad)?;
     let mut up = x.clone();
     for (i, &st) in strides.iter().enumerate() {
         let (a, s) = (2 + i, st.max(1) as usize);
@@ -550,10 +560,8 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         );
     }
     let up = pad_spatial(cx, &up, &pad, "0.0", &format!("{h}_pad"));
-    // W [C_in, C_out, k..] -> [C_out, C_in, k..] with the window reversed.
-    let mut perm: Vec<usize> = (0..w.rank()).collect();
-    perm.swap(0, 1);
-    let wt = cx.transpose(&w, &perm, &format!("{h}_wt"));
+    // W [C_in, C_out/g, k..] -> [C_out, C_in/g, k..] (per group) with the window reversed.
+    let wt = swap_channels(cx, &w, g, &h);
     let axes: Vec<String> = (2..w.rank()).map(|a| a.to_string()).collect();
     let wr = cx.e.stmt(
         &format!("{h}_wr"),
@@ -574,11 +582,81 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let conv_node = Node {
         op_type: "Conv".into(),
         inputs,
-        attrs: vec![(
-            "dilations".into(),
-            crate::import::onnx::model::Attr::Ints(dil),
-        )],
+        attrs: vec![
+            ("dilations".into(), Attr::Ints(dil)),
+            ("group".into(), Attr::Int(g as i64)),
+        ],
         ..n.clone()
     };
     conv(cx, &conv_node)
+}
+
+/// The weight of a transposed convolution in `g` groups, `[C_in, O/g, k..]`, as a `Conv`
+/// weight `[O, C_in/g, k..]`: the channel axes swapped within each group (views).
+fn swap_channels(cx: &mut Cx, w: &D, g: usize, h: &str) -> D {
+    let mut perm: Vec<usize> = (0..w.rank()).collect();
+    if g == 1 {
+        perm.swap(0, 1);
+        return cx.transpose(w, &perm, &format!("{h}_wt"));
+    }
+    let (cg, og) = (w.shape[0] / g, w.shape[1]);
+    let mut split = vec![g, cg, og];
+    split.extend_from_slice(&w.shape[2..]);
+    let ws = cx.reshape(w, &split, &format!("{h}_wsplit"));
+    let mut perm: Vec<usize> = (0..ws.rank()).collect();
+    perm.swap(1, 2);
+    let wt = cx.transpose(&ws, &perm, &format!("{h}_wswap"));
+    let mut merged = vec![g * og, cg];
+    merged.extend_from_slice(&w.shape[2..]);
+    cx.reshape(&wt, &merged, &format!("{h}_wt"))
+}
+
+/// The begin and end pads of a transposed convolution: `pads`, or from `output_shape` /
+/// `auto_pad` (the ONNX formula: the total padding is the natural output size minus the one
+/// asked for, split evenly, the odd one at the end for `SAME_UPPER`, else at the start).
+fn transpose_pads(
+    cx: &Cx,
+    n: &Node,
+    spatial: &[usize],
+    kernel: &[usize],
+    strides: &[i64],
+    dil: &[i64],
+    outpad: &[i64],
+) -> R<Vec<i64>> {
+    let sp = spatial.len();
+    let auto = n.string("auto_pad").unwrap_or_else(|| "NOTSET".into());
+    let asked = match (n.ints("output_shape"), auto.as_str()) {
+        (Some(o), _) if o.len() >= sp => o[o.len() - sp..].to_vec(),
+        (Some(o), _) => return Err(cx.invalid(n, format!("output_shape {o:?}"))),
+        (None, "SAME_UPPER" | "SAME_LOWER") => {
+            (0..sp).map(|i| spatial[i] as i64 * strides[i]).collect()
+        }
+        (None, "NOTSET" | "VALID") => {
+            let pads = n.ints("pads").unwrap_or_else(|| vec![0; 2 * sp]);
+            if pads.len() != 2 * sp || auto == "VALID" && pads.iter().any(|&p| p != 0) {
+                return Err(cx.invalid(n, format!("pads {pads:?}")));
+            }
+            return Ok(pads);
+        }
+        (None, a) => return Err(cx.unsupported(n, format!("auto_pad `{a}`"))),
+    };
+    let mut pads = vec![0; 2 * sp];
+    for i in 0..sp {
+        let natural =
+            strides[i] * (spatial[i] as i64 - 1) + outpad[i] + (kernel[i] as i64 - 1) * dil[i] + 1;
+        let total = natural - asked[i];
+        if total < 0 {
+            return Err(cx.unsupported(
+                n,
+                format!("output_shape {asked:?} larger than the natural output"),
+            ));
+        }
+        let (lo, hi) = match auto.as_str() {
+            "SAME_UPPER" => (total / 2, total - total / 2),
+            _ => (total - total / 2, total / 2),
+        };
+        pads[i] = lo;
+        pads[i + sp] = hi;
+    }
+    Ok(pads)
 }

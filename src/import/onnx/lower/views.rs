@@ -1,5 +1,5 @@
 //! View operators: `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Transpose`, `Slice`, `Split`,
-//! `Concat`, `Expand`, `Pad` and `Gather`. On run-time values each is one TEG selector (a
+//! `Concat`, `Expand`, `Pad`, `Gather` and `Tile`. On run-time values each is one TEG selector (a
 //! `Gather` of run-time indices is a gather kernel); on constants (shape glue) the same index
 //! map is evaluated at import.
 
@@ -23,21 +23,21 @@ pub(super) fn lowering(op: &str) -> Option<super::Lower> {
         "Expand" => expand,
         "Pad" => pad,
         "Gather" => gather,
-        "Resize" | "Upsample" => resize,
+        "Tile" => tile,
         _ => return None,
     })
 }
 
 /// One axis of a slice: first index, step, count.
 #[derive(Clone, Copy, Debug)]
-struct Range1 {
+pub(super) struct Range1 {
     start: i64,
     step: i64,
     count: usize,
 }
 
 /// A view of one operand.
-enum View {
+pub(super) enum View {
     Reshape(Vec<usize>),
     Transpose(Vec<usize>),
     Slice(Vec<Range1>),
@@ -124,7 +124,7 @@ fn slice_text(r: &Range1, dim: usize) -> String {
 }
 
 /// `v` seen through `view`: folded when constant, a selector otherwise.
-fn apply_view(cx: &mut Cx, hint: &str, v: &Val, view: &View) -> Val {
+pub(super) fn apply_view(cx: &mut Cx, hint: &str, v: &Val, view: &View) -> Val {
     match v {
         Val::Const(t) => {
             let shape = view.shape(&t.shape);
@@ -152,7 +152,7 @@ fn one_view(cx: &mut Cx, n: &Node, v: &Val, view: View) -> R<Vec<Val>> {
     Ok(vec![apply_view(cx, &out_hint(n, 0), v, &view)])
 }
 
-fn out_hint(n: &Node, k: usize) -> String {
+pub(super) fn out_hint(n: &Node, k: usize) -> String {
     n.outputs.get(k).cloned().unwrap_or_default()
 }
 
@@ -641,75 +641,43 @@ fn gather_kernel(cx: &mut Cx, n: &Node, a: usize) -> R<D> {
         .apply(&out_hint(n, 0), &op, &[], &[&x, &ids], x.dtype, shape))
 }
 
-/// The integer factor `Resize` scales each axis by (from `scales` or `sizes`).
-fn resize_factors(cx: &Cx, n: &Node, shape: &[usize]) -> R<Vec<usize>> {
-    let (si, zi) = if n.opset < 11 {
-        (1, usize::MAX)
-    } else {
-        (2, 3)
-    };
-    let scales = cx
-        .konst(n, si, "scales")?
-        .map(|t| elem::to_f64s(&t.data))
-        .filter(|v| !v.is_empty());
-    let sizes = if zi == usize::MAX {
-        None
-    } else {
-        cx.ints_in(n, zi, "sizes")?
-    };
-    let out: Vec<f64> = match (scales, sizes) {
-        (Some(s), _) if s.len() == shape.len() => shape
-            .iter()
-            .zip(&s)
-            .map(|(&d, &f)| (d as f64 * f).floor())
-            .collect(),
-        (_, Some(z)) if z.len() == shape.len() => z.iter().map(|&v| v as f64).collect(),
-        _ => return Err(cx.invalid(n, "neither `scales` nor `sizes` of the input's rank")),
-    };
-    let mut f = Vec::new();
-    for (&d, &o) in shape.iter().zip(&out) {
-        if d == 0 || o < d as f64 || o % d as f64 != 0.0 {
-            return Err(cx.unsupported(
-                n,
-                format!("scaling {shape:?} to {out:?}: only integer upsampling factors"),
-            ));
-        }
-        f.push(o as usize / d);
-    }
-    Ok(f)
-}
-
-/// `Resize` in `nearest` mode by integer factors, where every output element reads input
-/// element `floor(i / f)`: a view (each axis gains a broadcast size-`f` axis, then merged).
-fn resize(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+/// `Tile` by constant repeats as views: each axis gains a broadcast axis of its repeat count
+/// in front, then the pairs are merged (`y[j * d + i] = x[i]`).
+fn tile(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let v = cx.val(n, 0)?.clone();
     let shape = v.shape().to_vec();
-    let f = resize_factors(cx, n, &shape)?;
-    let mode = n.string("mode").unwrap_or_else(|| "nearest".into());
-    let ctm = n
-        .string("coordinate_transformation_mode")
-        .unwrap_or_else(|| "half_pixel".into());
-    let near = n
-        .string("nearest_mode")
-        .unwrap_or_else(|| "round_prefer_floor".into());
-    let fmax = f.iter().copied().max().unwrap_or(1);
-    let floor_like = match (ctm.as_str(), near.as_str()) {
-        ("half_pixel" | "pytorch_half_pixel", "round_prefer_floor" | "round_prefer_ceil") => true,
-        ("asymmetric", "floor") => true,
-        ("asymmetric", "round_prefer_floor") => fmax <= 2,
-        _ => n.opset < 11 && near == "round_prefer_floor",
-    };
-    if mode != "nearest" || !floor_like {
-        return Err(cx.unsupported(
+    if n.opset < 6 {
+        return Err(cx.unsupported(n, "opset < 6 (`tiles` and `axis` inputs)"));
+    }
+    let reps = cx
+        .ints_in(n, 1, "repeats")?
+        .ok_or_else(|| cx.invalid(n, "input 1 (repeats) is missing"))?;
+    if reps.len() != shape.len() || reps.iter().any(|&r| r < 0) {
+        return Err(cx.invalid(
             n,
-            format!("mode `{mode}` with `{ctm}` and `{near}` (only nearest upsampling by integer factors that reads floor(i / f))"),
+            format!("repeats {reps:?} for an input of shape {shape:?}"),
         ));
     }
-    let pairs: Vec<usize> = shape.iter().flat_map(|&d| [d, 1]).collect();
-    let wide: Vec<usize> = shape.iter().zip(&f).flat_map(|(&d, &k)| [d, k]).collect();
-    let out: Vec<usize> = shape.iter().zip(&f).map(|(&d, &k)| d * k).collect();
+    if reps.contains(&0) {
+        return Err(cx.unsupported(n, format!("repeats {reps:?}: an empty result")));
+    }
+    let reps: Vec<usize> = reps.iter().map(|&r| r as usize).collect();
+    let pairs: Vec<usize> = shape.iter().flat_map(|&d| [1, d]).collect();
+    let wide: Vec<usize> = shape
+        .iter()
+        .zip(&reps)
+        .flat_map(|(&d, &r)| [r, d])
+        .collect();
+    let out: Vec<usize> = shape
+        .iter()
+        .zip(&reps)
+        .map(|(&d, &r)| d.saturating_mul(r))
+        .collect();
+    if tapc_runtime::checked_numel(&wide).is_none_or(|k| k >= 1 << 40) {
+        return Err(cx.unsupported(n, format!("repeats {reps:?}: a result too large")));
+    }
     let h = out_hint(n, 0);
     let a = apply_view(cx, &format!("{h}_pairs"), &v, &View::Reshape(pairs));
     let b = apply_view(cx, &format!("{h}_wide"), &a, &View::Broadcast(wide));
-    Ok(vec![apply_view(cx, &h, &b, &View::Reshape(out))])
+    one_view(cx, n, &b, View::Reshape(out))
 }
