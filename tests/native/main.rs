@@ -11,6 +11,7 @@ mod compile_scaling;
 mod dtype_reductions;
 mod dtypes;
 mod embed;
+mod fast_math;
 mod gather;
 mod grad;
 mod grid;
