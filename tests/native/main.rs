@@ -22,6 +22,7 @@ mod math;
 mod mean;
 mod native;
 mod native_cli;
+mod online_softmax;
 mod oracle;
 mod oracle_sizes;
 mod scatter;
