@@ -16,6 +16,11 @@ use super::*;
 use crate::ir::kernel::{BinOp, Func};
 use inkwell::FloatPredicate as FP;
 
+/// Rows shorter than this many blocks of 4 vectors stay two passes: they are in L1 for the
+/// second pass anyway, and the rescaling `exp`s would cost more than the pass saves (a BERT
+/// attention row of 8 took 3 `exp`s a vector instead of 1).
+const ONLINE_MIN_BLOCKS: i64 = 2;
+
 /// Whether `a` with variable `ra` is `b` with variable `rb` (the spans of the source text
 /// aside); a gather or a nested reduction is never the same.
 fn same_expr(a: &CExpr, b: &CExpr, ra: usize, rb: usize) -> bool {
@@ -123,7 +128,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
             && same_expr(e, e2, r, r2)
             && e.dtype == d
             && self.inst.extent(r2) == self.inst.extent(r)
-            && self.inst.extent(r) >= 4
+            && self.inst.extent(r) >= ONLINE_MIN_BLOCKS * 4 * self.g.w as i64
             && self.contiguous_loads(e, r) > 0;
         ok.then_some(OnlinePair { r, e })
     }
