@@ -134,7 +134,6 @@ def workload(np, name):
         "elementwise": lambda d: np.maximum(d["x"] * f32(1.5) + f32(0.25), 0) * f32(2),
         "softmax": lambda d: softmax(np, d["x"]),
         "softmax_768": lambda d: softmax(np, d["x"]),
-        "softmax_768_2pass": lambda d: softmax(np, d["x"]),
         "softmax_long": lambda d: softmax(np, d["x"]),
         "conv2d": lambda d: conv(np, d["x"], d["f"], 1, 1),
         "gelu": lambda d: gelu(np, d["x"]),

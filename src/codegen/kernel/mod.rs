@@ -28,7 +28,7 @@
 //! scheduler), `access` (loads and stores through strided views and folded pads), `reduce`
 //! (reductions in registers, fused multiply-adds, vectorised along a contiguous reduction),
 //! `blocking` (register blocking: the tile a vectorised statement gets, lane panels times row
-//! blocks, edge tiles), `online` (a softmax's row max and row sum in one pass), `pack` (panels of a reused operand copied contiguous) and `dot` (bf16
+//! blocks, edge tiles), `pack` (panels of a reused operand copied contiguous) and `dot` (bf16
 //! and u8×i8 contractions on the host's dot-product instructions, tried first). This file
 //! holds the kernel's state and the statement loops. It imports only `plan` (which imports
 //! nothing of it); the other files extend [`K`] with methods, so no two files import each other.
@@ -37,7 +37,6 @@ mod access;
 mod blocking;
 mod dot;
 pub mod gather;
-mod online;
 mod pack;
 pub mod plan;
 mod reduce;
@@ -90,21 +89,6 @@ struct Packed<'ctx> {
 struct Cx<'ctx> {
     lane: Option<usize>,
     groups: Vec<Group<'ctx>>,
-}
-
-impl Cx<'_> {
-    /// One scalar point.
-    fn point() -> Self {
-        Cx {
-            lane: None,
-            groups: vec![Group {
-                over: vec![],
-                lane_base: None,
-                mask: None,
-                slot: 0,
-            }],
-        }
-    }
 }
 
 /// The body of static reduction loops: current accumulators in, updated ones out.
@@ -219,7 +203,9 @@ pub fn emit<'ctx>(
     };
     k.alloc_temps(stmts)?;
     // The fused variables loop once around all statements.
-    k.point_loops(&kp.fused, &mut |k| k.stmts(stmts))?;
+    k.point_loops(&kp.fused, &mut |k| {
+        stmts.iter().try_for_each(|st| k.stmt(st))
+    })?;
     for t in &k.temps {
         if t.heap {
             k.free(t.ptr);
@@ -412,25 +398,6 @@ impl<'ctx> K<'_, '_, 'ctx> {
         })
     }
 
-    /// The statements at the current fused point, in order; a softmax's row max and row sum
-    /// (see `online`) as one pass.
-    fn stmts(&mut self, stmts: &[CStmt]) -> R<()> {
-        let mut i = 0;
-        while i < stmts.len() {
-            let pair = stmts
-                .get(i + 1)
-                .and_then(|b| self.online_pair(&stmts[i], b));
-            if let Some(p) = pair {
-                self.online_softmax(&stmts[i], &stmts[i + 1], &p)?;
-                i += 2;
-            } else {
-                self.stmt(&stmts[i])?;
-                i += 1;
-            }
-        }
-        Ok(())
-    }
-
     /// One statement at every point of its non-fused variables: vectorised along its lane
     /// variable (register blocked when it reduces), or one point at a time.
     fn stmt(&mut self, st: &CStmt) -> R<()> {
@@ -448,7 +415,15 @@ impl<'ctx> K<'_, '_, 'ctx> {
             return self.lanes(st, &lv, j, red);
         }
         // Scalar points (reductions may still vectorise along their own variable).
-        let cx = Cx::point();
+        let cx = Cx {
+            lane: None,
+            groups: vec![Group {
+                over: vec![],
+                lane_base: None,
+                mask: None,
+                slot: 0,
+            }],
+        };
         self.point_loops(&lv, &mut |k| {
             k.memo.clear();
             let v = k.eval(&st.value, &cx)?;

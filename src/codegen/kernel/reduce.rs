@@ -261,7 +261,15 @@ impl<'ctx> K<'_, '_, 'ctx> {
         let g = self.g;
         let w = g.w as i64;
         let (lo, hi) = self.inst.vars[r].range;
-        let (u, full_end) = self.along_blocks(r);
+        let n = hi - lo;
+        let u = if n >= 4 * w {
+            4
+        } else if n >= 2 * w {
+            2
+        } else {
+            1
+        };
+        let full_end = lo + n / (u * w) * (u * w);
         let id = g.splat(g.identity(kind, d)?);
         let parent = cx.groups[0].clone();
         let outer = &vars[..vars.len() - 1];
@@ -302,11 +310,19 @@ impl<'ctx> K<'_, '_, 'ctx> {
             if rem > 0 {
                 let ut = (rem + w - 1) / w;
                 let groups: Vec<Group> = (0..ut)
-                    .map(|j| Group {
-                        lane_base: Some(g.i64c(full_end + j * w)),
-                        mask: Some(k.tail_mask(j, rem)),
-                        slot: j,
-                        ..parent.clone()
+                    .map(|j| {
+                        let bits: Vec<IntValue> = (0..w)
+                            .map(|l| {
+                                g.cx.bool_type()
+                                    .const_int(u64::from(j * w + l < rem), false)
+                            })
+                            .collect();
+                        Group {
+                            lane_base: Some(g.i64c(full_end + j * w)),
+                            mask: Some(inkwell::types::VectorType::const_vector(&bits)),
+                            slot: j,
+                            ..parent.clone()
+                        }
                     })
                     .collect();
                 let cx = Cx {
@@ -325,35 +341,6 @@ impl<'ctx> K<'_, '_, 'ctx> {
             v = g.combine(kind, v, *a, d)?;
         }
         Ok(vec![g.hreduce(kind, v, d)?])
-    }
-
-    /// How a reduction along `r` is vectorised: `u` vectors a step (4, 2 or 1, as the extent
-    /// allows) and where the full steps end.
-    pub(super) fn along_blocks(&self, r: usize) -> (i64, i64) {
-        let w = self.g.w as i64;
-        let (lo, hi) = self.inst.vars[r].range;
-        let n = hi - lo;
-        let u = if n >= 4 * w {
-            4
-        } else if n >= 2 * w {
-            2
-        } else {
-            1
-        };
-        (u, lo + n / (u * w) * (u * w))
-    }
-
-    /// The lanes of the `j`-th vector of a tail of `rem` points that are real.
-    pub(super) fn tail_mask(&self, j: i64, rem: i64) -> VectorValue<'ctx> {
-        let g = self.g;
-        let w = g.w as i64;
-        let bits: Vec<IntValue> = (0..w)
-            .map(|l| {
-                g.cx.bool_type()
-                    .const_int(u64::from(j * w + l < rem), false)
-            })
-            .collect();
-        inkwell::types::VectorType::const_vector(&bits)
     }
 
     /// Whether some reduction in `e` has a contiguous load along its innermost variable.
