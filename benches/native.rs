@@ -94,6 +94,33 @@ graph @bench {
   sink @y %y
 }",
     ),
+    // Softmax at BERT's width and over long rows (issue 22).
+    (
+        "softmax_768",
+        "op @softmax(x: f32[M, N]) -> (y: f32[M, N]) {
+  m[i] = max[j](x[i, j])
+  s[i] = sum[j](exp(x[i, j] - m[i]))
+  y[i, j] = exp(x[i, j] - m[i]) / s[i]
+}
+graph @bench {
+  %x = source @x : f32[8192, 768]
+  %y = apply @softmax(%x)
+  sink @y %y
+}",
+    ),
+    (
+        "softmax_long",
+        "op @softmax(x: f32[M, N]) -> (y: f32[M, N]) {
+  m[i] = max[j](x[i, j])
+  s[i] = sum[j](exp(x[i, j] - m[i]))
+  y[i, j] = exp(x[i, j] - m[i]) / s[i]
+}
+graph @bench {
+  %x = source @x : f32[256, 32768]
+  %y = apply @softmax(%x)
+  sink @y %y
+}",
+    ),
     (
         "conv2d",
         "op @conv2d(x: f32[N, C, H, W], f: f32[O, C, KH, KW]) -> (y: f32[N, O, H - KH + 1, W - KW + 1]) {

@@ -133,6 +133,8 @@ def workload(np, name):
         "mlp": lambda d: np.maximum(d["x"] @ d["w1"] + d["b1"], 0) @ d["w2"] + d["b2"],
         "elementwise": lambda d: np.maximum(d["x"] * f32(1.5) + f32(0.25), 0) * f32(2),
         "softmax": lambda d: softmax(np, d["x"]),
+        "softmax_768": lambda d: softmax(np, d["x"]),
+        "softmax_long": lambda d: softmax(np, d["x"]),
         "conv2d": lambda d: conv(np, d["x"], d["f"], 1, 1),
         "gelu": lambda d: gelu(np, d["x"]),
         "layernorm": lambda d: layernorm(np, d["x"], d["g"], d["b"]),

@@ -10,10 +10,12 @@
 //!
 //! f64 is the working precision: f32 arguments are widened, computed in f64 and rounded once,
 //! so f32 results are within 1 ulp (almost always correctly rounded), matching the
-//! interpreter's "f64 libm, rounded to f32". The exceptions are f32 `exp` and `tanh`, f32
-//! polynomials (Cephes `expf`, `tanhf`) because they are the hot functions of softmax and GELU. Measured accuracy of
-//! every function is in `docs/teg.md` §"Accuracy of math functions" and checked by
-//! `tests/native/math.rs`.
+//! interpreter's "f64 libm, rounded to f32". The exceptions are f32 `exp`, `tanh` and `erf`,
+//! evaluated in f32 (twice the lanes) because they are the hot functions of softmax and GELU:
+//! Cephes `expf` and `tanhf`, and for `erf` two minimax polynomials of our own (below).
+//! Measured accuracy of every function is in `docs/teg.md` §"Accuracy of math functions" and
+//! checked by `tests/native/math.rs` (against libm) and `tests/native/fast_math.rs` (against
+//! the interpreter).
 
 use super::ops::{Gen, V};
 use crate::ir::instance::Scalar;
@@ -40,7 +42,36 @@ const PIO2_LO: f64 = 6.123_233_995_736_766e-17;
 const TRIG_FAST_MAX: f64 = 262_144.0;
 const SQRT_3: f64 = 1.732_050_807_568_877_2;
 const TAN_PI_12: f64 = 0.267_949_192_431_122_7;
-/// `erf` switches from its Taylor series to the `erfc` continued fraction here.
+/// f32 `erf`: below this |x|, `x + x·P(x²)`; above, `1 − e^(Q(|x|))`.
+const ERF32_SPLIT: f64 = 0.921_875;
+/// f32 `erf` of |x| ≥ this rounds to 1 (erfc(4) ≈ 1.5e-8 < 2^-25).
+const ERF32_ONE: f64 = 4.0;
+/// `P(s)` of f32 `erf` below the split, highest first: `erf(x)/x − 1` as a polynomial in
+/// `s = x²` on [0, 0.85] (a Lawson-weighted minimax fit for relative error, 4e-10 before the
+/// coefficients were rounded to f32).
+const ERF32_SMALL: [f64; 7] = [
+    8.370_100_113e-05,
+    -8.142_704_028e-04,
+    5.201_032_385e-03,
+    -2.685_939_893e-02,
+    1.128_369_570e-01,
+    -3.761_263_490e-01,
+    1.283_791_661e-01,
+];
+/// `Q(t)` of f32 `erf` above the split, highest first: `ln erfc(t)` on [0.921875, 4] (fitted
+/// for the error it causes in `erf`, 5e-4 ulp before rounding to f32).
+const ERF32_LARGE: [f64; 9] = [
+    -4.377_902_201e-07,
+    -1.547_489_410e-05,
+    4.035_889_579e-04,
+    -4.076_229_874e-03,
+    2.494_118_363e-02,
+    -1.080_700_308e-01,
+    -6.334_986_091e-01,
+    -1.129_453_540e+00,
+    1.640_029_368e-04,
+];
+/// f64 `erf` switches from its Taylor series to the `erfc` continued fraction here.
 const ERF_SPLIT: f64 = 1.5;
 const ERF_TAYLOR_TERMS: usize = 28;
 const ERFC_CF_TERMS: usize = 80;
@@ -71,6 +102,7 @@ impl<'ctx> Gen<'_, 'ctx> {
         match (f, d) {
             (Func::Exp, DType::F32) => return Some(self.exp_f32(args[0])),
             (Func::Tanh, DType::F32) => return Some(self.tanh_f32(args[0])),
+            (Func::Erf, DType::F32) => return Some(self.erf_f32(args[0])),
             _ => {}
         }
         let wide: Vec<V<'ctx>> = args.iter().map(|&a| self.cast(a, d, DType::F64)).collect();
@@ -485,6 +517,28 @@ impl<'ctx> Gen<'_, 'ctx> {
     }
 
     // ---- erf ----
+
+    /// `erf` of f32 in f32 (GELU's hot function), within 1.2 ulp: `x + x·P(x²)` below
+    /// |x| = 0.921875, `1 − e^(Q(|x|))` (`Q ≈ ln erfc`, f32 `exp`) above, with the sign of x.
+    /// Both are evaluated for every lane and selected, so a loop over it vectorises.
+    pub fn erf_f32(&self, x: V<'ctx>) -> V<'ctx> {
+        let c = |v: f64| self.c_like(x, self.konst(Scalar::F(v), DType::F32));
+        let horner = |t: V<'ctx>, coeffs: &[f64]| {
+            let mut y = c(coeffs[0]);
+            for &k in &coeffs[1..] {
+                y = self.bin(Op::FAdd, self.bin(Op::FMul, y, t), c(k));
+            }
+            y
+        };
+        let a = self.fabs(x);
+        let s = self.bin(Op::FMul, x, x);
+        let small = self.bin(Op::FAdd, x, self.bin(Op::FMul, x, horner(s, &ERF32_SMALL)));
+        // NaN stays NaN through the clamp, the polynomial and `exp_f32`.
+        let t = self.select(self.fcmp(P::OGT, a, c(ERF32_ONE)), c(ERF32_ONE), a);
+        let e = self.exp_f32(horner(t, &ERF32_LARGE));
+        let big = self.copysign(self.bin(Op::FSub, c(1.0), e), x);
+        self.select(self.fcmp(P::OLT, a, c(ERF32_SPLIT)), small, big)
+    }
 
     /// `e^(−a²)` without the rounding of `a²`: a = hi + lo (Veltkamp), hi² is exact and
     /// `e^(−(2·hi·lo + lo²))` is `1 − d + d²/2`.

@@ -56,7 +56,7 @@ const CASES: &[Case] = &[
     Case {
         name: "erf",
         reference: |x, _| libm::erf(x),
-        bound: (1.0, 4.0),
+        bound: (1.5, 4.0),
         binary: false,
     },
     Case {
