@@ -2,9 +2,9 @@
 //! (issue 17): the reduction groups of the plan (`tapc_runtime::mpi::group`).
 //!
 //! The shard pass turns `y = reduce[k](...)` split over nodes into partial results and a left
-//! fold of *combine* applies (`@tapc.sum.f32(acc, p)`, ...). A combine is recognised by its
-//! kernel, not its name: one statement `y[..i] = a[..i] OP b[..i]` (`+`, `*`, `max`, `min`)
-//! over two inputs of the output's type. A tree of combines of one monoid, each inner one read
+//! fold of *combine* applies (`@tapc.sum.f32(acc, p)`, ...). A combine is an apply of an op
+//! the shard pass made (`@tapc.…`) whose kernel is one statement `y[..i] = a[..i] OP b[..i]`
+//! (`+`, `*`, `max`, `min`) over two inputs of the output's type. A tree of combines of one monoid, each inner one read
 //! only by the next, whose leaves are partial results written whole by one task each, becomes
 //! a group when:
 //! - its leaves are on at least two nodes, and the nodes it delivers the result to hold a
@@ -99,8 +99,11 @@ fn writer(s: &Schedule, r: &Region) -> Option<usize> {
 /// The reduction groups of `s` whose tasks run on `nodes`.
 pub fn reductions(s: &Schedule, nodes: &[u32]) -> Vec<Reduction> {
     let kernel = |t: usize| &s.kernels[s.plan.tasks[t].kernel as usize];
+    // Only the shard pass's own combines: a user's `a + b` on two nodes stays an add (an
+    // MPI reduction would reassociate a user's chain, and the cost model plans it as an add).
+    let shard_made = |t: usize| s.plan.tasks[t].name.starts_with("apply @tapc.");
     let ops: Vec<Option<ReduceOp>> = (0..s.plan.tasks.len())
-        .map(|t| combine_op(kernel(t)))
+        .map(|t| combine_op(kernel(t)).filter(|_| shard_made(t)))
         .collect();
     // A combine read only by one combine of its monoid is an inner one of that tree.
     let inner = |t: usize| match readers(s, nodes, t)[..] {
