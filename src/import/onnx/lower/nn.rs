@@ -498,6 +498,52 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         ));
     }
     let pads = transpose_pads(cx, n, &x.shape[2..], &w.shape[2..], &strides, &dil, &outpad)?;
+    let mut up = upsample_zeros(cx, &x, &strides, &h);
+    // Padding (negative: cropping) around the upsampled input.
+    let mut crop = Vec::new();
+    let mut pad = Vec::new();
+    for i in 0..sp {
+        let k = dil[i] * (w.shape[2 + i] as i64 - 1);
+        let (lo, hi) = (k - pads[i], k - pads[i + sp] + outpad[i]);
+        pad.push((lo.max(0) as usize, hi.max(0) as usize));
+        crop.push(((-lo).max(0) as usize, (-hi).max(0) as usize));
+    }
+    up = crop_spatial(cx, n, up, &crop, &h)?;
+    let up = pad_spatial(cx, &up, &pad, "0.0", &format!("{h}_pad"));
+    // W [C_in, C_out/g, k..] -> [C_out, C_in/g, k..] (per group) with the window reversed.
+    let wt = swap_channels(cx, &w, g, &h);
+    let axes: Vec<String> = (2..w.rank()).map(|a| a.to_string()).collect();
+    let wr = cx.e.stmt(
+        &format!("{h}_wr"),
+        &format!("reverse {} [{}]", wt.v(), axes.join(", ")),
+        wt.dtype,
+        wt.shape.clone(),
+    );
+    // The equivalent Conv node over the prepared values.
+    let mut inputs = Vec::new();
+    for (k, d) in [up, wr].into_iter().enumerate() {
+        let name = format!("{h}\u{0}ct{k}");
+        cx.vals.insert(name.clone(), Val::Data(d));
+        inputs.push(name);
+    }
+    if let Some(b) = n.input(2) {
+        inputs.push(b.to_string());
+    }
+    let conv_node = Node {
+        op_type: "Conv".into(),
+        inputs,
+        attrs: vec![
+            ("dilations".into(), Attr::Ints(dil)),
+            ("group".into(), Attr::Int(g as i64)),
+        ],
+        ..n.clone()
+    };
+    conv(cx, &conv_node)
+}
+
+/// `x` with `stride - 1` zeros between elements along each spatial axis (views: an
+/// `interleave` with zeros, then a slice dropping the trailing zeros).
+fn upsample_zeros(cx: &mut Cx, x: &D, strides: &[i64], h: &str) -> D {
     let mut up = x.clone();
     for (i, &st) in strides.iter().enumerate() {
         let (a, s) = (2 + i, st.max(1) as usize);
@@ -532,15 +578,11 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
             );
         }
     }
-    // Padding (negative: cropping) around the upsampled input.
-    let mut crop = Vec::new();
-    let mut pad = Vec::new();
-    for i in 0..sp {
-        let k = dil[i] * (w.shape[2 + i] as i64 - 1);
-        let (lo, hi) = (k - pads[i], k - pads[i + sp] + outpad[i]);
-        pad.push((lo.max(0) as usize, hi.max(0) as usize));
-        crop.push(((-lo).max(0) as usize, (-hi).max(0) as usize));
-    }
+    up
+}
+
+/// `up` with `(left, right)` elements cut from each spatial axis (a slice; none: `up` itself).
+fn crop_spatial(cx: &mut Cx, n: &Node, mut up: D, crop: &[(usize, usize)], h: &str) -> R<D> {
     if crop.iter().any(|&(l, r)| l + r > 0) {
         let mut parts: Vec<String> = vec![":".into(), ":".into()];
         let mut shape = up.shape.clone();
@@ -559,36 +601,7 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
             shape,
         );
     }
-    let up = pad_spatial(cx, &up, &pad, "0.0", &format!("{h}_pad"));
-    // W [C_in, C_out/g, k..] -> [C_out, C_in/g, k..] (per group) with the window reversed.
-    let wt = swap_channels(cx, &w, g, &h);
-    let axes: Vec<String> = (2..w.rank()).map(|a| a.to_string()).collect();
-    let wr = cx.e.stmt(
-        &format!("{h}_wr"),
-        &format!("reverse {} [{}]", wt.v(), axes.join(", ")),
-        wt.dtype,
-        wt.shape.clone(),
-    );
-    // The equivalent Conv node over the prepared values.
-    let mut inputs = Vec::new();
-    for (k, d) in [up, wr].into_iter().enumerate() {
-        let name = format!("{h}\u{0}ct{k}");
-        cx.vals.insert(name.clone(), Val::Data(d));
-        inputs.push(name);
-    }
-    if let Some(b) = n.input(2) {
-        inputs.push(b.to_string());
-    }
-    let conv_node = Node {
-        op_type: "Conv".into(),
-        inputs,
-        attrs: vec![
-            ("dilations".into(), Attr::Ints(dil)),
-            ("group".into(), Attr::Int(g as i64)),
-        ],
-        ..n.clone()
-    };
-    conv(cx, &conv_node)
+    Ok(up)
 }
 
 /// The weight of a transposed convolution in `g` groups, `[C_in, O/g, k..]`, as a `Conv`
