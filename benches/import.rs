@@ -8,7 +8,9 @@
 //! runs the same model on the same inputs, timed by `benches/onnxruntime_ref.py` around
 //! `session.run` (which includes its input and output copies). The ratio is onnxruntime time /
 //! tapc time (above 1: tapc is faster). The BERT block runs at batch 1 and 8
-//! (`--input-shape`), the GPT-2 block (fixed input shape) at batch 1. The load average is
+//! (`--input-shape`), the GPT-2 block (fixed input shape) at batch 1, and the trained PP-OCR
+//! direction classifier and text detector (when `tests/import/real.rs` has fetched them) at
+//! batch 1 and 8. The load average is
 //! printed before and after.
 
 #[path = "../tests/common/pyenv.rs"]
@@ -36,7 +38,7 @@ fn models() -> Vec<Model> {
             ("attention_mask".into(), vec![b, 8]),
         ],
     };
-    vec![
+    let mut all = vec![
         bert(1),
         bert(8),
         Model {
@@ -44,7 +46,42 @@ fn models() -> Vec<Model> {
             onnx: root.join("gpt2_block/model.onnx"),
             shapes: vec![],
         },
-    ]
+    ];
+    all.extend(ppocr());
+    all
+}
+
+/// The trained PP-OCR classifier and detector of the `rapidocr-onnxruntime` wheel at batch 1
+/// and 8, at the sizes `tests/import/real.rs` checks; that test fetches them into the target
+/// directory. Without them the bench says so and runs the others.
+fn ppocr() -> Vec<Model> {
+    let dir = pyenv::target_dir().join("rapidocr-onnxruntime-1.4.4");
+    let cases = [
+        (
+            "ppocr_cls",
+            "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+            [48, 192],
+        ),
+        ("ppocr_det", "ch_PP-OCRv4_det_infer.onnx", [64, 128]),
+    ];
+    if !cases.iter().all(|(_, f, _)| dir.join(f).exists()) {
+        println!(
+            "PP-OCR models: NOT MEASURED (not in {}; `cargo test --test import ppocr` fetches them)",
+            dir.display()
+        );
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for (label, file, [h, w]) in cases {
+        for b in [1, 8] {
+            out.push(Model {
+                label: format!("{label} batch {b}"),
+                onnx: dir.join(file),
+                shapes: vec![("x".into(), vec![b, 3, h, w])],
+            });
+        }
+    }
+    out
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
