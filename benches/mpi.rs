@@ -12,10 +12,16 @@
 //! latency and bandwidth by ping-pong). So the calibrated prediction of shared memory and TCP
 //! differ by their measured links; the default machine knows no transport.
 //!
-//! `cargo bench --bench mpi [-- --runs N] [--only SUBSTRING]` (e.g. `--only tcp`; set
+//! `cargo bench --bench mpi [-- --runs N] [--only SUBSTRING]` (e.g. `--only tcp`; `--memory`
+//! prints the memory scaling of [`memory`] instead, `--cluster` the model's predictions for a
+//! cluster ([`cluster`]); set
 //! `TAPC_MPI_PROGRESS_US=0` for runs without the progress thread). Rank 0 reads the inputs
 //! and sends the windows (`--inputs-on-root`), which the cost model is told (`sources=root`).
 
+#[path = "mpi/cluster.rs"]
+mod cluster;
+#[path = "mpi/memory.rs"]
+mod memory;
 #[path = "../tests/common/mpi.rs"]
 mod mpi;
 #[path = "../tests/common/rng.rs"]
@@ -173,6 +179,14 @@ fn main() {
     let runs: usize = flag("--runs").map_or(5, |r| r.parse().expect("--runs N"));
     let only = flag("--only");
     let dir = std::env::temp_dir().join(format!("tapc-mpi-bench-{}", std::process::id()));
+    if args.iter().any(|a| a == "--memory") {
+        memory::main(&dir);
+        return;
+    }
+    if args.iter().any(|a| a == "--cluster") {
+        cluster::main(&dir);
+        return;
+    }
     let teg = prepare(&dir);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(

@@ -7,7 +7,7 @@
 //! rank it is refused before any input is read.
 
 use super::mpi::{files, mpi_and_want, per_rank, scratch};
-use crate::common::mpi::{mpirun, Btl};
+use crate::common::mpi::{heat, matmul, mpirun, Btl};
 use std::path::Path;
 use tapc_runtime::tensor::{Data, Tensor};
 
@@ -16,55 +16,6 @@ const ROWS: &str = "canonicalize,shard{parts=4,dim=i},fuse,canonicalize";
 
 /// Bytes per worker thread the memory check adds (`runtime/src/memory.rs`, `PER_THREAD`).
 const PER_THREAD: u64 = 16 << 20;
-
-/// A 5-point heat stencil over `steps` steps of a `rows`×`cols` grid, sunk as the row sums of
-/// the last grid. Each step keeps the interior, or with `boundary` reads its grid through a
-/// constant `pad` (which the shards' kernels fold: only halo rows move).
-fn heat(rows: usize, cols: usize, steps: usize, boundary: bool) -> String {
-    let mut g = format!(
-        "op @step(x: f32[M, N]) -> (y: f32[M - 2, N - 2]) {{
-  y[i, j] = x[i + 1, j + 1] * 0.5 + (x[i, j + 1] + x[i + 2, j + 1] + x[i + 1, j] + x[i + 1, j + 2]) * 0.125
-}}
-op @rowsum(x: f32[M, N]) -> (y: f32[M]) {{
-  y[i] = sum[j](x[i, j])
-}}
-graph @heat {{
-  %u0 = source @u : f32[{rows}, {cols}]
-"
-    );
-    for s in 1..=steps {
-        let x = if boundary {
-            g.push_str(&format!(
-                "  %p{s} = pad %u{} [1:1, 1:1] constant 0.0\n",
-                s - 1
-            ));
-            format!("%p{s}")
-        } else {
-            format!("%u{}", s - 1)
-        };
-        g.push_str(&format!("  %u{s} = apply @step({x})\n"));
-    }
-    g.push_str(&format!(
-        "  %e = apply @rowsum(%u{steps})\n  sink @e %e\n}}\n"
-    ));
-    g
-}
-
-/// `c = a · b` for `a: f32[m, k]`, `b: f32[k, n]`.
-fn matmul(m: usize, k: usize, n: usize) -> String {
-    format!(
-        "op @matmul(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {{
-  c[i, j] = sum[k](a[i, k] * b[k, j])
-}}
-graph @mm {{
-  %a = source @a : f32[{m}, {k}]
-  %b = source @b : f32[{k}, {n}]
-  %c = apply @matmul(%a, %b)
-  sink @c %c
-}}
-"
-    )
-}
 
 /// Writes `NAME.npy`, an f32 `rows`×`cols` tensor of deterministic values, into `dir`.
 fn write_f32(dir: &Path, name: &str, rows: usize, cols: usize) {
