@@ -328,7 +328,11 @@ fn carry_out(
     front: &[Point],
     cfg: &Config,
 ) -> Result<(Option<Point>, Peaks, bool), Diagnostic> {
-    for pt in ranked(front, cfg.objective) {
+    let exact = p.with_exact_views(&m.graphs[gi]);
+    let doable = (front.iter())
+        .map(|pt| feasible(m, gi, cx, &exact, pt))
+        .collect::<Result<Vec<Point>, Diagnostic>>()?;
+    for pt in ranked(&doable, cfg.objective) {
         let saved = cfg.max_memory.map(|_| m.clone());
         let changed = materialize(m, gi, cx, p, &pt.plan)?;
         let peaks = graph_peaks(m, gi, cx, p)?;
@@ -346,6 +350,47 @@ fn carry_out(
     }
     let peaks = graph_peaks(m, gi, cx, p)?;
     Ok((None, peaks, false))
+}
+
+/// `pt` without the fusions the fuse pass cannot do together (tried on a copy of `m`), its
+/// objectives evaluated again by `p` (which prices inputs read through views exactly). The model checks each fused pair alone; a chain of them can fail
+/// (a stencil fused into a stencil already holding its producer), and then the plan keeps the
+/// pairs that can be done rather than failing the pass. Only plans with a fused group of three
+/// or more applies are tried: the model's per-pair check decides the others.
+fn feasible(
+    m: &mut Module,
+    gi: usize,
+    cx: &mut PassContext,
+    p: &Problem,
+    pt: &Point,
+) -> Result<Point, Diagnostic> {
+    let pairs: Vec<(usize, usize)> = (p.fused_pairs(&pt.plan).into_iter())
+        .map(|(a, c)| (p.applies[a].node, p.applies[c].node))
+        .collect();
+    let consumers: Vec<usize> = pairs.iter().map(|&(_, c)| c).collect();
+    let grouped = |n: usize| consumers.iter().filter(|&&c| c == n).count() > 1;
+    let chained = (pairs.iter()).any(|&(a, c)| consumers.contains(&a) || grouped(c));
+    let evaluated = |plan: Vec<model::Gene>| Point {
+        obj: p.evaluate(&plan),
+        plan,
+    };
+    if !chained {
+        return Ok(evaluated(pt.plan.clone()));
+    }
+    let facts = &cx
+        .facts(m)
+        .map_err(|d| unverified("cost needs a verified graph", d))?[gi];
+    let left = crate::passes::fuse::select::fuse_pairs(&mut m.clone(), gi, facts, &pairs)?;
+    if left.is_empty() {
+        return Ok(evaluated(pt.plan.clone()));
+    }
+    let mut plan = pt.plan.clone();
+    for (producer, _) in left {
+        if let Some(ai) = p.applies.iter().position(|a| a.node == producer) {
+            plan[ai].fused = false;
+        }
+    }
+    Ok(evaluated(plan))
 }
 
 /// [`peak::node_peaks`] of graph `gi` of `m` as it is now.

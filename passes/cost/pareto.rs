@@ -255,6 +255,17 @@ fn mutate_gene(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng)
     }
 }
 
+/// The data-parallel plans ([`Problem::aligned`]) over 2, 4, 8, … nodes and over all of them,
+/// up to the most parts a plan may use: starting points the search refines.
+fn aligned_seeds(p: &Problem) -> Vec<Plan> {
+    let most = p.machine.len().min(p.max_parts);
+    let counts = (1..).map(|e| 1usize << e).take_while(|&k| k < most);
+    (counts.chain((most >= 2).then_some(most)))
+        .map(|k| p.aligned(k))
+        .filter(|plan| p.valid(plan))
+        .collect()
+}
+
 /// One thread's search over `evals` evaluations, until `deadline` if there is one.
 fn run_stream(
     p: &Problem,
@@ -294,6 +305,18 @@ fn run_stream(
     });
     ring.push(start);
     stats.evals = 1;
+    for plan in aligned_seeds(p) {
+        if stats.evals >= evals {
+            break;
+        }
+        let obj = cost(&plan);
+        stats.evals += 1;
+        front.insert(Point {
+            obj,
+            plan: plan.clone(),
+        });
+        ring.push(plan);
+    }
     while stats.evals < evals {
         if stats.evals % 64 == 0 {
             if let Some(b) = bar {

@@ -6,6 +6,7 @@ mod common;
 
 mod canonicalize;
 mod cost;
+mod cost_chains;
 mod cost_cli;
 mod cost_model;
 mod fuse;

@@ -106,6 +106,7 @@ impl<'a> Walk<'a> {
     /// How an apply or sink sees value `v`.
     fn input(&self, v: ValueId) -> Input {
         Input {
+            value: v,
             roots: self.roots[v.index()].0.clone(),
             exact: self.roots[v.index()].1,
             elem: self.elem(v),
@@ -378,6 +379,7 @@ impl<'a> Walk<'a> {
             consumers,
             sink_readers,
             fused_from: vec![],
+            views: None,
         };
         p.index_fusion();
         p

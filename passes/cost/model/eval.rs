@@ -21,7 +21,7 @@ impl Problem {
 
     /// The pieces of apply `j`'s output `o` under gene `g`: (piece number, box, node). A
     /// reduction-sharded apply has one piece, the combined result on the sink node.
-    fn pieces<'a>(
+    pub(super) fn pieces<'a>(
         &'a self,
         j: usize,
         o: usize,
@@ -45,7 +45,7 @@ impl Problem {
     }
 
     /// The pieces of source `si`: (box, node) of each; none for a shared source.
-    fn source_pieces(&self, si: usize) -> &[(Box1, usize)] {
+    pub(super) fn source_pieces(&self, si: usize) -> &[(Box1, usize)] {
         &self.sources[si].pieces
     }
 
@@ -66,6 +66,9 @@ impl Problem {
         }
         if inp.exact && inp.roots.len() == 1 {
             return self.fetch_exact(plan, inp, bx, n, deps, sent);
+        }
+        if let Some(priced) = self.fetch_through_views(plan, inp, bx, n, deps) {
+            return priced;
         }
         // Through views: the remote fraction of everything the views read; the data arrives
         // after the latest piece is done.
@@ -404,7 +407,7 @@ impl Problem {
 /// What the start of a shard (or a combine, or the sink collection) waits for: piece `piece`
 /// of apply `apply` (none for data that is ready at time 0), plus `delay` seconds of transfer.
 #[derive(Clone, Copy, Debug)]
-struct Dep {
+pub(super) struct Dep {
     apply: u32,
     piece: u32,
     delay: f64,
@@ -412,14 +415,14 @@ struct Dep {
 
 impl Dep {
     const NONE: u32 = u32::MAX;
-    fn piece(apply: usize, piece: usize, delay: f64) -> Dep {
+    pub(super) fn piece(apply: usize, piece: usize, delay: f64) -> Dep {
         Dep {
             apply: apply as u32,
             piece: piece as u32,
             delay,
         }
     }
-    fn source(delay: f64) -> Dep {
+    pub(super) fn source(delay: f64) -> Dep {
         Dep {
             apply: Dep::NONE,
             piece: 0,

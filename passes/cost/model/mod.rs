@@ -32,6 +32,7 @@
 mod build;
 mod eval;
 mod layout;
+mod views;
 
 pub use eval::Evaluator;
 pub use layout::marginal_table;
@@ -113,6 +114,8 @@ pub enum Root {
 
 #[derive(Clone, Debug)]
 struct Input {
+    /// The value read.
+    value: crate::ir::graph::ValueId,
     roots: Vec<Root>,
     /// Read directly (not through views): footprints intersect the producer's pieces exactly.
     exact: bool,
@@ -203,6 +206,9 @@ pub struct Problem {
     sink_readers: Vec<Vec<usize>>,
     /// Per apply: the applies that may fuse into it.
     fused_from: Vec<Vec<usize>>,
+    /// Inputs read through views priced exactly ([`Problem::with_exact_views`]); `None` in
+    /// the search.
+    views: Option<std::sync::Arc<views::Views>>,
 }
 
 impl Problem {
@@ -281,6 +287,24 @@ impl Problem {
             .iter()
             .map(|a| Gene::whole(if a.fixed { a.pinned_node } else { 0 }))
             .collect()
+    }
+
+    /// Every apply that can be split along its first parallel variable split into `parts` (or as
+    /// many as that variable allows) on nodes `0, 1, …`, the rest as [`Problem::unsharded`]: the
+    /// data-parallel plan. Consecutive applies split alike line up, so a single mutation, which
+    /// splits one apply and moves its neighbours' data, rarely reaches such a plan by itself.
+    pub fn aligned(&self, parts: usize) -> Plan {
+        let mut plan = self.unsharded();
+        for (g, a) in plan.iter_mut().zip(&self.applies) {
+            let Some(&v) = a.dims.first().filter(|&&v| v < a.parallel) else {
+                continue;
+            };
+            let k = parts.min(a.max_parts(v, self.max_parts));
+            if k >= 2 {
+                *g = Gene::split(v, &(0..k as u8).collect::<Vec<_>>());
+            }
+        }
+        plan
     }
 
     /// Whether `plan` is in the search space.

@@ -1,0 +1,159 @@
+//! Inputs read through views, priced exactly: the elements of each root that a shard's box of a
+//! view reads (the alias analysis maps the box back through the views,
+//! [`AliasInfo::footprint_of_box`]), intersected with the root's pieces under the plan. The
+//! search prices such an input as the remote fraction of all its roots' pieces, which is fast
+//! but wrong when a view takes some pieces whole and others not at all (the `q`, `k` and `v`
+//! column slices of a column-split `%qkv`); the pass prices the frontier exactly before it
+//! chooses, so the chosen plan's bytes are the bytes the runtime moves.
+
+use super::eval::Dep;
+use super::*;
+use crate::ir::graph::{Graph, NodeKind, ValueId};
+use crate::passes::alias::analysis::{analyze, box_region, AliasInfo};
+use crate::passes::alias::Regions;
+use std::sync::{Arc, Mutex};
+
+/// The root elements one box of a value reads: per root, its regions (`None`: the analysis
+/// could not tell, so the approximation stands).
+type Reads = Option<Vec<(Root, Regions)>>;
+
+/// What [`Problem::fetch`] needs to price inputs read through views exactly.
+pub(super) struct Views {
+    alias: AliasInfo,
+    /// The model's root of each root value of the graph (generators are free: absent).
+    roots: HashMap<ValueId, Root>,
+    /// Footprints by (value, box), and element counts by (value, box, root, piece box).
+    reads: Mutex<HashMap<(ValueId, Box1), Reads>>,
+    counts: Mutex<HashMap<(ValueId, Box1, usize, Box1), f64>>,
+}
+
+impl std::fmt::Debug for Views {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Views({} roots)", self.roots.len())
+    }
+}
+
+/// Sources and applies (and scatters) enter the model in node order, so the k-th of each kind
+/// is source `k` and apply `k`.
+fn model_roots(g: &Graph, p: &Problem) -> HashMap<ValueId, Root> {
+    let mut roots = HashMap::new();
+    let (mut sources, mut applies) = (0, 0);
+    for (ni, node) in g.nodes.iter().enumerate() {
+        match &node.kind {
+            NodeKind::Source { .. } => {
+                roots.insert(node.results[0], Root::Source { index: sources });
+                sources += 1;
+            }
+            NodeKind::Apply(_) | NodeKind::Scatter(_) => {
+                debug_assert_eq!(p.applies.get(applies).map(|a| a.node), Some(ni));
+                for (output, &r) in node.results.iter().enumerate() {
+                    let apply = applies;
+                    roots.insert(r, Root::Apply { apply, output });
+                }
+                applies += 1;
+            }
+            _ => {}
+        }
+    }
+    roots
+}
+
+impl Problem {
+    /// This problem pricing inputs read through views exactly (graph `g` is the one it was
+    /// built from); itself when the alias analysis of `g` fails.
+    pub fn with_exact_views(&self, g: &Graph) -> Problem {
+        let Ok(alias) = analyze(g) else {
+            return self.clone();
+        };
+        let views = Views {
+            alias,
+            roots: model_roots(g, self),
+            reads: Mutex::default(),
+            counts: Mutex::default(),
+        };
+        Problem {
+            views: Some(Arc::new(views)),
+            ..self.clone()
+        }
+    }
+
+    /// The root elements box `bx` of input `inp` reads, by root.
+    fn view_reads(&self, views: &Views, inp: &Input, bx: &[(i64, i64)]) -> Reads {
+        let key = (inp.value, bx.to_vec());
+        if let Some(r) = views.reads.lock().unwrap().get(&key) {
+            return r.clone();
+        }
+        let fp = views.alias.footprint_of_box(inp.value, bx).ok();
+        let reads = fp.and_then(|fp| {
+            (fp.into_iter())
+                .filter_map(|(v, r)| views.roots.get(&v).map(|root| Some((root.clone(), r))))
+                .collect::<Option<Vec<_>>>()
+        });
+        views.reads.lock().unwrap().insert(key, reads.clone());
+        reads
+    }
+
+    /// Elements of `regions` (over the root's `shape`) inside piece `pb`.
+    fn count_in(views: &Views, key: (ValueId, Box1, usize), regions: &Regions, pb: &Box1) -> f64 {
+        let k = (key.0, key.1, key.2, pb.clone());
+        if let Some(&c) = views.counts.lock().unwrap().get(&k) {
+            return c;
+        }
+        let c = box_region(regions.shape(), pb)
+            .and_then(|b| Regions::from_region(b).intersect(regions))
+            .map_or(0.0, |r| r.count() as f64);
+        views.counts.lock().unwrap().insert(k, c);
+        c
+    }
+
+    /// [`Problem::fetch`] of an input read through views, exactly: `None` when there is no
+    /// exact pricing (the search) or the analysis cannot map the box.
+    pub(super) fn fetch_through_views(
+        &self,
+        plan: &[Gene],
+        inp: &Input,
+        bx: &[(i64, i64)],
+        n: usize,
+        deps: &mut Vec<Dep>,
+    ) -> Option<(f64, f64)> {
+        let views = self.views.as_deref()?;
+        let reads = self.view_reads(views, inp, bx)?;
+        let (mut moved, mut shared) = (0.0f64, 0.0f64);
+        for (k, (root, regions)) in reads.iter().enumerate() {
+            let key = (inp.value, bx.to_vec(), k);
+            let mut piece = |pb: &Box1, from: usize| -> (f64, f64) {
+                let b = Self::count_in(views, key.clone(), regions, pb) * inp.elem;
+                let t = if from != n && b > 0.0 {
+                    moved += b;
+                    self.machine.transfer(from, n, b)
+                } else {
+                    0.0
+                };
+                (b, t)
+            };
+            match root {
+                Root::Source { index } if self.sources[*index].place == Placement::Shared => {
+                    shared += regions.count() as f64 * inp.elem;
+                }
+                Root::Source { index } => {
+                    for (pb, pn) in self.source_pieces(*index) {
+                        let (b, t) = piece(pb, *pn);
+                        if b > 0.0 && *pn != n {
+                            deps.push(Dep::source(t));
+                        }
+                    }
+                }
+                Root::Apply { apply, output } => {
+                    for (p, pb, pn) in self.pieces(*apply, *output, &plan[*apply]) {
+                        let (b, t) = piece(pb, pn);
+                        if b > 0.0 {
+                            deps.push(Dep::piece(*apply, p, t));
+                        }
+                    }
+                }
+                Root::Free => {}
+            }
+        }
+        Some((moved, moved + shared))
+    }
+}
