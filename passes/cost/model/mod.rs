@@ -32,6 +32,7 @@
 mod build;
 mod eval;
 mod layout;
+mod state;
 
 pub use eval::Evaluator;
 pub use layout::marginal_table;
@@ -203,6 +204,8 @@ pub struct Problem {
     sink_readers: Vec<Vec<usize>>,
     /// Per apply: the applies that may fuse into it.
     fused_from: Vec<Vec<usize>>,
+    /// Who reads and who updates each state (`state.rs`).
+    states: state::States,
 }
 
 impl Problem {
