@@ -7,7 +7,9 @@
 //!   as the single-process program of the same plan, the losses numpy computes
 //!   (`tests/data/train/expected_sgd_loss.npy`) within the f64 contract, and the bytes moved
 //!   per step (the gradient sent to the update's replica on rank 1, the residual's half sent
-//!   to rank 0) the cost model's prediction for the plan.
+//!   to rank 0) the cost model's prediction for the plan. The same for `examples/train_mlp.teg`
+//!   (`grad` and AdamW: weights, moments and the step count as state) for 20 steps over shared
+//!   memory (270,880 B per step).
 //! - Data-parallel training of a linear regression (a test graph with its gradients written
 //!   out: `grad` emits ops of concrete shapes, which `shard{dim=i}` cannot split along the
 //!   batch), the batch sharded `shard{parts=2,dim=i,nodes=2}` over 2 ranks for 20 steps: the
@@ -65,40 +67,69 @@ fn single(prog: &Path, args: &[String]) -> Vec<String> {
     csv(&o.stdout)
 }
 
+/// Runs `steps` steps of graph `graph` of `file` after `passes` on `data`, logged every `k`,
+/// as one process and on 2 ranks over each of `btls`: the same log lines and files, bit for
+/// bit, and the bytes moved per step the cost model's prediction. Returns the log lines.
+fn matches_single_process(
+    name: &str,
+    (file, graph, passes, data): (&Path, &str, &str, &Path),
+    (steps, k): (u64, u64),
+    btls: &[Btl],
+) -> Vec<String> {
+    let dir = scratch(&format!("train-{name}"));
+    let (prog, one) = (dir.join(name), dir.join(format!("{name}1")));
+    compile(file, graph, passes, &prog, true);
+    compile(file, graph, passes, &one, false);
+    let (steps, k) = (steps.to_string(), k.to_string());
+    let flags = ["--steps", &steps, "--log-every", &k];
+    let want_dir = dir.join("want");
+    let want = single(&one, &args(data, &want_dir, &flags));
+    for &btl in btls {
+        let out = dir.join(format!("out-{btl:?}"));
+        let run = args(data, &out, &[&flags[..], &["--time"]].concat());
+        let o = mpirun(2, btl, &prog, &run);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{name}, {btl:?}: {err}");
+        assert_eq!(csv(&o.stdout), want, "{name}, {btl:?}: the log lines");
+        assert_eq!(
+            files(&out),
+            files(&want_dir),
+            "{name}, {btl:?}: the outputs"
+        );
+        let per_step = per_step_bytes(&err);
+        assert_eq!(
+            per_step * steps.parse::<u64>().unwrap(),
+            measured_bytes(&err)
+        );
+        let model = predicted(file, passes);
+        assert_eq!(
+            per_step, model,
+            "{name}, {btl:?}: the model's bytes per step"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    want
+}
+
 #[test]
 fn state_stays_on_its_ranks_over_steps_and_the_log_is_the_single_process_one() {
-    let file = root().join("examples/sgd_momentum.teg");
-    let dir = scratch("train-sgd");
-    let passes = "canonicalize,shard{parts=2,nodes=2}";
-    let (prog, one) = (dir.join("sgd"), dir.join("sgd1"));
-    compile(&file, "train", passes, &prog, true);
-    compile(&file, "train", passes, &one, false);
     let data = root().join("tests/data/train");
-    let flags = ["--steps", "50", "--log-every", "1"];
-    let want_dir = dir.join("want");
-    let want = single(&one, &args(&data, &want_dir, &flags));
+    let file = root().join("examples/sgd_momentum.teg");
+    let passes = "canonicalize,shard{parts=2,nodes=2}";
+    let sgd = (file.as_path(), "train", passes, data.as_path());
+    let btls = [Btl::SharedMemory, Btl::Tcp];
+    let want = matches_single_process("sgd", sgd, (50, 1), &btls);
     assert_eq!(want.len(), 50, "one loss per step: {want:?}");
     let numpy = tapc_runtime::npy::read(&data.join("expected_sgd_loss.npy")).unwrap();
     let got = Tensor::new(vec![50], Data::F64(losses(&want))).unwrap();
     assert_eq!(common::tolerance::first_mismatch(&numpy, &got), None);
-    for btl in [Btl::SharedMemory, Btl::Tcp] {
-        let out = dir.join(format!("out-{btl:?}"));
-        let o = mpirun(
-            2,
-            btl,
-            &prog,
-            &args(&data, &out, &[&flags[..], &["--time"]].concat()),
-        );
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{btl:?}: {err}");
-        assert_eq!(csv(&o.stdout), want, "{btl:?}: the log lines");
-        assert_eq!(files(&out), files(&want_dir), "{btl:?}: the outputs");
-        let per_step = per_step_bytes(&err);
-        assert_eq!(per_step * 50, measured_bytes(&err), "{err}");
-        let model = predicted(&file, passes);
-        assert_eq!(per_step, model, "{btl:?}: the model's bytes per step");
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    // The MLP of `grad` and AdamW: weights, both moments and the step count as state.
+    let file = root().join("examples/train_mlp.teg");
+    let data = data.join("mlp/f32");
+    let passes = "canonicalize,shard{parts=2,nodes=2},canonicalize";
+    let mlp = (file.as_path(), "train_mlp", passes, data.as_path());
+    let want = matches_single_process("mlp", mlp, (20, 5), &btls[..1]);
+    assert_eq!(want.len(), 4, "{want:?}");
 }
 
 /// The `bytes moved per step: N (S steps)` of a `--time` report.
