@@ -21,6 +21,7 @@
 //!   and the losses of every step equal the single-process program's
 //!   of the same plan bit for bit (two partials add the same in either order) and the unsharded
 //!   program's within the f32 contract (the batch sum is split in two).
+//! - The same on 1 rank, on 3 (one idle) and with `--gather-sinks`.
 //! - With `--inputs-on-root`, a run of several steps of a graph with state is refused before
 //!   anything is read, with one message, and writes nothing.
 
@@ -130,6 +131,42 @@ fn state_stays_on_its_ranks_over_steps_and_the_log_is_the_single_process_one() {
     let mlp = (file.as_path(), "train_mlp", passes, data.as_path());
     let want = matches_single_process("mlp", mlp, (20, 5), &btls[..1]);
     assert_eq!(want.len(), 4, "{want:?}");
+}
+
+/// The same run of `examples/sgd_momentum.teg` (7 steps, logged every 2) on 1 rank (both
+/// nodes and their replicas on one rank), on 3 (one idle) and on 2 with `--gather-sinks`: the
+/// single process's log lines and files.
+#[test]
+fn steps_run_on_1_and_3_ranks_and_with_gathered_sinks() {
+    let data = root().join("tests/data/train");
+    let file = root().join("examples/sgd_momentum.teg");
+    let dir = scratch("train-ranks");
+    let passes = "canonicalize,shard{parts=2,nodes=2}";
+    let (prog, one) = (dir.join("sgd"), dir.join("sgd1"));
+    compile(&file, "train", passes, &prog, true);
+    compile(&file, "train", passes, &one, false);
+    let flags = ["--steps", "7", "--log-every", "2"];
+    let want_dir = dir.join("want");
+    let want = single(&one, &args(&data, &want_dir, &flags));
+    assert_eq!(want.len(), 3, "{want:?}");
+    for (np, extra) in [(1, &[][..]), (3, &[]), (2, &["--gather-sinks"])] {
+        let out = dir.join(format!("out-{np}-{}", extra.len()));
+        let o = mpirun(
+            np,
+            Btl::SharedMemory,
+            &prog,
+            &args(&data, &out, &[&flags[..], extra].concat()),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{np} ranks {extra:?}: {err}");
+        assert_eq!(csv(&o.stdout), want, "{np} ranks {extra:?}: the log lines");
+        assert_eq!(
+            files(&out),
+            files(&want_dir),
+            "{np} ranks {extra:?}: the outputs"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The `bytes moved per step: N (S steps)` of a `--time` report.
