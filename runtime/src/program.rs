@@ -22,7 +22,7 @@ use crate::memory;
 use crate::output::{self, Npy, Outputs};
 use crate::paths::{shown, Origin};
 use crate::plan::Plan;
-use crate::steps::{log_step, Steps};
+use crate::steps::log_step;
 use crate::tensor::{type_string, Tensor};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -120,9 +120,6 @@ fn steps(job: &Job, mode: &mut impl Mode) -> Result<Outcome, String> {
     let files = (job.args.inputs.files(&job.plan.graph, &sources))
         .map_err(cli::Unbound::program_message)?;
     job.plan.validate(job.kernels.len())?;
-    if job.args.steps != Steps::default() && !job.plan.dist.nodes.is_empty() {
-        return Err("`--steps` and `--log-every` are not supported by distributed (`--mpi`) programs yet: run one step per launch, or compile the graph without `--mpi`".into());
-    }
     mode.prepare(job)?;
     // Planned before anything is read or allocated: a run that cannot fit is one message.
     let peak = mode.footprint(job);

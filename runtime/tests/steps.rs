@@ -1,7 +1,7 @@
 //! Steps of a compiled program (`--steps N`, `--log-every K`; docs/teg.md §8) on a hand-built
 //! plan whose kernel is a Rust function: state `@x` doubled each step (`update @x`), a scalar
-//! sink logged; a distributed plan refuses `--steps`; a plan's state section round-trips and is
-//! validated; and the step helpers every front end shares.
+//! sink logged; a distributed plan run in one process runs its steps; a plan's state section
+//! round-trips and is validated; and the step helpers every front end shares.
 
 mod common;
 use common::{double, source_then_scratch, whole};
@@ -122,18 +122,14 @@ fn one_step_is_the_default_and_logs_only_multiples_of_k() {
 }
 
 #[test]
-fn a_distributed_plan_refuses_steps_before_reading_inputs() {
+fn a_distributed_plan_in_one_process_runs_its_steps() {
+    // Before, a plan with a distributed section refused `--steps` (issue 19 lifted it: a rank
+    // keeps its state between steps, `tests/runtime/mpi_train.rs`); run whole, it doubles twice.
     let mut p = plan();
     p.dist.nodes = vec![0];
     let (o, dir) = run(&p, &["--steps", "2"]);
-    assert_eq!(o.code, 1, "{}", o.stdout);
-    assert!(
-        o.stderr
-            .contains("not supported by distributed (`--mpi`) programs"),
-        "{}",
-        o.stderr
-    );
-    assert!(!dir.path().join("out").exists());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(f32s(&dir.path().join("out/x.npy")), [4.0, 8.0, 12.0, 16.0]);
 }
 
 #[test]

@@ -21,11 +21,12 @@
 //! the collective delivers it (a reduce to the one reader's node, an allreduce when several
 //! nodes read it).
 
+use super::replicate::task_nodes;
 use super::schedule::{KernelSpec, Region, Schedule};
 use crate::ir::instance::{CExpr, CKind, CStmt, Src, Target};
 use crate::ir::kernel::{BinOp, Func};
 use crate::ir::DType;
-use tapc_runtime::mpi::dist::{intersect, region_runs, Leaf, ReduceOp, Reduction, Runs};
+use tapc_runtime::mpi::dist::{intersect, region_runs, Leaf, ReduceOp, Reduction, Replica, Runs};
 
 /// The monoid of a combine kernel (see the module docs), or `None`.
 fn combine_op(k: &KernelSpec) -> Option<ReduceOp> {
@@ -70,7 +71,12 @@ fn same_region(a: &Region, b: &Region) -> bool {
 
 /// Each read of task `t`'s one output by a task or a sink (`None`): the reader, its node
 /// (node 0 for a sink) and the runs it reads of that output.
-fn readers(s: &Schedule, nodes: &[u32], t: usize) -> Vec<(Option<usize>, u32, Runs)> {
+fn readers(
+    s: &Schedule,
+    nodes: &[u32],
+    updates: &[Replica],
+    t: usize,
+) -> Vec<(Option<usize>, u32, Runs)> {
     let Some(w) = s.access[t].writes.first() else {
         return vec![];
     };
@@ -82,10 +88,9 @@ fn readers(s: &Schedule, nodes: &[u32], t: usize) -> Vec<(Option<usize>, u32, Ru
     let tasks = (s.access.iter().enumerate())
         .filter(|(i, _)| *i != t)
         .flat_map(|(i, a)| {
-            a.reads
-                .iter()
-                .filter_map(read)
-                .map(move |x| (Some(i), nodes[i], x))
+            let on = task_nodes(nodes, updates, i);
+            let reads = a.reads.iter().filter_map(read);
+            reads.flat_map(move |x| on.clone().into_iter().map(move |n| (Some(i), n, x.clone())))
         });
     let sinks = s.sink_reads.iter().filter_map(read).map(|x| (None, 0, x));
     tasks.chain(sinks).collect()
@@ -96,8 +101,9 @@ fn writer(s: &Schedule, r: &Region) -> Option<usize> {
     (s.access.iter()).position(|a| a.writes.len() == 1 && same_region(&a.writes[0], r))
 }
 
-/// The reduction groups of `s` whose tasks run on `nodes`.
-pub fn reductions(s: &Schedule, nodes: &[u32]) -> Vec<Reduction> {
+/// The reduction groups of `s` whose tasks run on `nodes` (and the state updates' replicas
+/// `updates`, `replicate.rs`, which read on their own nodes).
+pub fn reductions(s: &Schedule, nodes: &[u32], updates: &[Replica]) -> Vec<Reduction> {
     let kernel = |t: usize| &s.kernels[s.plan.tasks[t].kernel as usize];
     // Only the shard pass's own combines: a user's `a + b` on two nodes stays an add (an
     // MPI reduction would reassociate a user's chain, and the cost model plans it as an add).
@@ -106,7 +112,7 @@ pub fn reductions(s: &Schedule, nodes: &[u32]) -> Vec<Reduction> {
         .map(|t| combine_op(kernel(t)).filter(|_| shard_made(t)))
         .collect();
     // A combine read only by one combine of its monoid is an inner one of that tree.
-    let inner = |t: usize| match readers(s, nodes, t)[..] {
+    let inner = |t: usize| match readers(s, nodes, updates, t)[..] {
         [(Some(c), ..)] => ops[c].is_some() && ops[c] == ops[t],
         _ => false,
     };
@@ -115,7 +121,7 @@ pub fn reductions(s: &Schedule, nodes: &[u32]) -> Vec<Reduction> {
         if ops[t].is_none() || inner(t) {
             continue;
         }
-        if let Some(g) = group(s, nodes, t, &ops, &inner) {
+        if let Some(g) = group(s, (nodes, updates), t, &ops, &inner) {
             out.push(g);
         }
     }
@@ -125,7 +131,7 @@ pub fn reductions(s: &Schedule, nodes: &[u32]) -> Vec<Reduction> {
 /// The group whose last combine is `last`, if it qualifies (see the module docs).
 fn group(
     s: &Schedule,
-    nodes: &[u32],
+    (nodes, updates): (&[u32], &[Replica]),
     last: usize,
     ops: &[Option<ReduceOp>],
     inner: &dyn Fn(usize) -> bool,
@@ -155,7 +161,7 @@ fn group(
     }
     let leaf_nodes = sorted(leaves.iter().map(|l| nodes[l.task as usize]));
     let runs = region_runs(out.offset, &out.shape, &out.strides);
-    let targets = targets(s, nodes, last, &runs, &leaf_nodes)?;
+    let targets = targets(s, (nodes, updates), last, &runs, &leaf_nodes)?;
     if leaf_nodes.len() < 2 {
         return None;
     }
@@ -180,12 +186,12 @@ fn group(
 /// node holds no partial.
 fn targets(
     s: &Schedule,
-    nodes: &[u32],
+    (nodes, updates): (&[u32], &[Replica]),
     last: usize,
     runs: &[(i64, i64)],
     leaf_nodes: &[u32],
 ) -> Option<Vec<u32>> {
-    let readers = readers(s, nodes, last);
+    let readers = readers(s, nodes, updates, last);
     let reader_nodes = sorted(readers.iter().map(|r| r.1));
     let whole = readers.iter().all(|r| r.2 == runs);
     let one = match reader_nodes[..] {

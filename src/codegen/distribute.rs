@@ -13,10 +13,14 @@
 //! node's tasks read of each source is its input window: what its rank reads from the file.
 //! A split reduction whose partials combine through a collective (`collective.rs`) has no
 //! transfer into its combines nor of its result to the nodes that read it.
+//! The tasks that write a state's update also run on every node that reads the state
+//! (`replicate.rs`): such a replica reads its inputs on its node like any task, and its node
+//! never receives what it writes.
 
+use super::replicate;
 use super::schedule::{KernelSpec, Region, Schedule};
 use tapc_runtime::mpi::dist::{
-    intersect, normalize, region_runs, Dist, Replica, Runs, Transfer, Window,
+    intersect, normalize, region_runs, subtract, Dist, Replica, Runs, Transfer, Window,
 };
 use tapc_runtime::plan::Init;
 
@@ -44,8 +48,18 @@ pub fn plan(s: &Schedule) -> Dist {
         }
     }
     let nodes: Vec<u32> = nodes.into_iter().map(|x| x.unwrap_or(0)).collect();
-    let replicas = replicas(s, &nodes, &dependents);
-    let reductions = super::collective::reductions(s, &nodes);
+    let updates = replicate::update_replicas(s, &nodes);
+    let on = |i: usize| replicate::task_nodes(&nodes, &updates, i);
+    let mut replicas = replicas(s, &nodes, &dependents, &updates);
+    let reductions = super::collective::reductions(s, &nodes, &updates);
+    // (buffer, node, runs): what an update's replica writes there, which that node never
+    // receives.
+    let replica_writes: Vec<(u32, u32, Runs)> = (updates.iter())
+        .flat_map(|p| {
+            let writes = &s.access[p.task as usize].writes;
+            writes.iter().map(|w| (w.buffer, p.node, runs_of(w)))
+        })
+        .collect();
     // A group's combines read nothing remote, and its result reaches its targets by the
     // collective: (the last combine, a target node).
     let combined: Vec<u32> = reductions.iter().flat_map(|g| g.combines.clone()).collect();
@@ -73,7 +87,10 @@ pub fn plan(s: &Schedule) -> Dist {
         if generated.contains(&(r.buffer, to)) {
             return;
         }
-        let wanted = runs_of(r);
+        let mut wanted = runs_of(r);
+        for (_, _, runs) in (replica_writes.iter()).filter(|w| (w.0, w.1) == (r.buffer, to)) {
+            wanted = subtract(&wanted, runs);
+        }
         for (w, from, wruns) in &writers[r.buffer as usize] {
             if *from == to || w.is_some_and(|w| delivered.contains(&(w, to))) {
                 continue;
@@ -99,8 +116,11 @@ pub fn plan(s: &Schedule) -> Dist {
         } else {
             &a.reads[..]
         };
-        for r in reads {
-            fetch(r, nodes[i], Some(i as u32), &writers, &generated);
+        for (r, n) in reads
+            .iter()
+            .flat_map(|r| on(i).into_iter().map(move |n| (r, n)))
+        {
+            fetch(r, n, Some(i as u32), &writers, &generated);
         }
         for w in &a.writes {
             writers[w.buffer as usize].push((Some(i as u32), nodes[i], runs_of(w)));
@@ -111,10 +131,16 @@ pub fn plan(s: &Schedule) -> Dist {
     for r in &s.sink_reads {
         fetch(r, 0, None, &writers, &generated);
     }
-    let reads =
-        (s.access.iter().zip(&nodes)).flat_map(|(a, &n)| a.reads.iter().map(move |r| (n, r)));
-    let windows = windows(s, reads.chain(s.sink_reads.iter().map(|r| (0, r))));
+    let reads = (s.access.iter().enumerate()).flat_map(|(i, a)| {
+        on(i)
+            .into_iter()
+            .flat_map(move |n| a.reads.iter().map(move |r| (n, r)))
+    });
+    let state_reads = replicate::state_reads(s, &nodes, &updates);
+    let sinks = s.sink_reads.iter().map(|r| (0, r));
+    let windows = windows(s, reads.chain(sinks).chain(state_reads));
     let broadcasts = broadcasts(&transfers);
+    replicas.extend(updates);
     Dist {
         nodes,
         transfers,
@@ -128,7 +154,12 @@ pub fn plan(s: &Schedule) -> Dist {
 /// Every node that reads a generator task's output (node 0 when a sink reads it), with the
 /// rows it reads (the hull of its reads along the first dimension; all rows unless the output
 /// is a row-major value the task computes whole): each computes those rows itself.
-fn replicas(s: &Schedule, nodes: &[u32], dependents: &[Vec<usize>]) -> Vec<Replica> {
+fn replicas(
+    s: &Schedule,
+    nodes: &[u32],
+    dependents: &[Vec<usize>],
+    updates: &[Replica],
+) -> Vec<Replica> {
     let mut out = Vec::new();
     for (i, t) in s.plan.tasks.iter().enumerate() {
         let generator = matches!(s.kernels[t.kernel as usize], KernelSpec::Generate { .. });
@@ -139,7 +170,10 @@ fn replicas(s: &Schedule, nodes: &[u32], dependents: &[Vec<usize>]) -> Vec<Repli
         let per_row: Option<i64> =
             row_major(w, t.args.len(), rows).then(|| w.shape[1..].iter().product());
         let reads = (dependents[i].iter())
-            .flat_map(|&d| s.access[d].reads.iter().map(move |r| (nodes[d], r)))
+            .flat_map(|&d| {
+                let on = replicate::task_nodes(nodes, updates, d);
+                (on.into_iter()).flat_map(move |n| s.access[d].reads.iter().map(move |r| (n, r)))
+            })
             .chain(s.sink_reads.iter().map(|r| (0, r)))
             .filter(|(_, r)| r.buffer == w.buffer);
         let at = out.len();

@@ -23,6 +23,7 @@ pub mod loops;
 pub mod math;
 pub mod ops;
 pub mod ptr;
+pub mod replicate;
 pub mod scatter;
 pub mod schedule;
 pub mod storage;

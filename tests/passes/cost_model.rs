@@ -2,7 +2,8 @@
 //! stencil cost their bytes over the memory bandwidth, a matmul its flops over the node's rate
 //! for its class; copies of materialized views are charged; sources declared split or shared
 //! and distributed sinks move what they should; the per-node peak counts windows, and
-//! `max_memory` rejects plans over it (the issue's 2048×8192×2048 matmul on 4 nodes).
+//! `max_memory` rejects plans over it (the issue's 2048×8192×2048 matmul on 4 nodes); a state's
+//! update is charged on every node that reads the state.
 
 use crate::common;
 use tapc::passes::cost::machine::{Class, Machine, LOCAL_FLOPS, LOCAL_MEM_BANDWIDTH};
@@ -426,4 +427,55 @@ graph @g {
         t.is_finite() && close(t, bytes / LOCAL_MEM_BANDWIDTH),
         "{t}"
     );
+}
+
+/// A state's update runs on every node that reads the state (`codegen::replicate`, so each MPI
+/// rank keeps its state between steps), and the model charges it there: `%y` split by rows
+/// over 2 nodes reads `%w` on both, so the update `%w2` (whole on node 0) also runs on node 1
+/// and fetches `%d` (1,024 B) from node 0, besides the rows of `%y` gathered there (16 B).
+/// Before, the model charged the 16 B alone. Without state nothing is replicated.
+#[test]
+fn a_state_update_is_charged_on_every_node_that_reads_the_state() {
+    let graph = |state: bool| {
+        let w = if state {
+            "%w = state @w : f32[256]"
+        } else {
+            "%w = source @w : f32[256]"
+        };
+        let update = if state {
+            "update @w %w2"
+        } else {
+            "sink @w2 %w2"
+        };
+        format!(
+            "op @dot(x: f32[B, N], w: f32[N]) -> (y: f32[B]) {{
+  y[b] = sum[n](x[b, n] * w[n])
+}}
+op @neg(g: f32[N]) -> (y: f32[N]) {{
+  y[i] = -g[i]
+}}
+op @step(w: f32[N], d: f32[N]) -> (y: f32[N]) {{
+  y[i] = w[i] + d[i]
+}}
+graph @g {{
+  %x = source @x : f32[8, 256]
+  %g = source @g : f32[256]
+  {w}
+  %y = apply @dot(%x, %w)
+  %d = apply @neg(%g)
+  %w2 = apply @step(%w, %d)
+  {update}
+  sink @y %y
+}}
+"
+        )
+    };
+    let plan = [Gene::split(0, &[0, 1]), Gene::whole(0), Gene::whole(0)];
+    let mut moved = Vec::new();
+    for state in [true, false] {
+        let p = problem(&graph(state), &[("nodes", "2")]);
+        assert!(p.valid(&plan));
+        moved.push(p.evaluate(&plan)[2]);
+    }
+    assert_eq!(moved, [16.0 + 1024.0, 16.0]);
 }

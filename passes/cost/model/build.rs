@@ -27,11 +27,25 @@ impl Problem {
         let mut w = Walk::new(g, facts, machine, max_parts.clamp(1, MAX_PARTS));
         for (ni, node) in g.nodes.iter().enumerate() {
             match &node.kind {
-                NodeKind::Source { name, ty, .. } => w.source(node, name, ty),
+                NodeKind::Source { name, ty, state } => {
+                    if *state {
+                        w.states.push((name.clone(), w.sources.len()));
+                    }
+                    w.source(node, name, ty)
+                }
                 NodeKind::Generator(_) => w.define(node, vec![Root::Free], true),
                 NodeKind::Scatter(s) => w.scatter(ni, node, s),
                 NodeKind::View(v) => w.view(node, v),
-                NodeKind::Sink { value, .. } => w.sink(*value),
+                NodeKind::Sink {
+                    value,
+                    name,
+                    update,
+                } => {
+                    if *update {
+                        w.updates.push((name.clone(), w.sinks.len()));
+                    }
+                    w.sink(*value)
+                }
                 NodeKind::Sequence { .. } | NodeKind::Pin { .. } => {}
                 NodeKind::Apply(a) => w.apply(ni, node, a)?,
                 NodeKind::Grad { .. } => {
@@ -66,6 +80,9 @@ struct Walk<'a> {
     apply_of_node: HashMap<usize, usize>,
     /// Per apply: the node of the consumer it may be fused into.
     fuse_nodes: Vec<Option<usize>>,
+    /// Each state's name and source index, each update's name and sink index.
+    states: Vec<(String, usize)>,
+    updates: Vec<(String, usize)>,
 }
 
 impl<'a> Walk<'a> {
@@ -85,6 +102,8 @@ impl<'a> Walk<'a> {
             sinks: Vec::new(),
             apply_of_node: HashMap::new(),
             fuse_nodes: Vec::new(),
+            states: Vec::new(),
+            updates: Vec::new(),
         }
     }
 
@@ -369,8 +388,17 @@ impl<'a> Walk<'a> {
                 }
             }
         }
+        let pairs: Vec<(usize, usize)> = (self.states.iter())
+            .filter_map(|(name, k)| {
+                let u = self.updates.iter().find(|(n, _)| n == name)?;
+                Some((*k, u.1))
+            })
+            .collect();
+        let inputs: Vec<&[Input]> = self.applies.iter().map(|a| &a.inputs[..]).collect();
+        let states = state::states(&pairs, &inputs, &self.sinks, self.sources.len());
         let mut p = Problem {
             graph: gi,
+            states,
             applies: self.applies,
             machine: self.machine,
             max_parts: self.max_parts,

@@ -294,6 +294,7 @@ impl Problem {
                 t.partial.push(0.0);
             }
         }
+        self.replicas(plan, ai, t);
         if lay.reduction {
             let (moved, delay) = self.reduce(&g.nodes[..lay.shards.len()], lay.shards[0].out_bytes);
             t.moved += moved;
@@ -315,6 +316,52 @@ impl Problem {
             t.flops += lay.combine_flops;
             t.mem[sink] += lay.shards[0].out_bytes;
         }
+    }
+
+    /// The replicas of apply `ai`'s shards on the other nodes that read the states it updates
+    /// (`state.rs`): each fetches its inputs there, holds them and its output, and computes
+    /// again (not scheduled). A reduction-sharded update (combined on the sink node) has none.
+    fn replicas(&self, plan: &[Gene], ai: usize, t: &mut Term) {
+        let (a, g) = (&self.applies[ai], &plan[ai]);
+        let lay = &a.layouts[&(g.dim, g.parts)];
+        let states = &self.states.updates[ai];
+        if states.is_empty() || lay.reduction {
+            return;
+        }
+        let readers = self.state_nodes(plan, states);
+        let mut deps = Vec::new();
+        for (p, sh) in lay.shards.iter().enumerate() {
+            let n = g.nodes[p] as usize;
+            for &m in readers.iter().filter(|&&m| m != n) {
+                for (inp, bx) in a.inputs.iter().zip(&sh.in_boxes) {
+                    let (moved, held) = self.fetch(plan, inp, bx, m, &mut deps, None);
+                    t.moved += moved;
+                    t.mem[m] += held;
+                }
+                t.mem[m] += sh.out_bytes;
+                t.flops += sh.flops;
+            }
+        }
+    }
+
+    /// The nodes that read the states `states` under `plan`: their reading applies' shards',
+    /// and the sink node when a sink reads one.
+    fn state_nodes(&self, plan: &[Gene], states: &[usize]) -> Vec<usize> {
+        let mut out = Vec::new();
+        for &s in states {
+            let (applies, sunk) = &self.states.readers[s];
+            for &r in applies {
+                let g = &plan[r];
+                let shards = self.applies[r].layouts[&(g.dim, g.parts)].shards.len();
+                out.extend(g.nodes[..shards].iter().map(|&n| n as usize));
+            }
+            if *sunk {
+                out.push(self.sink_node());
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// A reduction's partial results (`bytes` each, on `nodes`) combined on the sink node as
@@ -531,7 +578,7 @@ impl<'p> Evaluator<'p> {
                 let mut sinks = vec![false; p.sinks.len()];
                 for ai in 0..n {
                     if self.dirty[ai] {
-                        for &c in &p.consumers[ai] {
+                        for &c in p.consumers[ai].iter().chain(&p.states.dependents[ai]) {
                             redo[c] = true;
                         }
                         for &s in &p.sink_readers[ai] {

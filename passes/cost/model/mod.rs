@@ -32,6 +32,7 @@
 mod build;
 mod eval;
 mod layout;
+mod state;
 mod views;
 
 pub use eval::Evaluator;
@@ -209,6 +210,8 @@ pub struct Problem {
     /// Inputs read through views priced exactly ([`Problem::with_exact_views`]); `None` in
     /// the search.
     views: Option<std::sync::Arc<views::Views>>,
+    /// Who reads and who updates each state (`state.rs`).
+    states: state::States,
 }
 
 impl Problem {

@@ -261,6 +261,29 @@ pub fn intersect(a: &[(i64, i64)], b: &[(i64, i64)]) -> Runs {
     out
 }
 
+/// The runs of `a` not in `b` (both sorted and disjoint).
+pub fn subtract(a: &[(i64, i64)], b: &[(i64, i64)]) -> Runs {
+    let (mut out, mut j) = (Vec::new(), 0);
+    for &(start, n) in a {
+        let (mut at, end) = (start, start + n);
+        while j < b.len() && b[j].0 + b[j].1 <= at {
+            j += 1;
+        }
+        let mut k = j;
+        while k < b.len() && b[k].0 < end {
+            if b[k].0 > at {
+                out.push((at, b[k].0 - at));
+            }
+            at = at.max(b[k].0 + b[k].1);
+            k += 1;
+        }
+        if end > at {
+            out.push((at, end - at));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

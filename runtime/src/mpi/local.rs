@@ -365,15 +365,40 @@ fn sources(plan: &Plan, at: Place, tasks: &[Task], sinks: &[Sink], on_root: bool
     (buffers, local, reads)
 }
 
+/// Per state of `plan`, the C-order elements of it that rank `at` holds: its nodes' windows of
+/// the state's source.
+fn state_needs(plan: &Plan, at: Place) -> Vec<Runs> {
+    (plan.states.iter())
+        .map(|&(k, _)| {
+            let b = plan.sources[k as usize].buffer;
+            let mine = |w: &&Window| w.buffer == b && at.rank_of(w.node) == at.rank;
+            normalize(
+                (plan.dist.windows.iter().filter(mine))
+                    .flat_map(|w| w.runs.clone())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// How a rank runs its plan: `--inputs-on-root`, `--gather-sinks` (every sink gathered to rank
+/// 0), and whether state carries over to another step (`--steps` above 1).
+#[derive(Clone, Copy)]
+pub(super) struct Flags {
+    pub on_root: bool,
+    pub gather: bool,
+    pub carry: bool,
+}
+
 /// This rank's local plan; the send and receive kernels are `send_kernel` and the next index.
-/// `gather`: `--gather-sinks` (every sink gathered to rank 0).
-pub(super) fn local_plan(
-    plan: &Plan,
-    at: Place,
-    send_kernel: u32,
-    on_root: bool,
-    gather: bool,
-) -> Local {
+/// With `flags.carry`, it also reads every state's update where the rank holds the state
+/// ([`sinks::state_sinks`]).
+pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, flags: Flags) -> Local {
+    let Flags {
+        on_root,
+        gather,
+        carry,
+    } = flags;
     let d = &plan.dist;
     let direct = sinks::direct(plan, gather);
     let direct_buffers: Vec<u32> = (plan.sinks.iter().zip(&direct))
@@ -391,7 +416,12 @@ pub(super) fn local_plan(
         local: vec![u32::MAX; plan.tasks.len()],
     };
     let late = b.tasks(&e);
-    let (sinks, outs) = sinks::local_sinks(plan, at, &direct, &|g| b.local_deps(g), &late);
+    let (mut sinks, mut outs) = sinks::local_sinks(plan, at, &direct, &|g| b.local_deps(g), &late);
+    if carry {
+        let (more, tags) = sinks::state_sinks(plan, &state_needs(plan, at), &|g| b.local_deps(g));
+        sinks.extend(more);
+        outs.extend(tags);
+    }
     let (buffers, local_sources, reads) = sources(plan, at, &b.tasks, &sinks, on_root);
     let whole = Plan {
         graph: plan.graph.clone(),

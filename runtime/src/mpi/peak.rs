@@ -10,7 +10,7 @@
 //! ends, so all of them count). It needs no MPI: the local plan is built as the rank builds it.
 
 use super::dist::Place;
-use super::local::{local_plan, Local};
+use super::local::{local_plan, Flags, Local};
 use crate::memory;
 use crate::plan::Plan;
 
@@ -61,13 +61,12 @@ pub fn rank_peaks(plan: &Plan, ranks: u32, flags: RunFlags) -> Vec<RankPeak> {
     (0..ranks)
         .map(|rank| {
             let at = Place { rank, size: ranks };
-            let local = local_plan(
-                plan,
-                at,
-                send_kernel,
-                flags.inputs_on_root,
-                flags.gather_sinks,
-            );
+            let run = Flags {
+                on_root: flags.inputs_on_root,
+                gather: flags.gather_sinks,
+                carry: false,
+            };
+            let local = local_plan(plan, at, send_kernel, run);
             RankPeak::of(&local)
         })
         .collect()

@@ -11,7 +11,9 @@
 //! ([`Rank::read`]), or with `--inputs-on-root` rank 0 reads them for everyone. Running
 //! ([`Rank::execute`]) posts every receive (`comm.rs`), runs the local plan on the ordinary
 //! multithreaded executor with `--threads` workers (and a progress thread when the rank moves
-//! data), waits for its sends, and sends its report to rank 0. Sinks (`sinks.rs`): rank 0
+//! data), waits for its sends, and sends its report to rank 0; over `--steps N` it does so
+//! once per step, the source pieces kept and each state replaced in place between steps
+//! (`carry.rs`). Sinks (`sinks.rs`): rank 0
 //! stages every directly written sink before the run (header and full size) and broadcasts the
 //! staged paths; after the run each rank writes its windows of them at their offsets, an
 //! all-reduce agrees that all did, and rank 0 commits them with the trace (and, with
@@ -25,10 +27,11 @@
 //! measured one (the executor's allocation high-water mark, the inputs held, the most message
 //! bytes held at once).
 
+use super::carry;
 use super::coll::{self, reduce_kernel};
 use super::comm::{recv_kernel, send_kernel, Comm, Stats};
 use super::dist::Place;
-use super::local::{local_plan, Local, Role};
+use super::local::{local_plan, Flags, Local, Role};
 use super::peak::RankPeak;
 use super::sinks::{self, Out};
 use crate::cli::{Args, Outcome};
@@ -103,6 +106,17 @@ pub(crate) fn run_rank(job: &Job, encoded: &[u8]) -> Outcome {
     program::run(job, &mut rank)
 }
 
+/// What a rank's steps leave: the last step's report, sink bytes written and start time
+/// (`MPI_Wtime`), the highest measured peak, the time waited on sends and the log entries.
+struct Ran {
+    report: Report,
+    written: u64,
+    start: f64,
+    peak: u64,
+    send_wait: Duration,
+    log: String,
+}
+
 /// What every rank reports to rank 0 after its run.
 struct RankReport {
     /// Its `--time` section.
@@ -111,6 +125,8 @@ struct RankReport {
     trace: String,
     /// Bytes it sent.
     sent: u64,
+    /// Its `--log-every` entries ([`carry::log_step`]).
+    log: String,
 }
 
 impl Mode for Rank {
@@ -129,8 +145,16 @@ impl Mode for Rank {
         self.check_same_plan()?;
         self.check_same_options(job.args)?;
         let nk = job.kernels.len() as u32;
-        let gather = job.args.gather_sinks;
-        let local = local_plan(job.plan, self.at, nk, job.args.inputs_on_root, gather);
+        let carry = job.args.steps.count > 1;
+        if carry && job.args.inputs_on_root && !job.plan.states.is_empty() {
+            return Err("`--steps` above 1 with `--inputs-on-root`: the state must stay on the ranks that hold it, so each rank reads its own windows of it; run without `--inputs-on-root`".into());
+        }
+        let flags = Flags {
+            on_root: job.args.inputs_on_root,
+            gather: job.args.gather_sinks,
+            carry,
+        };
+        let local = local_plan(job.plan, self.at, nk, flags);
         let transfers = &job.plan.dist.transfers;
         if let Some(t) = transfers.iter().find(|t| t.bytes() > c_int::MAX as u64) {
             return Err(format!("transfer of {} is over 2 GiB", t.value));
@@ -143,9 +167,16 @@ impl Mode for Rank {
     /// pieces it reads among them, read straight into their buffers) and its messages.
     fn footprint<'a>(&'a self, job: &Job<'a>) -> Footprint<'a> {
         match &self.local {
+            // Over several steps the source pieces are held throughout: counted again, on top
+            // of the plan's (which frees each after its last use).
             Some(l) => Footprint {
                 plan: &l.plan,
-                input_bytes: 0,
+                input_bytes: match job.args.steps.count > 1 {
+                    true => (l.plan.sources.iter())
+                        .map(|s| l.plan.buffers[s.buffer as usize].bytes)
+                        .sum(),
+                    false => 0,
+                },
                 message_bytes: l.messages,
             },
             None => Footprint::whole(job.plan),
@@ -186,34 +217,42 @@ impl Mode for Rank {
             &local.reduce_ranks,
             self.at,
         )?;
-        c.post_receives(local, &job.plan.dist.broadcasts, self.at.rank)?;
-        self.world.barrier();
-        let start = mpi::time();
-        let (written, report) = self.run_local(job, local, c, &staged, outputs)?;
-        let send_wait = c.wait_sends()?;
+        let ran = self.steps(job, local, c, &staged, outputs)?;
         signals::test_pause("sinks");
         self.agree()?;
         let stats = c.stats();
         let reduced = coll::stats();
-        let peaks = Peaks::of(local, &report, c.held_peak());
+        let mut peaks = Peaks::of(local, &ran.report, c.held_peak());
+        peaks.measured[0] = ran.peak;
         let mine = RankReport {
-            summary: self.summary(job.plan, local, &report, (&stats, &reduced), send_wait)
-                + &peaks.line(self.at.rank, self.resident_at_start)
-                + &format!("  rank {} sink bytes written: {written}\n", self.at.rank),
+            summary: self.summary(
+                job.plan,
+                local,
+                &ran.report,
+                (&stats, &reduced),
+                ran.send_wait,
+            ) + &peaks.line(self.at.rank, self.resident_at_start)
+                + &format!(
+                    "  rank {} sink bytes written: {}\n",
+                    self.at.rank, ran.written
+                ),
             trace: (job.args.trace.as_ref()).map_or_else(String::new, |_| {
-                trace_events(local, &report, self.at.rank as i32, start)
+                trace_events(local, &ran.report, self.at.rank as i32, ran.start)
             }),
             sent: stats.iter().chain(&reduced).map(|s| s.0).sum(),
+            log: ran.log,
         };
         let Some(all) = self.gather(mine) else {
             return Ok(None);
         };
         let names = job.plan.sinks.iter().map(|s| s.name.as_str());
+        let logs: Vec<&str> = all.iter().map(|r| r.log.as_str()).collect();
         Ok(Some(Done {
             paths: output::sink_targets(&job.args.out_dir, names).map_err(|e| e.to_string())?,
             trace: job.args.trace.as_ref().map(|_| trace_json(&all)),
-            time: (job.args.time).then(|| time_summary(job.plan, self.at, local, &all)),
-            log: String::new(),
+            time: (job.args.time)
+                .then(|| time_summary(job.plan, self.at, local, &all, job.args.steps.count)),
+            log: carry::merge_logs(&logs),
         }))
     }
 
@@ -332,29 +371,85 @@ impl Rank {
         Err(msg)
     }
 
-    /// Runs the local plan, with the send and receive kernels after the program's, and a
-    /// progress thread while it runs when this rank moves data.
-    fn run_local(
+    /// Runs every step (`--steps`): each posts the receives and runs the local plan; after
+    /// each but the last the rank's state takes its update ([`carry::Held::refresh`]), after
+    /// the last the rank writes its sinks. One step hands the pieces read to the run; several
+    /// keep them for every step.
+    fn steps(
         &self,
         job: &Job,
         local: &Local,
         c: &'static Comm,
         staged: &[Option<PathBuf>],
         outputs: &mut Outputs,
+    ) -> Result<Ran, String> {
+        let steps = job.args.steps;
+        let mut held = (steps.count > 1)
+            .then(|| carry::Held::take(&self.inputs))
+            .transpose()?;
+        let inputs: Vec<Input> = match &mut held {
+            Some(h) => h.inputs(&local.plan),
+            None => (local.plan.sources.iter().zip(&self.inputs))
+                .map(|(s, buf)| {
+                    Input::Owned(Owned {
+                        buf,
+                        dtype: s.dtype,
+                        shape: &s.shape,
+                    })
+                })
+                .collect(),
+        };
+        let (mut log, mut peak, mut send_wait) = (String::new(), 0, Duration::ZERO);
+        for s in 1..=steps.count {
+            c.post_receives(local, &job.plan.dist.broadcasts, self.at.rank)?;
+            if s == 1 {
+                self.world.barrier();
+            }
+            let start = mpi::time();
+            let last = s == steps.count;
+            let run = self.run_local(job, local, c, &inputs, |views| {
+                if steps.logs(s) {
+                    carry::log_step(job.plan, local, s, views, &mut log)?;
+                }
+                match (last, &mut held) {
+                    (false, Some(h)) => h.refresh(job.plan, local, views).map(|_| 0),
+                    _ => write_sinks(job, local, views, staged, outputs),
+                }
+            });
+            let (written, report) = run.map_err(|e| match steps.count {
+                1 => e,
+                _ => format!("step {s}: {e}"),
+            })?;
+            send_wait += c.wait_sends()?;
+            peak = peak.max(report.peak_bytes);
+            if last {
+                return Ok(Ran {
+                    report,
+                    written,
+                    start,
+                    peak,
+                    send_wait,
+                    log,
+                });
+            }
+        }
+        Err("internal error: a run of no steps".into())
+    }
+
+    /// Runs the local plan on `inputs`, with the send and receive kernels after the program's,
+    /// and a progress thread while it runs when this rank moves data; `sinks` reads the sinks.
+    fn run_local(
+        &self,
+        job: &Job,
+        local: &Local,
+        c: &'static Comm,
+        inputs: &[Input],
+        sinks: impl FnOnce(&[SinkView]) -> Result<u64, String>,
     ) -> Result<(u64, Report), String> {
         let mut table: Vec<KernelFn> = job.kernels.to_vec();
         table.push(send_kernel);
         table.push(recv_kernel);
         table.push(reduce_kernel);
-        let inputs: Vec<Input> = (local.plan.sources.iter().zip(&self.inputs))
-            .map(|(s, buf)| {
-                Input::Owned(Owned {
-                    buf,
-                    dtype: s.dtype,
-                    shape: &s.shape,
-                })
-            })
-            .collect();
         let opts = program::options(job.args);
         // A rank that moves no data (one rank, an idle one) needs no progress.
         let moves = local.roles.iter().any(|r| *r != Role::Compute);
@@ -364,9 +459,7 @@ impl Rank {
                 let stop = &stop;
                 sc.spawn(move || c.progress(stop, every));
             }
-            let run = execute_inputs(&local.plan, &table, &inputs, &opts, |views| {
-                write_sinks(job, local, views, staged, outputs)
-            });
+            let run = execute_inputs(&local.plan, &table, inputs, &opts, sinks);
             stop.store(true, Ordering::Relaxed);
             run
         })
@@ -422,6 +515,7 @@ impl Rank {
             root.send_with_tag(mine.summary.as_bytes(), 1);
             root.send_with_tag(mine.trace.as_bytes(), 2);
             root.send_with_tag(&mine.sent, 3);
+            root.send_with_tag(mine.log.as_bytes(), 4);
             return None;
         }
         let mut all = vec![mine];
@@ -435,6 +529,7 @@ impl Rank {
                 summary,
                 trace,
                 sent,
+                log: text(4),
             });
         }
         Some(all)
@@ -463,8 +558,8 @@ impl Rank {
 }
 
 /// The job's `--time` summary on rank 0: the placement, every rank's section and the bytes
-/// moved.
-fn time_summary(plan: &Plan, at: Place, local: &Local, all: &[RankReport]) -> String {
+/// moved (over all `steps`, and per step when there are several: every step moves the same).
+fn time_summary(plan: &Plan, at: Place, local: &Local, all: &[RankReport], steps: u64) -> String {
     let mut s = placement_summary(plan, at.size, &local.groups);
     s.push_str(&reductions_summary(plan, &local.reduce_ranks));
     for r in all {
@@ -472,6 +567,9 @@ fn time_summary(plan: &Plan, at: Place, local: &Local, all: &[RankReport]) -> St
     }
     let moved: u64 = all.iter().map(|r| r.sent).sum();
     let _ = writeln!(s, "bytes moved: {moved}");
+    if steps > 1 {
+        let _ = writeln!(s, "bytes moved per step: {} ({steps} steps)", moved / steps);
+    }
     s
 }
 

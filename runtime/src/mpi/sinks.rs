@@ -20,7 +20,7 @@
 //! [`crate::signals`]); a staging directory left by a SIGKILLed rank 0 is swept by the next run
 //! writing there ([`crate::paths::sweep_stale`]).
 
-use super::dist::{intersect, normalize, region_runs, Place, Runs};
+use super::dist::{intersect, normalize, region_runs, subtract, Place, Runs};
 use crate::exec::{runs, SinkView};
 use crate::npy::header_bytes;
 use crate::output::{create_staged, ensure_dir, sink_targets, Outputs};
@@ -39,6 +39,20 @@ pub(super) enum Out {
     Whole(usize),
     /// A run of direct sink `sink` starting at element `first` of its file's data.
     Run { sink: usize, first: u64 },
+    /// A run of update sink `sink` from its element `first` (C order) on, which the rank
+    /// copies into its windows of the state between steps ([`state_sinks`]); not written.
+    State { sink: usize, first: u64 },
+}
+
+impl Out {
+    /// The sink and first element of a run, and whether it is a state's.
+    fn run(&self) -> Option<(usize, u64, bool)> {
+        match *self {
+            Out::Whole(_) => None,
+            Out::Run { sink, first } => Some((sink, first, false)),
+            Out::State { sink, first } => Some((sink, first, true)),
+        }
+    }
 }
 
 /// Per sink of `plan`, whether the ranks write it directly: all of them, unless
@@ -62,29 +76,6 @@ fn owned(plan: &Plan, at: Place, s: &Sink) -> Runs {
         return remote(&|node| at.rank_of(node) == at.rank);
     }
     subtract(&view, &remote(&|node| at.rank_of(node) != 0))
-}
-
-/// The runs of `a` not in `b` (both sorted and disjoint).
-fn subtract(a: &[(i64, i64)], b: &[(i64, i64)]) -> Runs {
-    let (mut out, mut j) = (Vec::new(), 0);
-    for &(start, n) in a {
-        let (mut at, end) = (start, start + n);
-        while j < b.len() && b[j].0 + b[j].1 <= at {
-            j += 1;
-        }
-        let mut k = j;
-        while k < b.len() && b[k].0 < end {
-            if b[k].0 > at {
-                out.push((at, b[k].0 - at));
-            }
-            at = at.max(b[k].0 + b[k].1);
-            k += 1;
-        }
-        if end > at {
-            out.push((at, end - at));
-        }
-    }
-    out
 }
 
 /// The `(first k, count)` runs of the `k < len` whose element `off + k * step` is in `owned`.
@@ -134,50 +125,65 @@ pub(super) fn local_sinks(
         if mine.is_empty() {
             continue;
         }
-        let n = checked_numel(&s.shape).unwrap_or(0);
         let base = Sink {
             deps: deps(&s.deps),
             ..s.clone()
         };
-        let mut file = 0u64;
-        runs(
-            n,
-            &s.shape,
-            s.view.offset,
-            &s.view.strides,
-            |off, len, step| {
-                for (k0, m) in segments(off, len, step, &mine) {
-                    let first = file + k0 as u64;
-                    push_run(
-                        &mut sinks,
-                        &mut outs,
-                        &base,
-                        k,
-                        (off + k0 * step, m, step),
-                        first,
-                    );
-                }
-                file += len as u64;
-            },
-        );
+        add_runs(&mut sinks, &mut outs, &base, |file, off, len, step| {
+            let segs = segments(off, len, step, &mine).into_iter();
+            segs.map(|(k0, m)| {
+                let out = Out::Run {
+                    sink: k,
+                    first: file as u64 + k0 as u64,
+                };
+                (out, (off + k0 * step, m, step))
+            })
+            .collect()
+        });
     }
     (sinks, outs)
 }
 
-/// Adds the run of `m` buffer elements from `at` by `step` of sink `k` (`base`), file elements
-/// from `first` on, extending the last run when it continues it in the buffer and the file.
+/// Walks sink `base`'s view in C order and adds the runs `pick` selects of each chunk of it
+/// (given its first element in C order, its buffer offset, length and step): each an [`Out`]
+/// and its `(buffer offset, length, step)`.
+fn add_runs(
+    sinks: &mut Vec<Sink>,
+    outs: &mut Vec<Out>,
+    base: &Sink,
+    mut pick: impl FnMut(i64, i64, usize, i64) -> Vec<(Out, (i64, i64, i64))>,
+) {
+    let n = checked_numel(&base.shape).unwrap_or(0);
+    let mut file = 0i64;
+    runs(
+        n,
+        &base.shape,
+        base.view.offset,
+        &base.view.strides,
+        |off, len, step| {
+            for (out, run) in pick(file, off, len, step) {
+                push_run(sinks, outs, base, out, run);
+            }
+            file += len as i64;
+        },
+    );
+}
+
+/// Adds the run `out` (of sink `base`, from a file element on) of `m` buffer elements from
+/// `at` by `step`, extending the last run when it continues it in the buffer and the file.
 fn push_run(
     sinks: &mut Vec<Sink>,
     outs: &mut Vec<Out>,
     base: &Sink,
-    k: usize,
+    out: Out,
     (at, m, step): (i64, i64, i64),
-    first: u64,
 ) {
-    if let (Some(last), Some(Out::Run { sink, first: f })) = (sinks.last_mut(), outs.last()) {
+    let (last, prev) = (sinks.last_mut(), outs.last().and_then(Out::run));
+    if let (Some(last), Some((sink, f, state)), Some((k, first, s))) = (last, prev, out.run()) {
         let n = last.shape[0] as i64;
         let (o, st) = (last.view.offset, last.view.strides[0]);
-        if *sink == k && st == step && o + n * step == at && *f + n as u64 == first {
+        let next = o + n * step == at && f + n as u64 == first;
+        if (sink, state) == (k, s) && st == step && next {
             last.shape[0] += m as usize;
             return;
         }
@@ -191,7 +197,41 @@ fn push_run(
         },
         ..base.clone()
     });
-    outs.push(Out::Run { sink: k, first });
+    outs.push(out);
+}
+
+/// The sinks of a rank's local plan through which it reads, after each step, the update of
+/// every state it holds: per state `i` of `plan.states`, the C-order element runs `needs[i]`
+/// of the state that the rank holds (its windows), as 1-D runs of the update's view in its
+/// buffer; `deps` maps the update's dependencies to local tasks.
+pub(super) fn state_sinks(
+    plan: &Plan,
+    needs: &[Runs],
+    deps: &dyn Fn(&[u32]) -> Vec<u32>,
+) -> (Vec<Sink>, Vec<Out>) {
+    let (mut sinks, mut outs) = (Vec::new(), Vec::new());
+    for (&(_, j), need) in plan.states.iter().zip(needs) {
+        let (j, s) = (j as usize, &plan.sinks[j as usize]);
+        if need.is_empty() {
+            continue;
+        }
+        let base = Sink {
+            deps: deps(&s.deps),
+            ..s.clone()
+        };
+        add_runs(&mut sinks, &mut outs, &base, |file, off, len, step| {
+            let hits = intersect(&[(file, len as i64)], need).into_iter();
+            hits.map(|(a, m)| {
+                let out = Out::State {
+                    sink: j,
+                    first: a as u64,
+                };
+                (out, (off + (a - file) * step, m, step))
+            })
+            .collect()
+        });
+    }
+    (sinks, outs)
 }
 
 /// On rank 0: stages every direct sink of `plan` as `out_dir/NAME.npy` in `outputs`, with its
