@@ -328,9 +328,8 @@ fn carry_out(
     front: &[Point],
     cfg: &Config,
 ) -> Result<(Option<Point>, Peaks, bool), Diagnostic> {
-    let exact = p.with_exact_views(&m.graphs[gi]);
     let doable = (front.iter())
-        .map(|pt| feasible(m, gi, cx, &exact, pt))
+        .map(|pt| feasible(m, gi, cx, p, pt))
         .collect::<Result<Vec<Point>, Diagnostic>>()?;
     for pt in ranked(&doable, cfg.objective) {
         let saved = cfg.max_memory.map(|_| m.clone());
@@ -353,7 +352,7 @@ fn carry_out(
 }
 
 /// `pt` without the fusions the fuse pass cannot do together (tried on a copy of `m`), its
-/// objectives evaluated again by `p` (which prices inputs read through views exactly). The model checks each fused pair alone; a chain of them can fail
+/// objectives evaluated again. The model checks each fused pair alone; a chain of them can fail
 /// (a stencil fused into a stencil already holding its producer), and then the plan keeps the
 /// pairs that can be done rather than failing the pass. Only plans with a fused group of three
 /// or more applies are tried: the model's per-pair check decides the others.
@@ -370,19 +369,15 @@ fn feasible(
     let consumers: Vec<usize> = pairs.iter().map(|&(_, c)| c).collect();
     let grouped = |n: usize| consumers.iter().filter(|&&c| c == n).count() > 1;
     let chained = (pairs.iter()).any(|&(a, c)| consumers.contains(&a) || grouped(c));
-    let evaluated = |plan: Vec<model::Gene>| Point {
-        obj: p.evaluate(&plan),
-        plan,
-    };
     if !chained {
-        return Ok(evaluated(pt.plan.clone()));
+        return Ok(pt.clone());
     }
     let facts = &cx
         .facts(m)
         .map_err(|d| unverified("cost needs a verified graph", d))?[gi];
     let left = crate::passes::fuse::select::fuse_pairs(&mut m.clone(), gi, facts, &pairs)?;
     if left.is_empty() {
-        return Ok(evaluated(pt.plan.clone()));
+        return Ok(pt.clone());
     }
     let mut plan = pt.plan.clone();
     for (producer, _) in left {
@@ -390,7 +385,10 @@ fn feasible(
             plan[ai].fused = false;
         }
     }
-    Ok(evaluated(plan))
+    Ok(Point {
+        obj: p.evaluate(&plan),
+        plan,
+    })
 }
 
 /// [`peak::node_peaks`] of graph `gi` of `m` as it is now.
@@ -533,6 +531,8 @@ impl Pass for Cost {
                 .map_err(|d| unverified("cost needs a verified graph", d))?[gi];
             let p =
                 problem(m, gi, facts, cfg).map_err(|e| Diagnostic::error(codes::PASS_FAILED, e))?;
+            // Inputs read through views priced exactly (`model/views.rs`), in the search too.
+            let p = p.with_exact_views(&m.graphs[gi]);
             let (front, stats) = pareto::search(&p, &cfg.search);
             let (chosen, peaks, ch) = carry_out(m, gi, cx, &p, &front, cfg)?;
             changed |= ch;

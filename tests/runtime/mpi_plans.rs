@@ -62,7 +62,6 @@ const SETTINGS: [(&str, &[&str]); 4] = [
     ("sources=shared,sinks=distributed", &[]),
 ];
 
-
 /// Each node's peak of graph `graph` in the cost report of `cost{COST}` on `file`.
 fn chosen_peaks(file: &std::path::Path, graph: &str, cost: &str) -> Vec<u64> {
     let text = cost_report(file, &format!("canonicalize,cost{{{cost}}}"));
@@ -136,7 +135,11 @@ fn bytes_moved_and_peak_memory_equal_the_prediction_for_every_source_and_sink_se
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
-    assert_eq!(checked, 6 * 6, "6 examples × (4 settings on 2 nodes + 2 on 4 nodes)");
+    assert_eq!(
+        checked,
+        6 * 6,
+        "6 examples × (4 settings on 2 nodes + 2 on 4 nodes)"
+    );
     assert!(nonzero > 0, "some plan moves data between nodes");
     assert!(bad.is_empty(), "{}", bad.join("\n"));
     // Every plan's peaks.

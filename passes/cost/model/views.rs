@@ -1,10 +1,10 @@
 //! Inputs read through views, priced exactly: the elements of each root that a shard's box of a
 //! view reads (the alias analysis maps the box back through the views,
-//! [`AliasInfo::footprint_of_box`]), intersected with the root's pieces under the plan. The
-//! search prices such an input as the remote fraction of all its roots' pieces, which is fast
-//! but wrong when a view takes some pieces whole and others not at all (the `q`, `k` and `v`
-//! column slices of a column-split `%qkv`); the pass prices the frontier exactly before it
-//! chooses, so the chosen plan's bytes are the bytes the runtime moves.
+//! [`AliasInfo::footprint_of_box`]), intersected with the root's pieces under the plan. Without
+//! it ([`Problem::new`] alone, as the cost bench and the probes use) such an input is priced as
+//! the remote fraction of all its roots' pieces, which is wrong when a view takes some pieces
+//! whole and others not at all (the `q`, `k` and `v` column slices of a column-split `%qkv`).
+//! Footprints and counts are cached by value, box and piece, so a search pays for each once.
 
 use super::eval::Dep;
 use super::*;
