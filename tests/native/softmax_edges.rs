@@ -5,7 +5,9 @@
 //! one `+inf` and one NaN. Both softmaxes and the row sum must be within the float contract
 //! (`tests/common/tolerance.rs`), NaN exactly where the interpreter has NaN. (Written for a
 //! single-pass online max-and-sum, which measured slower than the two passes and was not
-//! kept: the edge cases hold for any row-statistics kernel.)
+//! kept: the edge cases hold for any row-statistics kernel. Both ops now run with the row's
+//! `exp(x - m)` computed once into a row temporary, read by the sum and by the write:
+//! `src/codegen/kernel/share.rs`.)
 
 use crate::common;
 
