@@ -4,7 +4,9 @@
 //! m[i]) / s[i]`), gets a row temporary `t[i, j] = e(i, j)` written first; the sum reads
 //! `t[i, r]` and the later statement `t[i, j]`. With `i` fused, `t` is one row (in L1 at
 //! softmax widths), so the function runs once per element instead of twice, for one extra
-//! pass over the row in cache. The values are the same as computing `e` twice.
+//! pass over the row in cache. The values are the same as computing `e` twice. The sum is
+//! not indexed by `j`, so no task is split along `j` (`plan`): every chunk writes the whole
+//! row of `t` that its sum reads.
 
 use crate::ir::instance::{Affine, CExpr, CKind, CStmt, Instance, Src, Target, Temp};
 use crate::ir::kernel::Reduction;
