@@ -197,7 +197,7 @@ struct Workload {
 const MM: &str = include_str!("../tests/data/matmul_ops.teg");
 
 /// The matmul shape sweep (M, K, N): powers of two 64 … 4096, primes and odd sizes,
-/// tall-skinny and short-wide, matrix-vector and K-dominant.
+/// tall-skinny and short-wide, matrix-vector (also at odd and prime sizes) and K-dominant.
 const SWEEP: &[(i64, i64, i64)] = &[
     (64, 64, 64),
     (127, 127, 127),
@@ -216,6 +216,10 @@ const SWEEP: &[(i64, i64, i64)] = &[
     (2048, 2048, 16),
     (2048, 64, 2048),
     (2048, 1, 2048),
+    (1, 1111, 3333),
+    (3001, 2999, 1),
+    (1, 17, 4099),
+    (1031, 1, 997),
 ];
 
 /// Shapes of the low-precision contractions (`bf16mm_M_K_N`, `u8mm_M_K_N`): the 2048³

@@ -19,6 +19,7 @@ mod halo;
 mod link;
 mod lowp;
 mod math;
+mod matvec;
 mod mean;
 mod native;
 mod native_cli;

@@ -5,7 +5,9 @@
 //! one `+inf` and one NaN. Both softmaxes and the row sum must be within the float contract
 //! (`tests/common/tolerance.rs`), NaN exactly where the interpreter has NaN. (Written for a
 //! single-pass online max-and-sum, which measured slower than the two passes and was not
-//! kept: the edge cases hold for any row-statistics kernel.)
+//! kept: the edge cases hold for any row-statistics kernel. Both ops now run with the row's
+//! `exp(x - m)` computed once into a row temporary, read by the sum and by the write:
+//! `src/codegen/kernel/share.rs`.)
 
 use crate::common;
 
@@ -134,5 +136,57 @@ fn softmax_rows_of_edge_lengths_and_special_values_match_the_interpreter_on_1_an
     let per = |n: usize| 2 * 3 * ROWS * n;
     let want: usize = LENGTHS.iter().map(|&n| per(n)).sum::<usize>()
         + F64_LENGTHS.iter().map(|&n| per(n)).sum::<usize>();
+    assert_eq!(compared, want);
+}
+
+/// The shared row values (`share.rs`) beyond softmax: a 3-D op whose row sum of `exp` is
+/// recomputed inside a larger expression, and one whose sum's function differs from the
+/// later statement's (nothing to share), at edge row lengths on 1 and 2 threads.
+#[test]
+fn row_values_shared_by_a_sum_and_a_later_statement_match_the_interpreter() {
+    let mut rng = Rng(0x5_4a7e);
+    let mut compared = 0;
+    let lengths = [1, 2, 3, 5, 8, 9, 17, 33, 1031];
+    for n in lengths {
+        let src = format!(
+            "op @rows(x: f32[B, M, N]) -> (y: f32[B, M, N], z: f32[B, M, N]) {{
+  s[b, i] = sum[j](exp(x[b, i, j] * 0.5))
+  y[b, i, j] = tanh(x[b, i, j]) + exp(x[b, i, j] * 0.5) / s[b, i]
+  t[b, i] = sum[j](exp(x[b, i, j]))
+  z[b, i, j] = exp(x[b, i, j] * 0.25) / t[b, i]
+}}
+graph @g {{
+  %x = source @x : f32[2, 3, {n}]
+  %y, %z = apply @rows(%x)
+  sink @y %y
+  sink @z %z
+}}
+"
+        );
+        let x: Vec<f64> = (0..6 * n).map(|_| rng.uniform(-4.0, 4.0)).collect();
+        let inputs = HashMap::from([("x".to_string(), tensor(true, vec![2, 3, n], x))]);
+        let (m, facts) = common::compile_ok("rows", &src);
+        let want = common::run(&m, &facts, 0, &inputs);
+        for threads in [1, 2] {
+            let opts = Options {
+                threads,
+                record: false,
+            };
+            let (got, _) =
+                tapc::codegen::run_jit(&m, 0, &facts[0], &inputs, &Default::default(), &opts)
+                    .unwrap();
+            for (name, t) in &got {
+                if let Some(e) = first_mismatch(&want[name], t) {
+                    let (a, g) = (common::f64s(&want[name]), common::f64s(t));
+                    panic!(
+                        "rows of {n}, {threads} threads: {name}[{e}]: {} vs {}",
+                        a[e], g[e]
+                    );
+                }
+                compared += t.len();
+            }
+        }
+    }
+    let want: usize = lengths.iter().map(|n| 2 * 2 * 6 * n).sum();
     assert_eq!(compared, want);
 }

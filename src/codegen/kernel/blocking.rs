@@ -63,6 +63,13 @@ impl<'ctx> K<'_, '_, 'ctx> {
             let tiny = self.reduce_points(&st.value) <= TINY_REDUCTION;
             match self.block_var(st, lv, j, u) {
                 Some(i) if !tiny => (u, Some(i)),
+                // No rows to reuse a panel and rows wider than the registers (a row vector
+                // times a wide matrix): accumulators in memory, several rows streamed.
+                _ if self.streamed(st, j, TINY_REDUCTION).is_some() => {
+                    let r = self.streamed(st, j, TINY_REDUCTION).expect("checked");
+                    let outer: Vec<usize> = lv.iter().copied().filter(|&v| v != j).collect();
+                    return self.stream(st, &outer, j, &r);
+                }
                 // No rows to reuse a panel (a row vector times a matrix), or too little work
                 // per point to pay for a panel (an outer product): no packing, and wide
                 // panels along whole output rows, so each step streams a long contiguous run.

@@ -28,10 +28,13 @@
 //! scheduler), `access` (loads and stores through strided views and folded pads), `reduce`
 //! (reductions in registers, fused multiply-adds, vectorised along a contiguous reduction),
 //! `blocking` (register blocking: the tile a vectorised statement gets, lane panels times row
-//! blocks, edge tiles), `pack` (panels of a reused operand copied contiguous) and `dot` (bf16
-//! and u8×i8 contractions on the host's dot-product instructions, tried first). This file
-//! holds the kernel's state and the statement loops. It imports only `plan` (which imports
-//! nothing of it); the other files extend [`K`] with methods, so no two files import each other.
+//! blocks, edge tiles), `stream` (reductions streamed along whole rows of a wide operand,
+//! 4 rows at a time), `share` (a row's math-function values computed once for a row sum and
+//! a later statement: softmax's `exp`), `pack` (panels of a reused operand copied
+//! contiguous) and `dot` (bf16 and u8×i8 contractions on the host's dot-product
+//! instructions, tried first). This file holds the kernel's state and the statement loops.
+//! It imports only `plan` and `share` (which import nothing of it); the other files extend
+//! [`K`] with methods, so no two files import each other.
 
 mod access;
 mod blocking;
@@ -40,6 +43,8 @@ pub mod gather;
 mod pack;
 pub mod plan;
 mod reduce;
+mod share;
+mod stream;
 
 pub use plan::KernelPlan;
 
@@ -161,7 +166,12 @@ pub fn emit<'ctx>(
     if inst.stmts.is_none() {
         return Err("an extern op without a kernel".into());
     }
-    let stmts = &inline_epilogues(inst)[..];
+    let stmts = inline_epilogues(inst);
+    let shared = share::share_rows(inst, &stmts, &kp.fused);
+    let (inst, stmts) = match &shared {
+        Some((i, s)) => (i, &s[..]),
+        None => (inst, &stmts[..]),
+    };
     let tys: Vec<BasicTypeEnum> = inputs
         .iter()
         .chain(outputs)
@@ -413,6 +423,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
         }
         if let Some(j) = self.lane_var(st, &lv, red) {
             return self.lanes(st, &lv, j, red);
+        }
+        if let Some(i) = red.then(|| self.stream_rows_var(st, &lv)).flatten() {
+            return self.stream_rows(st, &lv, i);
         }
         // Scalar points (reductions may still vectorise along their own variable).
         let cx = Cx {

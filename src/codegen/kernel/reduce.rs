@@ -8,6 +8,35 @@ use super::*;
 /// Vectors of lanes a vectorised `argmax`/`argmin` keeps (best values and their indices).
 const ARG_LANES: i64 = 4;
 
+/// Rows of scalar reductions along a contiguous variable evaluated together (a matrix ×
+/// vector's rows: independent read streams sharing the vector's loads).
+const ROW_STREAMS: i64 = 4;
+
+/// One group per parent (a row) and vector `j < u` along `r`: its first lane and mask.
+fn along_groups<'ctx>(
+    parents: &[Group<'ctx>],
+    r: usize,
+    u: i64,
+    mut at: impl FnMut(i64) -> (IntValue<'ctx>, Option<VectorValue<'ctx>>),
+) -> Cx<'ctx> {
+    let lanes: Vec<_> = (0..u).map(&mut at).collect();
+    let groups = parents
+        .iter()
+        .flat_map(|p| {
+            lanes.iter().enumerate().map(|(j, &(base, mask))| Group {
+                lane_base: Some(base),
+                mask,
+                slot: j as i64,
+                ..p.clone()
+            })
+        })
+        .collect();
+    Cx {
+        lane: Some(r),
+        groups,
+    }
+}
+
 impl<'ctx> K<'_, '_, 'ctx> {
     pub(super) fn reduce(
         &mut self,
@@ -32,8 +61,8 @@ impl<'ctx> K<'_, '_, 'ctx> {
             }
             return self.arg_reduce(max, v, body, cx);
         }
-        if let (None, [_], Some(&r)) = (cx.lane, cx.groups.as_slice(), vars.last()) {
-            if self.inst.extent(r) >= 4 && self.contiguous_loads(body, r) > 0 && d != DType::Bool {
+        if let (None, Some(&r)) = (cx.lane, vars.last()) {
+            if cx.groups.len() <= ROW_STREAMS as usize && self.along(vars, body, d) {
                 return self.reduce_along(kind, vars, r, body, d, cx);
             }
         }
@@ -248,7 +277,8 @@ impl<'ctx> K<'_, '_, 'ctx> {
         })
     }
 
-    /// A reduction vectorised along its innermost variable `r` (see the module docs).
+    /// A reduction vectorised along its innermost variable `r` (see the module docs), for
+    /// each of the groups of `cx` (rows evaluated together: independent read streams).
     pub(super) fn reduce_along(
         &mut self,
         kind: Reduction,
@@ -271,14 +301,15 @@ impl<'ctx> K<'_, '_, 'ctx> {
         };
         let full_end = lo + n / (u * w) * (u * w);
         let id = g.splat(g.identity(kind, d)?);
-        let parent = cx.groups[0].clone();
+        let parents = cx.groups.clone();
+        let rows = parents.len();
         let outer = &vars[..vars.len() - 1];
-        let accs = self.reduce_loops(outer, vec![id; u as usize], &mut |k, acc| {
+        let init = vec![id; rows * u as usize];
+        let accs = self.reduce_loops(outer, init, &mut |k, acc| {
             let g = k.g;
             let loops = Loops { g, f: k.loops.f };
             let mut acc = acc;
             if full_end > lo {
-                let parent = parent.clone();
                 acc = loops.counted(
                     k,
                     g.i64c(lo),
@@ -286,22 +317,10 @@ impl<'ctx> K<'_, '_, 'ctx> {
                     u * w,
                     acc,
                     &mut |k, r0, acc| {
-                        let groups = (0..u)
-                            .map(|j| Group {
-                                lane_base: Some(
-                                    k.g.b
-                                        .build_int_add(r0, k.g.i64c(j * w), "")
-                                        .expect("positioned"),
-                                ),
-                                mask: None,
-                                slot: j,
-                                ..parent.clone()
-                            })
-                            .collect();
-                        let cx = Cx {
-                            lane: Some(r),
-                            groups,
-                        };
+                        let cx = along_groups(&parents, r, u, |j| {
+                            let at = k.g.b.build_int_add(r0, k.g.i64c(j * w), "");
+                            (at.expect("positioned"), None)
+                        });
                         k.accumulate(kind, body, d, &acc, &cx)
                     },
                 )?;
@@ -309,38 +328,95 @@ impl<'ctx> K<'_, '_, 'ctx> {
             let rem = hi - full_end;
             if rem > 0 {
                 let ut = (rem + w - 1) / w;
-                let groups: Vec<Group> = (0..ut)
-                    .map(|j| {
-                        let bits: Vec<IntValue> = (0..w)
-                            .map(|l| {
-                                g.cx.bool_type()
-                                    .const_int(u64::from(j * w + l < rem), false)
-                            })
-                            .collect();
-                        Group {
-                            lane_base: Some(g.i64c(full_end + j * w)),
-                            mask: Some(inkwell::types::VectorType::const_vector(&bits)),
-                            slot: j,
-                            ..parent.clone()
-                        }
-                    })
+                let cx = along_groups(&parents, r, ut, |j| {
+                    let bits: Vec<IntValue> = (0..w)
+                        .map(|l| {
+                            g.cx.bool_type()
+                                .const_int(u64::from(j * w + l < rem), false)
+                        })
+                        .collect();
+                    let mask = inkwell::types::VectorType::const_vector(&bits);
+                    (g.i64c(full_end + j * w), Some(mask))
+                });
+                // Each row's first `ut` accumulators.
+                let slots: Vec<usize> = (0..rows)
+                    .flat_map(|p| (0..ut as usize).map(move |j| p * u as usize + j))
                     .collect();
-                let cx = Cx {
-                    lane: Some(r),
-                    groups: groups.clone(),
-                };
-                let c = k.accumulate(kind, body, d, &acc[..groups.len()], &cx)?;
-                for (j, (grp, c)) in groups.iter().zip(c).enumerate() {
-                    acc[j] = k.g.select(grp.mask.expect("tail mask").into(), c, acc[j]);
+                let part: Vec<V> = slots.iter().map(|&s| acc[s]).collect();
+                let c = k.accumulate(kind, body, d, &part, &cx)?;
+                for ((grp, c), &s) in cx.groups.iter().zip(c).zip(&slots) {
+                    acc[s] = k.g.select(grp.mask.expect("tail mask").into(), c, acc[s]);
                 }
             }
             Ok(acc)
         })?;
-        let mut v = accs[0];
-        for a in &accs[1..] {
-            v = g.combine(kind, v, *a, d)?;
+        accs.chunks(u as usize)
+            .map(|row| {
+                let mut v = row[0];
+                for a in &row[1..] {
+                    v = g.combine(kind, v, *a, d)?;
+                }
+                g.hreduce(kind, v, d)
+            })
+            .collect()
+    }
+
+    /// Whether a reduction over `vars` of `body` (of dtype `d`) runs vectorised along its
+    /// innermost variable.
+    fn along(&self, vars: &[usize], body: &CExpr, d: DType) -> bool {
+        vars.last().is_some_and(|&r| {
+            self.inst.extent(r) >= 4 && self.contiguous_loads(body, r) > 0 && d != DType::Bool
+        })
+    }
+
+    /// For a statement computed at scalar points whose every top-level reduction runs along
+    /// a contiguous variable (a matrix × vector): the innermost of its loop variables `lv`
+    /// with several values, to evaluate [`ROW_STREAMS`] of them at a time.
+    pub(super) fn stream_rows_var(&self, st: &CStmt, lv: &[usize]) -> Option<usize> {
+        let tops = self.top_reduces(&st.value);
+        let along = tops.iter().all(|t| match &t.kind {
+            CKind::Reduce { kind, vars, body } => !kind.is_arg() && self.along(vars, body, t.dtype),
+            _ => false,
+        });
+        if tops.is_empty() || !along {
+            return None;
         }
-        Ok(vec![g.hreduce(kind, v, d)?])
+        lv.iter().rev().copied().find(|&v| self.inst.extent(v) >= 2)
+    }
+
+    /// Statement `st` at every point of its loop variables `lv`, [`ROW_STREAMS`] values of
+    /// `i` at a time, then the rows left one by one.
+    pub(super) fn stream_rows(&mut self, st: &CStmt, lv: &[usize], i: usize) -> R<()> {
+        let outer: Vec<usize> = lv.iter().copied().filter(|&v| v != i).collect();
+        self.point_loops(&outer, &mut |k| {
+            let g = k.g;
+            let (lo, hi) = (k.lo_of(i), k.hi_of(i));
+            let full = k.round_down(lo, hi, ROW_STREAMS);
+            let loops = Loops { g, f: k.loops.f };
+            for (a, b, step) in [(lo, full, ROW_STREAMS), (full, hi, 1)] {
+                loops.counted(k, a, b, step, vec![], &mut |k, i0, _| {
+                    let groups = (0..step)
+                        .map(|x| Group {
+                            over: vec![(
+                                i,
+                                k.g.b
+                                    .build_int_add(i0, k.g.i64c(x), "")
+                                    .expect("positioned"),
+                            )],
+                            lane_base: None,
+                            mask: None,
+                            slot: 0,
+                        })
+                        .collect();
+                    let cx = Cx { lane: None, groups };
+                    k.memo.clear();
+                    let v = k.eval(&st.value, &cx)?;
+                    k.store(st, v, st.value.dtype, &cx);
+                    Ok(vec![])
+                })?;
+            }
+            Ok(())
+        })
     }
 
     /// Whether some reduction in `e` has a contiguous load along its innermost variable.
