@@ -65,7 +65,40 @@ pub fn in_place(s: &mut Schedule) -> usize {
         merged.push(by);
     }
     drop_buffers(s, &merged);
+    drop_unused_kernels(s);
     merged.len()
+}
+
+/// Removes the kernels no task calls any more (those whose every task now writes in place),
+/// so they are not compiled.
+fn drop_unused_kernels(s: &mut Schedule) {
+    let mut used = vec![false; s.kernels.len()];
+    for t in &s.plan.tasks {
+        used[t.kernel as usize] = true;
+    }
+    let map = renumbering(&used);
+    retain_by(&mut s.kernels, &used);
+    retain_by(&mut s.names, &used);
+    for t in &mut s.plan.tasks {
+        t.kernel = map[t.kernel as usize];
+    }
+}
+
+/// Per old index, its new index once the items not `kept` are removed.
+fn renumbering(kept: &[bool]) -> Vec<u32> {
+    let mut next = 0u32;
+    (kept.iter())
+        .map(|&k| {
+            next += u32::from(k);
+            next - u32::from(k)
+        })
+        .collect()
+}
+
+/// Keeps the items of `v` whose `kept` flag is set.
+fn retain_by<T>(v: &mut Vec<T>, kept: &[bool]) {
+    let mut flags = kept.iter().copied();
+    v.retain(|_| flags.next().unwrap_or(false));
 }
 
 /// `(k, j)` when task `t` can write its argument `k` (its output) in place of argument `j`.
@@ -218,22 +251,11 @@ fn rename(s: &mut Schedule, from: u32, to: u32) {
 
 /// Removes the (now unused) buffers `gone`, renumbering the others.
 fn drop_buffers(s: &mut Schedule, gone: &[u32]) {
-    if gone.is_empty() {
-        return;
-    }
-    let mut map = Vec::with_capacity(s.plan.buffers.len());
-    let mut next = 0u32;
-    for b in 0..s.plan.buffers.len() as u32 {
-        map.push(next);
-        if !gone.contains(&b) {
-            next += 1;
-        }
-    }
-    let mut b = 0;
-    s.plan.buffers.retain(|_| {
-        b += 1;
-        !gone.contains(&(b - 1))
-    });
+    let kept: Vec<bool> = (0..s.plan.buffers.len() as u32)
+        .map(|b| !gone.contains(&b))
+        .collect();
+    let map = renumbering(&kept);
+    retain_by(&mut s.plan.buffers, &kept);
     each_buffer_ref(s, |b| *b = map[*b as usize]);
 }
 
