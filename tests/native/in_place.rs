@@ -252,3 +252,22 @@ op @mm(a: f32[N, N], b: f32[N, N]) -> (c: f32[N, N]) {{
         assert!(ok, "{body}: in place {tasks:?}, want {want:?}");
     }
 }
+
+/// A sharded apply reads halos of its neighbours' rows (and its shard is a region of a
+/// concat): no shard writes in place, after the shard pass, while the values still match.
+#[test]
+fn shards_never_write_in_place() {
+    let src = common::example("transformer.teg");
+    let pipeline = "canonicalize,shard{parts=2},fuse";
+    let (m, facts) = common::after_pipeline("transformer", &src, pipeline);
+    let lanes = target::host().unwrap().lanes;
+    let mut s = schedule::build(&m, &m.graphs[0], &facts[0], lanes).unwrap();
+    let shards = (s.plan.tasks.iter())
+        .filter(|t| t.name.contains(" @["))
+        .count();
+    assert!(shards > 0, "no shards after {pipeline}");
+    reuse::in_place(&mut s);
+    let tasks = in_place_tasks(&s.plan);
+    assert!(!tasks.iter().any(|t| t.contains(" @[")), "{tasks:#?}");
+    s.plan.validate(s.kernels.len()).unwrap();
+}
