@@ -69,6 +69,9 @@ pub struct Report {
     pub wall: Duration,
     /// Most bytes of buffers live at once (sources, scratch and constants).
     pub peak_bytes: u64,
+    /// The plan's peak ([`crate::memory::peak`], what the pre-run memory check uses), when
+    /// [`Options::record`] is set; 0 otherwise.
+    pub planned_bytes: u64,
     pub threads: usize,
     pub task_names: Vec<String>,
     /// Every job, when [`Options::record`] is set.
@@ -610,6 +613,11 @@ fn execute_core<T>(
     let report = Report {
         wall,
         peak_bytes: st.peak,
+        planned_bytes: if opts.record {
+            crate::memory::peak(plan).0
+        } else {
+            0
+        },
         threads,
         task_names: plan.tasks.iter().map(|t| t.name.clone()).collect(),
         events,
@@ -1103,11 +1111,12 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "wall {:.3} ms on {} thread(s), busy {:.3} ms, peak memory {}",
+            "wall {:.3} ms on {} thread(s), busy {:.3} ms, peak memory {} (planned {})",
             self.wall.as_secs_f64() * 1e3,
             self.threads,
             busy.as_secs_f64() * 1e3,
-            human_bytes(self.peak_bytes)
+            human_bytes(self.peak_bytes),
+            human_bytes(self.planned_bytes)
         );
         s
     }

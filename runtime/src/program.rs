@@ -281,6 +281,7 @@ impl Mode for Local {
         // The inputs as read are held for the whole run.
         let inputs = Footprint::whole(job.plan).input_bytes;
         report.peak_bytes = report.peak_bytes.saturating_add(inputs);
+        report.planned_bytes = report.planned_bytes.saturating_add(inputs);
         Ok(Some(Done {
             paths,
             trace: job.args.trace.as_ref().map(|_| report.trace_json()),

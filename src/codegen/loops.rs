@@ -98,7 +98,8 @@ impl<'ctx> Loops<'_, '_, 'ctx> {
 }
 
 /// Adds the exported entry `name(i8** bases, i64* range) -> i32` that loads the arguments
-/// and calls `body(ptr args..., lo0, hi0, ...)`, whose pointer parameters are `noalias`.
+/// and calls `body(ptr args..., lo0, hi0, ...)`, whose pointer parameters are `noalias`
+/// (except an in-place pair, [`super::ops::Gen::alias`]).
 pub fn wrap<'ctx>(
     g: &Gen<'_, 'ctx>,
     host: &Host,
@@ -119,16 +120,20 @@ pub fn wrap<'ctx>(
     host.tag(cx, body);
     let noalias = Attribute::get_named_enum_kind_id("noalias");
     let noinline = Attribute::get_named_enum_kind_id("noinline");
-    for k in 0..arg_types.len() {
+    let aliased = |k: usize| g.alias.is_some_and(|(a, b)| k == a || k == b);
+    for k in (0..arg_types.len()).filter(|&k| !aliased(k)) {
         body.add_attribute(
             AttributeLoc::Param(k as u32),
             cx.create_enum_attribute(noalias, 0),
         );
     }
-    body.add_attribute(
-        AttributeLoc::Function,
-        cx.create_enum_attribute(noinline, 0),
-    );
+    // An in-place body is inlined into its entry, where both arguments are one pointer.
+    let inline = if g.alias.is_some() {
+        Attribute::get_named_enum_kind_id("alwaysinline")
+    } else {
+        noinline
+    };
+    body.add_attribute(AttributeLoc::Function, cx.create_enum_attribute(inline, 0));
     let bp = ptr::byte_ptr(cx);
     let entry_ty = cx.i32_type().fn_type(
         &[
@@ -145,7 +150,11 @@ pub fn wrap<'ctx>(
     let range = entry.get_nth_param(1).expect("param").into_pointer_value();
     let mut args: Vec<V> = Vec::new();
     for (k, &t) in arg_types.iter().enumerate() {
-        let slot = ptr::element(g.b, bases, bp.into(), g.i64c(k as i64));
+        let from = match g.alias {
+            Some((a, b)) if a == k => b,
+            _ => k,
+        };
+        let slot = ptr::element(g.b, bases, bp.into(), g.i64c(from as i64));
         let p = ptr::load(g.b, bp.into(), slot).into_pointer_value();
         args.push(ptr::cast(g.b, p, t).into());
     }

@@ -24,6 +24,7 @@ pub mod math;
 pub mod ops;
 pub mod ptr;
 pub mod replicate;
+pub mod reuse;
 pub mod scatter;
 pub mod schedule;
 pub mod storage;
@@ -148,8 +149,12 @@ fn build<'ctx>(
     let host = target::host().map_err(backend_error)?;
     let g = &m.graphs[gi];
     let mut sched = schedule::build(m, g, facts, host.lanes)?;
-    if rt == Runtime::Mpi {
-        sched.plan.dist = distribute::plan(&sched);
+    match rt {
+        // A distributed plan moves pieces of buffers between ranks: no buffer is reused there.
+        Runtime::Mpi => sched.plan.dist = distribute::plan(&sched),
+        Runtime::Local => {
+            reuse::in_place(&mut sched);
+        }
     }
     let module = cx.create_module(&format!("teg.{}", g.name));
     let machine = host.machine(reloc).map_err(backend_error)?;
@@ -166,6 +171,7 @@ fn build<'ctx>(
             DotProducts::Auto => host.dot,
             DotProducts::Portable => target::Dot::default(),
         },
+        alias: None,
     };
     let mut entries = Vec::new();
     for (k, spec) in sched.kernels.iter().enumerate() {
@@ -176,7 +182,14 @@ fn build<'ctx>(
                 inputs,
                 outputs,
                 plan,
-            } => kernel::emit(&gen, host, &name, inst, inputs, outputs, plan),
+                alias,
+            } => {
+                let gen = ops::Gen {
+                    alias: *alias,
+                    ..gen
+                };
+                kernel::emit(&gen, host, &name, inst, inputs, outputs, plan)
+            }
             KernelSpec::Gather {
                 out,
                 src_strides,

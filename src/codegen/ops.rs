@@ -44,6 +44,10 @@ pub struct Gen<'a, 'ctx> {
     pub contract: bool,
     /// The dot-product instructions kernels may use (none with `--dot-products=portable`).
     pub dot: super::target::Dot,
+    /// `(k, j)`: the kernel being emitted writes its argument `k` in place of its argument `j`
+    /// (the same memory, see `reuse`): neither is `noalias`, and the entry passes `j`'s pointer
+    /// for both, so LLVM sees one pointer and keeps same-index loops vectorised.
+    pub alias: Option<(usize, usize)>,
 }
 
 fn unsupported<T>(what: String) -> R<T> {

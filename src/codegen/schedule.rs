@@ -9,7 +9,8 @@
 //! that feeds a concat/interleave is *placed* into its region of the assembled buffer, so a
 //! sharded apply writes its shard straight into the concatenated result (zero-copy concat):
 //! regions of one buffer are disjoint by construction, which is what licenses `noalias` on
-//! every kernel argument. Sequence points order nothing observable here (all sinks are
+//! every kernel argument (until [`super::reuse`] lets a task write its output in place of an
+//! input, compiling that pair as one pointer). Sequence points order nothing observable here (all sinks are
 //! written together after the run) and are ignored.
 
 use super::kernel::plan::{plan as kernel_plan, KernelPlan};
@@ -47,12 +48,14 @@ pub enum DimMap {
 /// One kernel to compile.
 #[derive(Clone, Debug)]
 pub enum KernelSpec {
-    /// An apply: inputs then outputs.
+    /// An apply: inputs then outputs. `alias`: argument `k` is written in place of argument
+    /// `j` (`reuse::in_place`; the kernel is compiled knowing they are one pointer).
     Apply {
         inst: Box<Instance>,
         inputs: Vec<SView>,
         outputs: Vec<SView>,
         plan: KernelPlan,
+        alias: Option<(usize, usize)>,
     },
     /// `out[c] = src[map(c)]` (or `fill`): args are source, then output.
     Gather {
@@ -677,6 +680,7 @@ impl Builder<'_> {
                 inputs,
                 outputs,
                 plan: kplan,
+                alias: None,
             },
             name.clone(),
         );

@@ -16,6 +16,7 @@ mod gather;
 mod grad;
 mod grid;
 mod halo;
+mod in_place;
 mod link;
 mod lowp;
 mod math;

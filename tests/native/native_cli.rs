@@ -131,6 +131,12 @@ fn compiled_program_takes_input_dir_positional_threads_time_and_trace() {
         stderr.contains("apply @linear") && stderr.contains("peak memory"),
         "{stderr}"
     );
+    // `peak memory 1.9 MiB (planned 1.9 MiB)`: the executor's count and the plan's figure
+    // (the one the pre-run memory check uses) agree within 5%.
+    let line = stderr.lines().find(|l| l.contains("peak memory")).unwrap();
+    let measured = bytes_after(line, "peak memory ");
+    let planned = bytes_after(line, "(planned ");
+    assert!((measured - planned).abs() <= 0.05 * measured, "{line}");
     let t = std::fs::read_to_string(&trace).unwrap();
     assert!(
         t.contains("\"traceEvents\"") && t.contains("\"ph\":\"X\"") && t.contains("worker 1"),
@@ -413,4 +419,19 @@ fn run_native_matches_the_interpreter_on_the_mlp() {
 
 fn tapc_lib_run(args: &[String]) -> tapc::driver::Outcome {
     tapc::driver::run(args)
+}
+
+/// The byte size `human_bytes` printed right after `key` in `line` (`1.9 MiB`, `17 B`).
+fn bytes_after(line: &str, key: &str) -> f64 {
+    let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key}: {line}")) + key.len()..];
+    let mut words = rest.split_whitespace();
+    let n: f64 = words.next().unwrap().parse().unwrap();
+    let unit = words.next().unwrap().trim_end_matches(')');
+    let scale = match unit {
+        "GiB" => 1u64 << 30,
+        "MiB" => 1 << 20,
+        "KiB" => 1 << 10,
+        _ => 1,
+    };
+    n * scale as f64
 }
