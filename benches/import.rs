@@ -19,6 +19,7 @@ mod profile;
 #[path = "../tests/common/pyenv.rs"]
 mod pyenv;
 
+use profile::median;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -85,11 +86,6 @@ fn ppocr() -> Vec<Model> {
         }
     }
     out
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn load_average() -> String {

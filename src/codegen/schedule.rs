@@ -252,8 +252,8 @@ struct Builder<'a> {
 }
 
 /// Per value of `g`: used, and only as an apply's argument (not one it gathers from: a gathered
-/// load does not fold a pad) or through unit-step slices, or reshapes of the pad that only add
-/// or drop unit dims, whose results are (recursively) used so. A sharded reader sees a pad through the slice of its shard, so folding through slices
+/// load does not fold a pad) or through unit-step slices whose results are (recursively) used
+/// so. A sharded reader sees a pad through the slice of its shard, so folding through slices
 /// turns a materialised pad into halo reads.
 fn kernel_only(g: &Graph, facts: &GraphFacts) -> Vec<bool> {
     let mut ok: Vec<Option<bool>> = vec![None; g.values.len()]; // None: no use seen yet
@@ -269,19 +269,6 @@ fn kernel_only(g: &Graph, facts: &GraphFacts) -> Vec<bool> {
                 dims.iter().all(|d| d.step.unwrap_or(1) == 1)
                     && n.results.iter().all(|r| ok[r.index()] == Some(true))
             }
-            // A depthwise conv reads its pad through a reshape that adds a unit group dim
-            // (straight from the pad: a slice could leave a unit dim off its first element).
-            NodeKind::View(View::Reshape { arg, .. }) => {
-                let shape = |v: ValueId| g.value(v).ty.as_ref().map(|t| t.shape.clone());
-                let of_pad = matches!(
-                    g.nodes[g.value(*arg).node].kind,
-                    NodeKind::View(View::Pad { .. })
-                );
-                of_pad
-                    && n.results.iter().all(|r| ok[r.index()] == Some(true))
-                    && matches!((shape(*arg), shape(n.results[0])),
-                        (Some(a), Some(b)) if unit_dims_only(&a, &b))
-            }
             _ => false,
         };
         let uses: Vec<bool> = (0..n.kind.operands().len()).map(by_kernel).collect();
@@ -291,37 +278,6 @@ fn kernel_only(g: &Graph, facts: &GraphFacts) -> Vec<bool> {
         }
     }
     ok.into_iter().map(|u| u == Some(true)).collect()
-}
-
-/// Whether a reshape from `a` to `b` only inserts or removes dims of size 1.
-fn unit_dims_only(a: &[i64], b: &[i64]) -> bool {
-    let big = |s: &[i64]| s.iter().copied().filter(|&n| n != 1).collect::<Vec<_>>();
-    !a.contains(&0) && big(a) == big(b)
-}
-
-/// A folded pad `a0` seen through a reshape to `shape` that only inserts or removes unit dims
-/// of the pad's own result (see `kernel_only`): each dim of size > 1 keeps its stride and
-/// padding; a unit dim, which a pad's result has only where it pads nothing, reads element 0.
-fn reshape_padded(a0: &Loc, p: &Padding, shape: &[i64]) -> Loc {
-    let mut big = (0..a0.shape.len()).filter(|&d| a0.shape[d] != 1);
-    let mut pad = Padding {
-        lo: vec![],
-        inner: vec![],
-        fill: p.fill,
-    };
-    let mut strides = vec![];
-    for &n in shape {
-        let d = if n == 1 { None } else { big.next() };
-        strides.push(d.map_or(0, |d| a0.strides[d]));
-        pad.lo.push(d.map_or(0, |d| p.lo[d]));
-        pad.inner.push(d.map_or(1, |d| p.inner[d]));
-    }
-    Loc {
-        shape: shape.to_vec(),
-        strides,
-        pad: Some(pad),
-        ..a0.clone()
-    }
 }
 
 /// Each `state` source of `g` with its `update` sink, as plan indices.
@@ -832,9 +788,6 @@ impl Builder<'_> {
             shape: out_ty.shape.clone(),
             ..a0.clone()
         };
-        if let Some(p) = &a0.pad {
-            return reshape_padded(a0, p, &out_ty.shape);
-        }
         if a0.strides.iter().all(|&s| s == 0) {
             l.strides = vec![0; out_ty.rank()];
             return l;
