@@ -1,6 +1,6 @@
 //! Depthwise and grouped convolutions as `tapc import` writes them (pad, reshape to a group
 //! dim, grouped conv, reshape back) at edge shapes, against the interpreter on 1 and 2
-//! threads, unfused and fused.
+//! threads, unfused and fused; and the constant pads they copy.
 
 use super::native::assert_pipelines;
 
@@ -64,5 +64,39 @@ fn depthwise_convs_at_edge_shapes_match_the_interpreter() {
             &src,
             &["canonicalize", "canonicalize,fuse,canonicalize"],
         );
+    }
+}
+
+/// Constant pads that are materialised (sunk, or read by a depthwise conv through its reshape)
+/// copy each row as fill, the source's run, fill: at edge shapes (rank 1 to 4, rows of 1, 2,
+/// 17 and 1,031 elements split by 2 threads, pads wider than the row, pads only on outer
+/// dims, only on one side) against the interpreter.
+#[test]
+fn materialised_constant_pads_at_edge_shapes_match_the_interpreter() {
+    let cases: [(&str, &str); 9] = [
+        ("1031", "3:5"),
+        ("1", "0:0"),
+        ("2", "7:9"),
+        ("17", "0:4"),
+        ("3, 17", "1:0, 2:2"),
+        ("5, 2", "2:3, 0:0"),
+        ("2, 3, 1, 9", "0:0, 1:1, 2:2, 1:1"),
+        ("1, 33, 7, 7", "0:0, 0:0, 2:2, 2:2"),
+        ("4, 1031", "1:1, 0:1"),
+    ];
+    for (shape, widths) in cases {
+        let src = format!(
+            "op @neg(a: f32[..S]) -> (y: f32[..S]) {{
+  y[..i] = 0.0 - a[..i]
+}}
+graph @padded {{
+  %x = source @x : f32[{shape}]
+  %p = pad %x [{widths}] constant 1.5
+  %y = apply @neg(%p)
+  sink @p %p
+  sink @y %y
+}}"
+        );
+        assert_pipelines(&format!("pad {shape} by {widths}"), &src, &["canonicalize"]);
     }
 }
