@@ -11,11 +11,15 @@
 //! (`--input-shape`), the GPT-2 block (fixed input shape) at batch 1, and the trained PP-OCR
 //! direction classifier and text detector (when `tests/import/real.rs` has fetched them) at
 //! batch 1 and 8. The load average is
-//! printed before and after.
+//! printed before and after. `--profile` adds, per model and thread count, where tapc's time
+//! goes (job time per op kind and the slowest tasks; benches/import/profile.rs).
 
+#[path = "import/profile.rs"]
+mod profile;
 #[path = "../tests/common/pyenv.rs"]
 mod pyenv;
 
+use profile::median;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -84,11 +88,6 @@ fn ppocr() -> Vec<Model> {
     out
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -123,7 +122,12 @@ fn model_inputs(m: &tapc::ir::Module, inputs: &[String]) -> HashMap<String, Tens
 }
 
 /// tapc's medians at 1 and 2 threads, and the inputs it ran on.
-fn time_tapc(model: &Model, runs: usize, passes: &str) -> ([f64; 2], HashMap<String, Tensor>) {
+fn time_tapc(
+    model: &Model,
+    runs: usize,
+    passes: &str,
+    prof: bool,
+) -> ([f64; 2], HashMap<String, Tensor>) {
     let opts = tapc::import::ImportOptions {
         input_shapes: model.shapes.clone(),
     };
@@ -150,6 +154,9 @@ fn time_tapc(model: &Model, runs: usize, passes: &str) -> ([f64; 2], HashMap<Str
                 record: false,
             };
             p.run(&all, &o).unwrap();
+            if prof {
+                profile_runs(model, &m, p, &all, threads, runs);
+            }
             median(
                 (0..runs)
                     .map(|_| p.run(&all, &o).unwrap().1.wall.as_secs_f64())
@@ -159,6 +166,31 @@ fn time_tapc(model: &Model, runs: usize, passes: &str) -> ([f64; 2], HashMap<Str
     })
     .unwrap_or_else(|d| panic!("{}: {}", model.label, d.message));
     (times, ins)
+}
+
+/// Prints where `runs` recorded runs of `p` at `threads` spend their time.
+fn profile_runs(
+    model: &Model,
+    m: &tapc::ir::Module,
+    p: &tapc::codegen::Program,
+    all: &HashMap<String, Tensor>,
+    threads: usize,
+    runs: usize,
+) {
+    let o = Options {
+        threads,
+        record: true,
+    };
+    let (mut times, mut wall) = (vec![], vec![]);
+    let mut names = vec![];
+    for _ in 0..runs {
+        let r = p.run(all, &o).unwrap().1;
+        times.push(profile::task_times(&r));
+        wall.push(r.wall.as_secs_f64());
+        names = r.task_names;
+    }
+    let label = format!("{} {threads}T", model.label);
+    profile::print(&label, &m.graphs[0], &names, &times, wall);
 }
 
 /// onnxruntime's median at `threads`, on `ins` written as .npy files under `dir`.
@@ -206,6 +238,7 @@ fn main() {
         .position(|a| a == "--passes")
         .and_then(|i| args.get(i + 1))
         .map_or("canonicalize", String::as_str);
+    let prof = args.iter().any(|a| a == "--profile");
     println!("tapc pipeline: {passes}");
     println!("load average before: {}", load_average());
     println!(
@@ -214,7 +247,7 @@ fn main() {
     );
     let dir = std::env::temp_dir().join(format!("tapc-bench-import-{}", std::process::id()));
     for (k, model) in models().iter().enumerate() {
-        let (t, ins) = time_tapc(model, runs, passes);
+        let (t, ins) = time_tapc(model, runs, passes, prof);
         let sub = dir.join(k.to_string());
         let o: Vec<f64> = [1, 2]
             .iter()

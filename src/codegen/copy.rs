@@ -2,7 +2,7 @@
 //! cannot express (concat and interleave operands, repeat, pad, reshape of a non-contiguous
 //! view) and generators (`iota`, `rand`) computed from coordinates. Both are plain scalar
 //! loop nests over the output (split by the executor along dimension 0) that LLVM's loop
-//! vectorizer handles.
+//! vectorizer handles; a constant pad's rows run as fill, a straight copy, fill.
 
 use super::loops::{wrap, Loops};
 use super::ops::{Gen, R, V};
@@ -144,10 +144,95 @@ pub fn emit_gather<'ctx>(
         ptr::store(b, ptr::element(b, bufs[1], ety, at.out), v);
         Ok(())
     };
-    nest(&loops, &n, 0, start, &mut step, &mut leaf)?;
+    let last = out.shape.len().checked_sub(1);
+    match (last.map(|l| &maps[l]), fill) {
+        // A constant pad along the innermost dim: each row is fill, a straight copy, fill (so
+        // the copy vectorises with no per-element bounds check or clamped address).
+        (Some(&DimMap::Shift { lo, n: len }), Some(f)) => {
+            let l = last.expect("a last dim");
+            let rows = Nest {
+                lo: n.lo[..l].to_vec(),
+                hi: n.hi[..l].to_vec(),
+            };
+            let row = Row {
+                lo: n.lo[l],
+                hi: n.hi[l],
+                shift: lo,
+                len,
+                src_stride: src_strides[l],
+                out_stride: out.strides[l],
+            };
+            let fill = g.narrow(g.konst(f, d), d);
+            let mut leaf = |at: &At<'ctx>| padded_row(g, &loops, &bufs, ety, at, &row, fill);
+            nest(&loops, &rows, 0, start, &mut step, &mut leaf)?;
+        }
+        _ => nest(&loops, &n, 0, start, &mut step, &mut leaf)?,
+    }
     b.build_return(Some(&g.cx.i32_type().const_zero()))
         .expect("positioned");
     Ok(entry)
+}
+
+/// The innermost dim of a constant pad: output coordinates `lo..hi` of this chunk, reading
+/// source element `c - shift` where `0 <= c - shift < len`.
+struct Row<'ctx> {
+    lo: IntValue<'ctx>,
+    hi: IntValue<'ctx>,
+    shift: i64,
+    len: i64,
+    src_stride: i64,
+    out_stride: i64,
+}
+
+/// One output row of a constant pad at `at` (outer coordinates bound): fill up to the
+/// source's first element, the source's run copied, fill after it; all fill when an outer
+/// coordinate is outside the source.
+fn padded_row<'ctx>(
+    g: &Gen<'_, 'ctx>,
+    loops: &Loops<'_, '_, 'ctx>,
+    bufs: &[PointerValue<'ctx>],
+    ety: inkwell::types::BasicTypeEnum<'ctx>,
+    at: &At<'ctx>,
+    r: &Row<'ctx>,
+    fill: V<'ctx>,
+) -> R<()> {
+    let b = g.b;
+    let clamp = |x: i64| {
+        let x = g.i64c(x);
+        let below = g.icmp(IntPredicate::SLT, x.into(), r.lo.into());
+        let x = g.select(below, r.lo.into(), x.into());
+        let above = g.icmp(IntPredicate::SGT, x, r.hi.into());
+        g.select(above, r.hi.into(), x).into_int_value()
+    };
+    let (mut a, mut e) = (clamp(r.shift), clamp(r.shift + r.len));
+    if let Some(ok) = at.inside {
+        a = g.select(ok.into(), a.into(), r.hi.into()).into_int_value();
+        e = g.select(ok.into(), e.into(), r.hi.into()).into_int_value();
+    }
+    let at_out = |c: IntValue<'ctx>, stride: i64, base: IntValue<'ctx>| {
+        let t = b.build_int_mul(c, g.i64c(stride), "").expect("positioned");
+        b.build_int_add(base, t, "").expect("positioned")
+    };
+    let mut unit = ();
+    for (from, to) in [(r.lo, a), (e, r.hi)] {
+        loops.counted(&mut unit, from, to, 1, vec![], &mut |_, c, _| {
+            let o = at_out(c, r.out_stride, at.out);
+            ptr::store(b, ptr::element(b, bufs[1], ety, o), fill);
+            Ok(vec![])
+        })?;
+    }
+    loops.counted(&mut unit, a, e, 1, vec![], &mut |_, c, _| {
+        let i = b.build_int_sub(c, g.i64c(r.shift), "").expect("positioned");
+        let x = ptr::load(
+            b,
+            ety,
+            ptr::element(b, bufs[0], ety, at_out(i, r.src_stride, at.src)),
+        );
+        let o = at_out(c, r.out_stride, at.out);
+        ptr::store(b, ptr::element(b, bufs[1], ety, o), x);
+        Ok(vec![])
+    })?;
+    Ok(())
 }
 
 /// splitmix64, as `interp/scalar.rs`.

@@ -8,6 +8,7 @@ mod common;
 mod argmax;
 mod bitwise;
 mod compile_scaling;
+mod depthwise;
 mod dtype_reductions;
 mod dtypes;
 mod embed;
