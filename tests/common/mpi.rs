@@ -104,7 +104,7 @@ pub fn mlp(batch: usize, input: usize, hidden: usize, output: usize) -> String {
 /// A 5-point heat stencil over `steps` steps of a `rows`×`cols` grid, sunk as the row sums of
 /// the last grid. Each step keeps the interior, or with `boundary` reads its grid through a
 /// constant `pad` (which the shards' kernels fold: only halo rows move).
-#[allow(dead_code)] // Only the memory tests and the MPI bench build one.
+#[allow(dead_code)] // Only the memory and cost tests and the MPI bench build one.
 pub fn heat(rows: usize, cols: usize, steps: usize, boundary: bool) -> String {
     let mut g = format!(
         "op @step(x: f32[M, N]) -> (y: f32[M - 2, N - 2]) {{

@@ -4,42 +4,16 @@
 //! that already holds its producer) is carried out without them instead of failing (E0105).
 
 use crate::common;
-use tapc::passes::manager::{run_pipeline, RunConfig};
 use tapc::print::print_module;
 
-/// `steps` 5-point stencil steps over a `rows`×`cols` grid, sunk as the last grid's row sums.
+/// `steps` stencil steps without a boundary (`common::mpi::heat`).
 fn heat(rows: usize, cols: usize, steps: usize) -> String {
-    let mut g = format!(
-        "op @step(x: f32[M, N]) -> (y: f32[M - 2, N - 2]) {{
-  y[i, j] = x[i + 1, j + 1] * 0.5 + (x[i, j + 1] + x[i + 2, j + 1] + x[i + 1, j] + x[i + 1, j + 2]) * 0.125
-}}
-op @rowsum(x: f32[M, N]) -> (y: f32[M]) {{
-  y[i] = sum[j](x[i, j])
-}}
-graph @heat {{
-  %u0 = source @u : f32[{rows}, {cols}]
-"
-    );
-    for s in 1..=steps {
-        g.push_str(&format!("  %u{s} = apply @step(%u{})\n", s - 1));
-    }
-    g.push_str(&format!(
-        "  %e = apply @rowsum(%u{steps})\n  sink @e %e\n}}\n"
-    ));
-    g
+    common::mpi::heat(rows, cols, steps, false)
 }
 
 /// Runs `pipeline` on `src`; returns the printed module and the cost report.
 fn cost(src: &str, pipeline: &str) -> (String, String) {
-    let (mut m, facts) = common::compile_ok("heat", src);
-    let cx = run_pipeline(
-        &mut m,
-        facts,
-        pipeline,
-        &RunConfig::default(),
-        &mut String::new(),
-    )
-    .unwrap_or_else(|d| panic!("{pipeline}: [{:?}] {}", d.code, d.message));
+    let (m, cx) = common::pipeline_context("heat", src, pipeline);
     let report = cx.report("cost").expect("a cost report").to_string();
     (print_module(&m), report)
 }
