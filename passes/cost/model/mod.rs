@@ -207,8 +207,8 @@ pub struct Problem {
     sink_readers: Vec<Vec<usize>>,
     /// Per apply: the applies that may fuse into it.
     fused_from: Vec<Vec<usize>>,
-    /// Inputs read through views priced exactly ([`Problem::with_exact_views`]); `None` in
-    /// the search.
+    /// Inputs read through views priced exactly ([`Problem::with_exact_views`], which the
+    /// cost pass uses); `None` for a problem from [`Problem::new`] alone (the probes, the bench).
     views: Option<std::sync::Arc<views::Views>>,
     /// Who reads and who updates each state (`state.rs`).
     states: state::States,

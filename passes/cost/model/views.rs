@@ -106,8 +106,8 @@ impl Problem {
         c
     }
 
-    /// [`Problem::fetch`] of an input read through views, exactly: `None` when there is no
-    /// exact pricing (the search) or the analysis cannot map the box.
+    /// [`Problem::fetch`] of an input read through views, exactly: `None` when the problem has no
+    /// exact pricing ([`Problem::new`] alone) or the analysis cannot map the box.
     pub(super) fn fetch_through_views(
         &self,
         plan: &[Gene],
