@@ -2,6 +2,7 @@
 //! test. Its `// RUN: <args>` lines run `tapc` in-process; their output is snapshotted next
 //! to the file (`foo.teg` -> `foo.snap`), matched against `// CHECK...:` directives, and
 //! `// ERROR@+1: E0012 msg` annotations are compared with `check --error-format=json`.
+//! `%t` in a RUN line is a scratch directory of the test's own (printed as `%t`).
 //! Set `TAPC_FILETESTS_DIR` to use another root; `INSTA_UPDATE=always` accepts new output.
 
 mod support;
@@ -82,13 +83,65 @@ fn run_test(file: &TestFile) -> Result<(), Failed> {
         )
         .into());
     }
-    let results = runs.iter().map(execute).collect::<Result<Vec<_>, _>>()?;
+    let scratch = Scratch::new(&file.name);
+    let results = runs
+        .iter()
+        .map(|run| execute(&scratch.expand(run)).map(|r| scratch.hide(r)))
+        .collect::<Result<Vec<_>, _>>()?;
     let checks = [
         run_filecheck(&source, &results),
         check_annotations(file, &source),
         assert_snapshot(file, &support::render(&results)),
     ];
     all_checks(checks, "\n\n").map_err(Failed::from)
+}
+
+/// `%t` in a RUN line: a directory of this test's own, removed when the test ends (as lit's
+/// `%t`), so parallel and concurrent runs never share an output path. Snapshots print `%t`.
+struct Scratch {
+    dir: std::path::PathBuf,
+}
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let name: String = test
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("tapc-filetest-{}-{name}", std::process::id()));
+        Scratch { dir }
+    }
+
+    /// Replaces an argument `%t` or `%t/...` with the scratch directory.
+    fn expand(&self, run: &RunLine) -> RunLine {
+        let dir = self.dir.to_string_lossy();
+        let expand = |a: &String| match a.strip_prefix("%t") {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{dir}{rest}"),
+            _ => a.clone(),
+        };
+        RunLine {
+            line: run.line,
+            args: run.args.iter().map(expand).collect(),
+        }
+    }
+
+    /// Prints the scratch directory back as `%t`, for CHECK lines and snapshots alike.
+    fn hide(&self, run: RunResult) -> RunResult {
+        let dir = self.dir.to_string_lossy();
+        let hide = |text: &str| text.replace(dir.as_ref(), "%t");
+        RunResult {
+            args: run.args.iter().map(|a| hide(a)).collect(),
+            stdout: hide(&run.stdout),
+            stderr: hide(&run.stderr),
+            code: run.code,
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Runs every check and reports their failures together, separated by `sep`.
