@@ -26,6 +26,9 @@
 //! says so plainly and reports tapc alone. The load average is printed before and after, since
 //! a busy machine (other builds) distorts the 2-thread column most.
 //!
+//! Families are summarised as well: `odd` (20 matmul shapes drawn from 1 … 3000 by a fixed seed,
+//! issue 22) prints its minimum and median ratio against the best peer at 1 and 2 threads.
+//!
 //! `--json` prints one JSON object with the medians (seconds) as the last line.
 
 #[path = "../tests/common/rng.rs"]
@@ -222,6 +225,17 @@ const SWEEP: &[(i64, i64, i64)] = &[
     (1031, 1, 997),
 ];
 
+/// Issue 22's family of odd matmul shapes: `ODD_COUNT` triples (M, K, N) drawn uniformly from
+/// 1 … 3000 by a fixed seed (`odd_M_K_N`), reported as the minimum and median ratio over them.
+const ODD_COUNT: usize = 20;
+const ODD_SEED: u64 = 0x0dd5_4a9e;
+
+fn odd_shapes() -> Vec<(i64, i64, i64)> {
+    let mut r = Rng(ODD_SEED);
+    let mut dim = || 1 + r.below_i64(3000);
+    (0..ODD_COUNT).map(|_| (dim(), dim(), dim())).collect()
+}
+
 /// Shapes of the low-precision contractions (`bf16mm_M_K_N`, `u8mm_M_K_N`): the issue's 2048³
 /// and a few others (prime, odd, short-wide, K-dominant).
 const LOWP_SWEEP: &[(i64, i64, i64)] = &[
@@ -284,9 +298,13 @@ fn workloads() -> Vec<Workload> {
         flops,
         passes,
     };
-    for &(m, k, n) in SWEEP {
+    let families = [("mm", SWEEP.to_vec()), ("odd", odd_shapes())];
+    for (&(m, k, n), family) in families
+        .iter()
+        .flat_map(|(f, shapes)| shapes.iter().map(move |s| (s, f)))
+    {
         out.push(w(
-            format!("mm_{m}_{k}_{n}"),
+            format!("{family}_{m}_{k}_{n}"),
             format!(
                 "  %a = source @a : f32[{m}, {k}]\n  %b = source @b : f32[{k}, {n}]\n  %c = apply @mm(%a, %b)\n  sink @c %c\n"
             ),
@@ -973,6 +991,39 @@ fn print_side_by_side(rows: &[Row], np: &RefTimes, jx: &RefTimes, mach: &Machine
     }
 }
 
+/// The minimum and median ratio (best peer / tapc) over a family's rows, per thread count; a
+/// family measured only in part says how many of its rows it covers.
+fn print_family(family: &str, size: usize, rows: &[Row], np: &RefTimes, jx: &RefTimes) {
+    let members: Vec<&Row> = rows.iter().filter(|r| selects(family, &r.name)).collect();
+    if members.is_empty() {
+        return;
+    }
+    for (t, label) in [(0, "1T"), (1, "2T")] {
+        let mut ratios: Vec<(f64, &str)> = members
+            .iter()
+            .filter_map(|r| {
+                let best = [ref_time(np, t, &r.name), ref_time(jx, t, &r.name)]
+                    .into_iter()
+                    .flatten()
+                    .reduce(f64::min)?;
+                Some((best / [r.t1, r.t2][t], r.name.as_str()))
+            })
+            .collect();
+        if ratios.is_empty() {
+            println!("{family} family: no peer measured, no ratio");
+            return;
+        }
+        ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let median = median(ratios.iter().map(|r| r.0).collect());
+        println!(
+            "{family} family at {label} ({} of its {size} shapes timed with a peer): min {:.2}x ({}), median {median:.2}x",
+            ratios.len(),
+            ratios[0].0,
+            ratios[0].1
+        );
+    }
+}
+
 fn print_memory(rows: &[Row], jx: &RefTimes) {
     let mib = |b: f64| b / (1u64 << 20) as f64;
     for r in rows {
@@ -1074,6 +1125,7 @@ fn main() {
     }
     print_side_by_side(&rows, &np, &jx, &mach);
     print_memory(&rows, &jx);
+    print_family("odd", ODD_COUNT, &rows, &np, &jx);
     print_scaling(&rows, &load_before);
     if a.json {
         print_json(&rows, &np, &jx);

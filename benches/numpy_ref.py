@@ -148,7 +148,7 @@ def workload(np, name):
         return fixed[name]
     base = name.split("+")[0]
     kind = base.split("_")[0]
-    if kind in ("mm", "bmm"):
+    if kind in ("mm", "bmm", "odd"):
         return lambda d: d["a"] @ d["b"]
     if kind == "bf16mm":
         # numpy has no bf16 matmul: widen to f32 and use its f32 matmul; JAX multiplies bf16
