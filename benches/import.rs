@@ -1,5 +1,5 @@
 //! Imported ONNX models against onnxruntime (not part of `cargo test`):
-//! `cargo bench --bench import -- [--runs N] [--passes LIST]` (default pipeline: `canonicalize`).
+//! `cargo bench --bench import -- [--runs N] [--passes LIST] [--profile] [--light]` (default pipeline: `canonicalize`).
 //!
 //! Each model of tests/data/onnx/models is imported (`tapc::import::import_onnx`), compiled
 //! once with the JIT after the standard pipeline, and run with 1 and then 2 worker threads; the
@@ -10,7 +10,8 @@
 //! tapc time (above 1: tapc is faster). The BERT block runs at batch 1 and 8
 //! (`--input-shape`), the GPT-2 block (fixed input shape) at batch 1, and the trained PP-OCR
 //! direction classifier and text detector (when `tests/import/real.rs` has fetched them) at
-//! batch 1 and 8. The load average is
+//! batch 1 and 8; `--light` adds the nine ImageNet nets of the `onnx` wheel at batch 1. The
+//! load average is
 //! printed before and after. `--profile` adds, per model and thread count, where tapc's time
 //! goes (job time per op kind and the slowest tasks; benches/import/profile.rs).
 
@@ -32,7 +33,7 @@ struct Model {
     shapes: Vec<(String, Vec<usize>)>,
 }
 
-fn models() -> Vec<Model> {
+fn models(light: bool) -> Vec<Model> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx/models");
     let bert = |b: usize| Model {
         label: format!("bert_block batch {b}"),
@@ -52,7 +53,24 @@ fn models() -> Vec<Model> {
         },
     ];
     all.extend(ppocr());
+    if light {
+        all.extend(light_models());
+    }
     all
+}
+
+/// `--light`: the ImageNet nets inside the `onnx` wheel (AlexNet, DenseNet-121, Inception v1/v2,
+/// ResNet-50, ShuffleNet, SqueezeNet, VGG-19, ZFNet-512) at their fixed batch-1 inputs. Their
+/// weights are `ConstantOfShape` fills, so only their speed means anything here.
+fn light_models() -> Vec<Model> {
+    pyenv::onnx_light_models()
+        .into_iter()
+        .map(|onnx| Model {
+            label: format!("{} batch 1", onnx.file_stem().unwrap().to_string_lossy()),
+            onnx,
+            shapes: vec![],
+        })
+        .collect()
 }
 
 /// The trained PP-OCR classifier and detector of the `rapidocr-onnxruntime` wheel at batch 1
@@ -239,6 +257,7 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map_or("canonicalize", String::as_str);
     let prof = args.iter().any(|a| a == "--profile");
+    let light = args.iter().any(|a| a == "--light");
     println!("tapc pipeline: {passes}");
     println!("load average before: {}", load_average());
     println!(
@@ -246,7 +265,7 @@ fn main() {
         "model", "tapc 1T µs", "ort 1T µs", "ort/tapc", "tapc 2T µs", "ort 2T µs", "ort/tapc"
     );
     let dir = std::env::temp_dir().join(format!("tapc-bench-import-{}", std::process::id()));
-    for (k, model) in models().iter().enumerate() {
+    for (k, model) in models(light).iter().enumerate() {
         let (t, ins) = time_tapc(model, runs, passes, prof);
         let sub = dir.join(k.to_string());
         let o: Vec<f64> = [1, 2]

@@ -46,6 +46,24 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
+/// The `onnx` wheel's backend test models (`onnx/backend/test/data/light/*.onnx`: ImageNet
+/// nets whose weights are `ConstantOfShape` fills), sorted by name.
+pub fn onnx_light_models() -> Vec<PathBuf> {
+    let o = Command::new(python())
+        .args(["-c", "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/light'))"])
+        .output()
+        .expect("cannot run the test environment's python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("a readable directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+        .collect();
+    v.sort();
+    v
+}
+
 /// Whether `dir` holds a finished environment with this list of packages.
 fn ready(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("tapc-packages.txt")).is_ok_and(|s| s == PACKAGES.join("\n"))

@@ -72,31 +72,13 @@ fn gpt2_block_matches_onnxruntime_in_every_mode() {
     whole_model("gpt2_block");
 }
 
-/// The `onnx` wheel's backend test models (`onnx/backend/test/data/light/`).
-fn light_models() -> Vec<PathBuf> {
-    let python = pyenv::python();
-    let o = Command::new(&python)
-        .args(["-c", "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/light'))"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
-        .collect();
-    v.sort();
-    v
-}
-
 /// The light models run JIT-compiled here (the others are imported and verified only: the
 /// interpreter and the JIT take minutes on ImageNet-sized VGG, ResNet-50 and DenseNet).
 const RUN: &[&str] = &["light_squeezenet", "light_shufflenet", "light_bvlc_alexnet"];
 
 #[test]
 fn onnx_wheel_light_models_import_and_match_onnxruntime() {
-    let models = light_models();
+    let models = pyenv::onnx_light_models();
     let work = crate::common::scratch("import-light");
     let (mut imported, mut ran) = (0, 0);
     for m in &models {
