@@ -1,5 +1,5 @@
 //! Imported ONNX models against onnxruntime (not part of `cargo test`):
-//! `cargo bench --bench import -- [--runs N] [--passes LIST] [--profile] [--light]` (default pipeline: `canonicalize`).
+//! `cargo bench --bench import -- [--runs N] [--passes LIST] [--profile] [--light] [--only A,B]` (default pipeline: `canonicalize`).
 //!
 //! Each model of tests/data/onnx/models is imported (`tapc::import::import_onnx`), compiled
 //! once with the JIT after the standard pipeline, and run with 1 and then 2 worker threads; the
@@ -10,8 +10,8 @@
 //! tapc time (above 1: tapc is faster). The BERT block runs at batch 1 and 8
 //! (`--input-shape`), the GPT-2 block (fixed input shape) at batch 1, and the trained PP-OCR
 //! direction classifier and text detector (when `tests/import/real.rs` has fetched them) at
-//! batch 1 and 8; `--light` adds the nine ImageNet nets of the `onnx` wheel at batch 1. The
-//! load average is
+//! batch 1 and 8; `--light` adds the nine ImageNet nets of the `onnx` wheel at batch 1, and
+//! `--only A,B` keeps the models whose label contains A or B. The load average is
 //! printed before and after. `--profile` adds, per model and thread count, where tapc's time
 //! goes (job time per op kind and the slowest tasks; benches/import/profile.rs).
 
@@ -139,13 +139,8 @@ fn model_inputs(m: &tapc::ir::Module, inputs: &[String]) -> HashMap<String, Tens
     out
 }
 
-/// tapc's medians at 1 and 2 threads, and the inputs it ran on.
-fn time_tapc(
-    model: &Model,
-    runs: usize,
-    passes: &str,
-    prof: bool,
-) -> ([f64; 2], HashMap<String, Tensor>) {
+/// tapc's medians at 1 and 2 threads, and the inputs it ran on (in the model's input order).
+fn time_tapc(model: &Model, runs: usize, passes: &str, prof: bool) -> ([f64; 2], Vec<Tensor>) {
     let opts = tapc::import::ImportOptions {
         input_shapes: model.shapes.clone(),
     };
@@ -183,7 +178,9 @@ fn time_tapc(
         })
     })
     .unwrap_or_else(|d| panic!("{}: {}", model.label, d.message));
-    (times, ins)
+    // In the model's input order: TEG names may differ from ONNX's (`gpu_0/data_0`).
+    let ordered = imp.inputs.iter().map(|n| ins[n].clone()).collect();
+    (times, ordered)
 }
 
 /// Prints where `runs` recorded runs of `p` at `threads` spend their time.
@@ -211,17 +208,11 @@ fn profile_runs(
     profile::print(&label, &m.graphs[0], &names, &times, wall);
 }
 
-/// onnxruntime's median at `threads`, on `ins` written as .npy files under `dir`.
-fn time_ort(
-    model: &Model,
-    ins: &HashMap<String, Tensor>,
-    dir: &Path,
-    threads: usize,
-    runs: usize,
-) -> f64 {
+/// onnxruntime's median at `threads`, on `ins` written as `input{k}.npy` under `dir`.
+fn time_ort(model: &Model, ins: &[Tensor], dir: &Path, threads: usize, runs: usize) -> f64 {
     std::fs::create_dir_all(dir).unwrap();
-    for (n, t) in ins {
-        tapc_runtime::npy::write(&dir.join(format!("{n}.npy")), t).unwrap();
+    for (k, t) in ins.iter().enumerate() {
+        tapc_runtime::npy::write(&dir.join(format!("input{k}.npy")), t).unwrap();
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/onnxruntime_ref.py");
     let o = Command::new(pyenv::python())
@@ -258,6 +249,11 @@ fn main() {
         .map_or("canonicalize", String::as_str);
     let prof = args.iter().any(|a| a == "--profile");
     let light = args.iter().any(|a| a == "--light");
+    let only: Vec<&str> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map_or(vec![], |v| v.split(',').collect());
     println!("tapc pipeline: {passes}");
     println!("load average before: {}", load_average());
     println!(
@@ -265,7 +261,8 @@ fn main() {
         "model", "tapc 1T µs", "ort 1T µs", "ort/tapc", "tapc 2T µs", "ort 2T µs", "ort/tapc"
     );
     let dir = std::env::temp_dir().join(format!("tapc-bench-import-{}", std::process::id()));
-    for (k, model) in models(light).iter().enumerate() {
+    let chosen = |m: &&Model| only.is_empty() || only.iter().any(|o| m.label.contains(o));
+    for (k, model) in models(light).iter().filter(chosen).enumerate() {
         let (t, ins) = time_tapc(model, runs, passes, prof);
         let sub = dir.join(k.to_string());
         let o: Vec<f64> = [1, 2]

@@ -2,7 +2,7 @@
 
     python onnxruntime_ref.py MODEL.onnx INPUT_DIR THREADS RUNS
 
-Reads INPUT_DIR/NAME.npy for each model input, runs the CPU execution provider with
+Reads INPUT_DIR/input{k}.npy for the model's k-th input (ONNX names need not be file names), runs the CPU execution provider with
 `intra_op_num_threads = THREADS` (one inter-op thread, sequential execution) once to warm up
 and RUNS times timed, and prints the median seconds of `session.run` as its last line.
 """
@@ -20,7 +20,7 @@ so.intra_op_num_threads = threads
 so.inter_op_num_threads = 1
 so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
 sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-feeds = {i.name: np.load(os.path.join(data, i.name + ".npy")) for i in sess.get_inputs()}
+feeds = {i.name: np.load(os.path.join(data, f"input{k}.npy")) for k, i in enumerate(sess.get_inputs())}
 sess.run(None, feeds)
 times = []
 for _ in range(runs):
