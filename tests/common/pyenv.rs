@@ -48,6 +48,7 @@ pub fn target_dir() -> PathBuf {
 
 /// The `onnx` wheel's backend test models (`onnx/backend/test/data/light/*.onnx`: ImageNet
 /// nets whose weights are `ConstantOfShape` fills), sorted by name.
+#[allow(dead_code)] // the import tests and bench use it; the python tests include this file too
 pub fn onnx_light_models() -> Vec<PathBuf> {
     let o = Command::new(python())
         .args(["-c", "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/light'))"])

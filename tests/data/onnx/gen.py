@@ -252,6 +252,26 @@ def resize_case(name, x, attrs, scales=None, sizes=None, opset=13):
     op_case(name, "Resize", [x], None, attrs, inits=inits, extra_inputs=extra, opset=opset)
 
 
+def p9_cases():
+    """1×1 convolutions, lowered as a matmul over the flattened positions when stride 1 and
+    unpadded (their own seed): with bias at batch 2, 1-D and 3-D, no bias, and the forms that
+    keep the generic lowering (stride 2, padding, groups)."""
+    global RNG
+    RNG = np.random.default_rng(2026112809)
+    op_case("conv1x1_bias", "Conv", [[2, 8, 5, 7]], None, {},
+            inits=[init("w", rand(6, 8, 1, 1)), init("b", rand(6))], extra_inputs=["w", "b"])
+    op_case("conv1x1_nobias_1d", "Conv", [[1, 3, 17]], None, {},
+            inits=[init("w", rand(5, 3, 1))], extra_inputs=["w"])
+    op_case("conv1x1_3d", "Conv", [[1, 4, 3, 2, 5]], None, {"dilations": [2, 2, 2]},
+            inits=[init("w", rand(2, 4, 1, 1, 1)), init("b", rand(2))], extra_inputs=["w", "b"])
+    op_case("conv1x1_stride2", "Conv", [[1, 4, 7, 7]], None, {"strides": [2, 2]},
+            inits=[init("w", rand(3, 4, 1, 1))], extra_inputs=["w"])
+    op_case("conv1x1_pad1", "Conv", [[1, 4, 3, 3]], None, {"pads": [1, 0, 0, 1]},
+            inits=[init("w", rand(3, 4, 1, 1)), init("b", rand(3))], extra_inputs=["w", "b"])
+    op_case("conv1x1_group2", "Conv", [[1, 4, 5, 5]], None, {"group": 2},
+            inits=[init("w", rand(6, 2, 1, 1))], extra_inputs=["w"])
+
+
 def p7_cases():
     """Resize linear and cubic, grouped ConvTranspose, Tile and CumSum (their own seed, so
     `gen.py p7_cases` alone regenerates exactly these)."""
@@ -515,4 +535,5 @@ elif __name__ == "__main__":
     bad_models()
     late_cases()
     p7_cases()
+    p9_cases()
     print("generated", len(os.listdir(os.path.join(ROOT, "ops"))), "op cases, 2 models, bad models")

@@ -37,6 +37,15 @@ struct Window {
     out: Vec<usize>,
 }
 
+impl Window {
+    /// A 1×1 window with stride 1 and no padding (dilation does not matter at size 1).
+    fn is_pointwise(&self) -> bool {
+        self.kernel.iter().all(|&k| k == 1)
+            && self.strides.iter().all(|&s| s == 1)
+            && self.pads.iter().all(|&p| p == (0, 0))
+    }
+}
+
 /// Reads the window attributes of `n` for `spatial` input sizes and `kernel` sizes.
 fn window(cx: &Cx, n: &Node, spatial: &[usize], kernel: Vec<usize>, ceil: bool) -> R<Window> {
     let k = spatial.len();
@@ -199,11 +208,14 @@ fn conv(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         ));
     }
     let win = window(cx, n, &x.shape[2..], w.shape[2..].to_vec(), false)?;
-    let xp = pad_spatial(cx, &x, &win.pads, "0.0", &format!("{h}_pad"));
     let bias = match cx.opt(n, 2)? {
         Some(_) => Some(cx.data(n, 2)?),
         None => None,
     };
+    if g == 1 && win.is_pointwise() {
+        return Ok(vec![Val::Data(pointwise_conv(cx, &h, &x, &w, bias))]);
+    }
+    let xp = pad_spatial(cx, &x, &win.pads, "0.0", &format!("{h}_pad"));
     let nm = names(sp);
     let t = x.dtype.name();
     let (gx, gw, gy, gidx, gb) = if g == 1 {
@@ -257,6 +269,41 @@ fn conv(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let mut full = vec![x.shape[0], o];
     full.extend_from_slice(&win.out);
     Ok(vec![Val::Data(cx.reshape(&y, &full, &h))])
+}
+
+/// A 1×1 convolution with stride 1 and no padding: a batched matmul over the flattened spatial
+/// positions (`y[n, o, p] = sum[c](w[o, c] * x[n, c, p])`), so the kernel vectorises along all
+/// `H·W` positions instead of a row of `W` (7 at ResNet's last stage) and runs as a GEMM. The
+/// sum over `c` is the generic conv's, so values are the same.
+fn pointwise_conv(cx: &mut Cx, h: &str, x: &D, w: &D, bias: Option<D>) -> D {
+    let (n, c, o) = (x.shape[0], x.shape[1], w.shape[0]);
+    let positions: usize = x.shape[2..].iter().product();
+    let t = x.dtype.name();
+    let (bport, bterm) = match &bias {
+        Some(_) => (format!(", b: {t}[O]"), " + b[o]"),
+        None => (String::new(), ""),
+    };
+    let text = format!(
+        "op @{{NAME}}(x: {t}[N, C, P], w: {t}[O, C]{bport}) -> (y: {t}[N, O, P]) {{\n  y[n, o, p] = sum[c](w[o, c] * x[n, c, p]){bterm}\n}}"
+    );
+    let op = cx.e.op("ConvPointwise", &text);
+    let xf = cx.reshape(x, &[n, c, positions], &format!("{h}_flat"));
+    let wf = cx.reshape(w, &[o, c], &format!("{h}_w2"));
+    let mut args = vec![&xf, &wf];
+    if let Some(b) = &bias {
+        args.push(b);
+    }
+    let y = cx.e.apply(
+        &format!("{h}_p"),
+        &op,
+        &[],
+        &args,
+        x.dtype,
+        vec![n, o, positions],
+    );
+    let mut full = vec![n, o];
+    full.extend_from_slice(&x.shape[2..]);
+    cx.reshape(&y, &full, h)
 }
 
 /// The most negative finite value of a float dtype, as a literal.
