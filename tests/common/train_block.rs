@@ -1,7 +1,8 @@
 //! One training step of a GPT-2-style transformer block as TEG text, at any size: the block of
 //! `examples/transformer.teg` (pre-LayerNorm, causal multi-head attention through views,
 //! softmax, tanh GELU, residuals) with its 12 weights and biases as state, the loss
-//! `mean(y²)`, their gradients from `grad`, and AdamW (examples/train_mlp.teg's) on each,
+//! `mean(y²)`, their gradients from `grad`, and AdamW on each (examples/train_mlp.teg's, with
+//! the bias corrections computed once per step as optax does),
 //! the moments and the step count also state. `benches/native.rs` runs it at GPT-2-small's
 //! sizes (the `train_block` workload, issue 19's bar); `tests/native/train_block.rs` checks
 //! its gradients against `jax.grad` at small sizes (`grads = true` also sinks them).
@@ -91,14 +92,20 @@ op @count(t: f32[]) -> (t_next: f32[]) {
   t_next[] = t[] + 1.0
 }
 
-op @adamw(w: f32[..S], m: f32[..S], v: f32[..S], g: f32[..S], t: f32[], lr: f32[], b1: f32[],
-          b2: f32[], eps: f32[], wd: f32[])
+// The step's bias corrections 1 - β^t, once per step (as optax computes them: scalars).
+op @corrections(t: f32[], b1: f32[], b2: f32[]) -> (c1: f32[], c2: f32[]) {
+  c1[] = 1.0 - pow(b1[], t[])
+  c2[] = 1.0 - pow(b2[], t[])
+}
+
+op @adamw(w: f32[..S], m: f32[..S], v: f32[..S], g: f32[..S], c1: f32[], c2: f32[], lr: f32[],
+          b1: f32[], b2: f32[], eps: f32[], wd: f32[])
     -> (w_next: f32[..S], m_next: f32[..S], v_next: f32[..S]) {
   mt[..i] = b1[] * m[..i] + (1.0 - b1[]) * g[..i]
   vt[..i] = b2[] * v[..i] + (1.0 - b2[]) * g[..i] * g[..i]
   m_next[..i] = mt[..i]
   v_next[..i] = vt[..i]
-  w_next[..i] = w[..i] - lr[] * (mt[..i] / (1.0 - pow(b1[], t[])) / (sqrt(vt[..i] / (1.0 - pow(b2[], t[]))) + eps[]) + wd[] * w[..i])
+  w_next[..i] = w[..i] - lr[] * (mt[..i] / c1[] / (sqrt(vt[..i] / c2[]) + eps[]) + wd[] * w[..i])
 }
 ";
 
@@ -165,10 +172,10 @@ pub fn source(s: Sizes, grads: bool) -> String {
         outs.join(", "),
         wrt.join(", ")
     );
-    g += "  %t2 = apply @count(%t)\n";
+    g += "  %t2 = apply @count(%t)\n  %c1, %c2 = apply @corrections(%t2, %beta1, %beta2)\n";
     for p in &names {
         g += &format!(
-            "  %n_{p}, %nm_{p}, %nv_{p} = apply @adamw(%{p}, %m_{p}, %v_{p}, %d_{p}, %t2, %lr, %beta1, %beta2, %eps, %wd)\n"
+            "  %n_{p}, %nm_{p}, %nv_{p} = apply @adamw(%{p}, %m_{p}, %v_{p}, %d_{p}, %c1, %c2, %lr, %beta1, %beta2, %eps, %wd)\n"
         );
         g += &format!("  update @{p} %n_{p}\n  update @m_{p} %nm_{p}\n  update @v_{p} %nv_{p}\n");
     }
