@@ -1037,6 +1037,22 @@ fn print_memory(rows: &[Row], jx: &RefTimes) {
     }
 }
 
+/// CPU time per step at 1 thread, the load-robust comparison of the training steps: tapc's
+/// whole 1-thread run (with copying the inputs in and the sinks out) against JAX's per call.
+fn print_cpu(rows: &[Row], jx: &RefTimes) {
+    for r in rows.iter().filter(|r| r.name.starts_with("train_block")) {
+        if let Some(j) = ref_time(jx, 0, &format!("{}@cpu", r.name)) {
+            println!(
+                "{} CPU time per step at 1 thread (median): tapc {:.2} ms (a whole run, copies included) vs JAX {:.2} ms: {:.2}x",
+                r.name,
+                r.cpu1 * 1e3,
+                j * 1e3,
+                j / r.cpu1
+            );
+        }
+    }
+}
+
 fn print_scaling(rows: &[Row], load_before: &str) {
     let (bar, held) = SCALING_BAR;
     let checks: Vec<String> = rows
@@ -1123,6 +1139,7 @@ fn main() {
     }
     print_side_by_side(&rows, &np, &jx, &mach);
     print_memory(&rows, &jx);
+    print_cpu(&rows, &jx);
     print_scaling(&rows, &load_before);
     if a.json {
         print_json(&rows, &np, &jx);

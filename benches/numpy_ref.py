@@ -322,12 +322,14 @@ def main():
             np.seterr(invalid="ignore")  # the random second moments are negative in places
             run = lambda: fn(inputs)  # noqa: E731
         run()  # warm-up (and jit compile)
-        times = []
+        times, cpu = [], []
         for _ in range(max(args.runs, 1)):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             run()
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         out[name] = median(times)
+        out[name + "@cpu"] = median(cpu)  # the process's CPU time (all its threads)
         if args.lib == "jax" and name == "transformer":
             out[name + "@live_bytes"] = live_bytes(fn.jitted, inputs, name)
         if args.lib == "jax" and name.split("+")[0] == "train_block":
