@@ -33,6 +33,8 @@
 
 #[path = "../tests/common/rng.rs"]
 mod rng;
+#[path = "../tests/common/train_block.rs"]
+mod train_block;
 
 use rng::Rng;
 use std::collections::HashMap;
@@ -156,6 +158,10 @@ graph @bench {
     // One training step of examples/train_mlp.teg at issue 19's shapes (see `source_of`):
     // forward, `grad` (lowered by the pipeline) and AdamW on all four parameters.
     ("train_step", ""),
+    // Issue 19's bar: one training step of the GPT-2-small block at 1,024 tokens (forward,
+    // `grad` of mean(y²) wrt its 12 weights and biases, AdamW on each; tests/common/train_block.rs)
+    // against JAX `jit(value_and_grad)` + optax AdamW.
+    ("train_block", ""),
 ];
 
 /// examples/train_mlp.teg resized to a 784 → 512 → 10 MLP at batch 256 (issue 19).
@@ -178,7 +184,39 @@ fn source_of(name: &str, src: &str) -> String {
             include_str!("../examples/train_mlp.teg").to_string(),
             |src, (from, to)| src.replace(from, to),
         ),
+        "train_block" => train_block::source(train_block::GPT2_SMALL, false),
         _ => src.to_string(),
+    }
+}
+
+/// The matmul FLOPs of one `train_block` step: the forward's four linear layers and two
+/// attention contractions (all T² scores, as computed), three times (forward, and the two
+/// operand gradients of each contraction; the first layer's input gradient is computed too,
+/// towards the LayerNorm's gains).
+fn train_block_flops() -> f64 {
+    let s = train_block::GPT2_SMALL;
+    let (t, d, f) = (s.t as f64, s.d as f64, s.f as f64);
+    let forward = 2.0 * t * (3.0 * d * d + d * d + 2.0 * d * f) + 2.0 * 2.0 * t * t * d;
+    3.0 * forward
+}
+
+/// `train_block`'s inputs at a trained network's scale (the bench's [-1, 1) draws `u`): weights
+/// 0.05·u (0.025·u for the 3072-wide projection), biases 0.02·u, LayerNorm gains 1 + 0.1·u
+/// and shifts 0.1·u, the moments and the step count 0 (a first step; optax's `init`).
+fn scale_train_block(ins: &mut HashMap<String, Tensor>) {
+    for (name, t) in ins.iter_mut() {
+        let (mul, add) = match name.as_str() {
+            "x" => (1.0, 0.0),
+            "g1" | "g2" => (0.1, 1.0),
+            "b1" | "b2" => (0.1, 0.0),
+            "w_proj" => (0.025, 0.0),
+            n if n.starts_with("w_") => (0.05, 0.0),
+            n if n.starts_with("b_") => (0.02, 0.0),
+            _ => (0.0, 0.0),
+        };
+        if let Data::F32(v) = &mut t.data {
+            v.iter_mut().for_each(|x| *x = *x * mul + add);
+        }
     }
 }
 
@@ -275,6 +313,7 @@ fn workloads() -> Vec<Workload> {
                 // Three matmul-sized passes (forward, and two in the backward) per layer; the
                 // first layer's input gradient is not computed (x is not differentiated).
                 "train_step" => 2.0 * 256.0 * (3.0 * 512.0 * 10.0 + 2.0 * 784.0 * 512.0),
+                "train_block" => train_block_flops(),
                 // Memory-bound: judged against copy bandwidth.
                 _ => 0.0,
             },
@@ -368,6 +407,13 @@ graph @bench {
         2.0 * (b * m * k * n) as f64,
         None,
     ));
+    // The GPT-2-small block's training step fused (`grad` is prepended to the pipeline).
+    out.push(Workload {
+        name: "train_block+fuse".into(),
+        src: source_of("train_block", ""),
+        flops: train_block_flops(),
+        passes: Some(FUSE_PIPELINE),
+    });
     // Fused against unfused: a linear layer with a residual add, and one with a ReLU.
     let (m, k, n) = (2048i64, 768i64, 768i64);
     for passes in [None, Some(FUSE_PIPELINE)] {
@@ -682,7 +728,7 @@ fn jax_version() -> Result<String, String> {
         .output()
     {
         Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
-        _ => Err("jax is not importable for python3 (`pip install jax[cpu]` to compare)".into()),
+        _ => Err("jax is not importable for python3 (`pip install jax[cpu]` to compare; `optax` too for train_block)".into()),
     }
 }
 
@@ -812,7 +858,10 @@ fn measure(wl: &Workload, a: &BenchArgs, data_dir: Option<&Path>) -> Row {
     let name = wl.name.as_str();
     let (mut m, facts, diags) = tapc::compile_source(&wl.src);
     assert!(!diags.has_errors(), "{name}: {:?}", diags.0);
-    let ins = inputs(&m);
+    let mut ins = inputs(&m);
+    if name.starts_with("train_block") {
+        scale_train_block(&mut ins);
+    }
     let g0 = &m.graphs[0];
     let sinks: f64 = g0
         .sinks()
@@ -1039,6 +1088,22 @@ fn print_memory(rows: &[Row], jx: &RefTimes) {
     }
 }
 
+/// CPU time per step at 1 thread, the load-robust comparison of the training steps: tapc's
+/// whole 1-thread run (with copying the inputs in and the sinks out) against JAX's per call.
+fn print_cpu(rows: &[Row], jx: &RefTimes) {
+    for r in rows.iter().filter(|r| r.name.starts_with("train_block")) {
+        if let Some(j) = ref_time(jx, 0, &format!("{}@cpu", r.name)) {
+            println!(
+                "{} CPU time per step at 1 thread (median): tapc {:.2} ms (a whole run, copies included) vs JAX {:.2} ms: {:.2}x",
+                r.name,
+                r.cpu1 * 1e3,
+                j * 1e3,
+                j / r.cpu1
+            );
+        }
+    }
+}
+
 fn print_scaling(rows: &[Row], load_before: &str) {
     let (bar, held) = SCALING_BAR;
     let checks: Vec<String> = rows
@@ -1125,6 +1190,7 @@ fn main() {
     }
     print_side_by_side(&rows, &np, &jx, &mach);
     print_memory(&rows, &jx);
+    print_cpu(&rows, &jx);
     print_family("odd", ODD_COUNT, &rows, &np, &jx);
     print_scaling(&rows, &load_before);
     if a.json {

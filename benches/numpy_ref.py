@@ -57,10 +57,25 @@ def gelu(np, x):
     return f32(0.5) * x * (f32(1) + np.tanh(f32(0.7978845608) * (x + f32(0.044715) * x * x * x)))
 
 
+def block(np, x, w):
+    """examples/transformer.teg's block (width 768, heads of 64) with the weights `w` (named as
+    tests/common/train_block.rs names them)."""
+    f32 = np.float32
+    T, D = x.shape
+    H, E = D // 64, 64
+    qkv = layernorm(np, x, w["g1"], w["b1"]) @ w["w_qkv"] + w["b_qkv"]
+    q, k, v = (qkv[:, i * D:(i + 1) * D].reshape(T, H, E).transpose(1, 0, 2) for i in range(3))
+    s = np.where(np.tri(T, dtype=bool), q @ k.transpose(0, 2, 1) / f32(np.sqrt(E)), f32(-1e30))
+    p = softmax(np, s)
+    x1 = x + (p @ v).transpose(1, 0, 2).reshape(T, D) @ w["w_o"] + w["b_o"]
+    f = gelu(np, layernorm(np, x1, w["g2"], w["b2"]) @ w["w_fc"] + w["b_fc"])
+    return x1 + f @ w["w_proj"] + w["b_proj"]
+
+
 def transformer(np, x, w={}):
     """examples/transformer.teg's block; weights are made on the first (warm-up) call."""
     f32 = np.float32
-    T, D, H, E, F = x.shape[0], 768, 12, 64, 3072
+    D, F = 768, 3072
     if not w:
         import numpy  # the weights come from numpy's generator also when `np` is jax.numpy
         rng = numpy.random.default_rng(0)
@@ -68,16 +83,10 @@ def transformer(np, x, w={}):
         def u(*shape, m=0.05, one=0.0):
             return (rng.random(shape, dtype=f32) * f32(2) - f32(1)) * f32(m) + f32(one)
 
-        w.update(qkv=u(D, 3 * D), bqkv=u(3 * D, m=0.02), o=u(D, D), bo=u(D, m=0.02),
-                 fc=u(D, F), bfc=u(F, m=0.02), proj=u(F, D, m=0.025), bproj=u(D, m=0.02),
+        w.update(w_qkv=u(D, 3 * D), b_qkv=u(3 * D, m=0.02), w_o=u(D, D), b_o=u(D, m=0.02),
+                 w_fc=u(D, F), b_fc=u(F, m=0.02), w_proj=u(F, D, m=0.025), b_proj=u(D, m=0.02),
                  g1=u(D, m=0.1, one=1.0), b1=u(D, m=0.1), g2=u(D, m=0.1, one=1.0), b2=u(D, m=0.1))
-    qkv = layernorm(np, x, w["g1"], w["b1"]) @ w["qkv"] + w["bqkv"]
-    q, k, v = (qkv[:, i * D:(i + 1) * D].reshape(T, H, E).transpose(1, 0, 2) for i in range(3))
-    s = np.where(np.tri(T, dtype=bool), q @ k.transpose(0, 2, 1) / f32(np.sqrt(E)), f32(-1e30))
-    p = softmax(np, s)
-    x1 = x + (p @ v).transpose(1, 0, 2).reshape(T, D) @ w["o"] + w["bo"]
-    f = gelu(np, layernorm(np, x1, w["g2"], w["b2"]) @ w["fc"] + w["bfc"])
-    return x1 + f @ w["proj"] + w["bproj"]
+    return block(np, x, w)
 
 
 ADAMW = dict(lr=0.005, b1=0.9, b2=0.999, eps=1e-8, wd=1e-4)  # examples/train_mlp.teg's
@@ -123,6 +132,51 @@ def train_step(np, d):
     for k, gk in zip(names, g):
         out.extend(adamw(np, d[k], d["m" + k], d["v" + k], gk, t))
     return out
+
+
+def block_loss(np, w, x):
+    """The loss of the `train_block` workload: mean(y²) of the block with weights `w`."""
+    y = block(np, x, w)
+    return np.sum(y * y) / np.float32(y.size)
+
+
+BLOCK_PARAMS = ["g1", "b1", "w_qkv", "b_qkv", "w_o", "b_o", "g2", "b2", "w_fc", "b_fc", "w_proj", "b_proj"]
+BLOCK_ADAMW = dict(lr=0.0001, b1=0.9, b2=0.999, eps=1e-8, wd=0.01)  # tests/common/train_block.rs's
+
+
+def jax_train_block(jax):
+    """One training step of the GPT-2-small block: `jax.value_and_grad` of `block_loss` and
+    optax's AdamW, under one `jit`, the parameters and optimizer state donated (updated in
+    place, as a training loop runs it). Each call is one step from the previous call's state;
+    the first starts from the inputs (the moments and step count zero, as optax's `init`)."""
+    import jax.numpy as jnp
+    import optax
+    h = BLOCK_ADAMW
+    opt = optax.adamw(h["lr"], b1=h["b1"], b2=h["b2"], eps=h["eps"], weight_decay=h["wd"])
+
+    def step(params, state, x):
+        loss, g = jax.value_and_grad(lambda p: block_loss(jnp, p, x))(params)
+        updates, state = opt.update(g, state, params)
+        return optax.apply_updates(params, updates), state, loss
+
+    jstep = jax.jit(step, donate_argnums=(0, 1))
+    carry = {}
+
+    def run(d):
+        if not carry:
+            params = {k: jnp.array(d[k]) for k in BLOCK_PARAMS}
+            carry.update(params=params, state=opt.init(params))
+        carry["params"], carry["state"], loss = jstep(carry["params"], carry["state"], d["x"])
+        return loss
+
+    def live(d):
+        params = {k: jnp.array(d[k]) for k in BLOCK_PARAMS}
+        m = jstep.lower(params, opt.init(params), d["x"]).compile().memory_analysis()
+        return (m.argument_size_in_bytes + m.temp_size_in_bytes + m.output_size_in_bytes
+                - m.alias_size_in_bytes)
+
+    run.live = live
+    return run
 
 
 def workload(np, name):
@@ -183,6 +237,8 @@ def jax_workload(jax, name):
     """The JAX version of `name`: jitted, with convs as XLA convolutions."""
     import jax.numpy as jnp
     base = name.split("+")[0]
+    if base == "train_block":
+        return jax_train_block(jax)
     if base.startswith("conv"):
         if base == "conv2d":
             k, s = 3, 1
@@ -252,6 +308,9 @@ def main():
     for name in names:
         d = os.path.join(args.data, name)
         fn = jax_workload(jax, name) if args.lib == "jax" else workload(np, name)
+        if fn is None and name.split("+")[0] == "train_block":
+            print("no numpy reference for train_block (numpy has no autodiff)", file=sys.stderr)
+            continue
         if fn is None or not os.path.isdir(d):
             print(f"no {args.lib} reference or no inputs for workload {name!r} in {args.data}", file=sys.stderr)
             sys.exit(1)
@@ -263,14 +322,18 @@ def main():
             np.seterr(invalid="ignore")  # the random second moments are negative in places
             run = lambda: fn(inputs)  # noqa: E731
         run()  # warm-up (and jit compile)
-        times = []
+        times, cpu = [], []
         for _ in range(max(args.runs, 1)):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             run()
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         out[name] = median(times)
+        out[name + "@cpu"] = median(cpu)  # the process's CPU time (all its threads)
         if args.lib == "jax" and name == "transformer":
             out[name + "@live_bytes"] = live_bytes(fn.jitted, inputs, name)
+        if args.lib == "jax" and name.split("+")[0] == "train_block":
+            out[name + "@live_bytes"] = fn.live(inputs)
     print(json.dumps(out))
 
 

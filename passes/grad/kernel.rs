@@ -247,7 +247,12 @@ impl StmtCx<'_> {
         let mut summed = Vec::new();
         for v in &c.bound {
             if !own.contains(v) && !map.contains_key(&names[*v]) {
-                let f = w.fresh();
+                // The forward's name where the adjoint's left-hand side leaves it free (so
+                // `shard{dim=i}` splits the batch sum of a weight gradient as the forward's).
+                let f = match lhs.contains(&names[*v]) || map.values().any(|x| x == &names[*v]) {
+                    true => w.fresh(),
+                    false => names[*v].clone(),
+                };
                 map.insert(names[*v].clone(), f.clone());
                 summed.push((f, *v));
             }

@@ -16,6 +16,7 @@ mod expr;
 mod kernel;
 mod rules;
 mod scatter;
+mod symbols;
 mod views;
 
 use crate::diag::{codes, Diagnostic, Span};
@@ -117,6 +118,7 @@ fn lower_graph(
             _ => l.e.b.copy_node(n)?,
         }
     }
+    l.e.ops.iter_mut().for_each(symbols::generalize);
     Ok((l.e.b.new, l.e.ops))
 }
 

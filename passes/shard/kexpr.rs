@@ -69,3 +69,23 @@ pub fn reads(e: &KExpr, out: &mut Vec<String>) {
         _ => {}
     }
 }
+
+/// `e` with each shape symbol of `syms` used as a value replaced by its extent (an epilogue
+/// keeps the whole tensor's `B` after dropping the port that bound it).
+pub fn with_extents(e: &KExpr, syms: &std::collections::HashMap<String, i64>) -> KExpr {
+    let go = |a: &KExpr| Box::new(with_extents(a, syms));
+    let kind = match &e.kind {
+        KExprKind::Name(n) => match syms.get(n) {
+            Some(v) => KExprKind::Int(*v),
+            None => KExprKind::Name(n.clone()),
+        },
+        KExprKind::Call(f, args) => {
+            KExprKind::Call(*f, args.iter().map(|a| with_extents(a, syms)).collect())
+        }
+        KExprKind::Unary(op, a) => KExprKind::Unary(*op, go(a)),
+        KExprKind::Binary(op, a, b) => KExprKind::Binary(*op, go(a), go(b)),
+        KExprKind::Reduce(r, vars, b) => KExprKind::Reduce(*r, vars.clone(), go(b)),
+        other => other.clone(),
+    };
+    KExpr { kind, span: e.span }
+}

@@ -4,7 +4,7 @@
 //! Float sums and products are reassociated by this, so results differ in the last bits;
 //! max and min are exact.
 
-use super::kexpr::{find_reduce, reads, replace};
+use super::kexpr::{find_reduce, reads, replace, with_extents};
 use super::{err, Assembled, Config};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::graph::*;
@@ -352,7 +352,7 @@ fn epilogue(
         kind: KExprKind::Access(pout.name.clone(), st.indices.iter().map(index_of).collect()),
         span: t.red.span,
     };
-    let value = replace(&st.value, t.red, &access);
+    let value = with_extents(&replace(&st.value, t.red, &access), &extents(op, t.inst));
     let mut used = Vec::new();
     reads(&value, &mut used);
     let mut inputs: Vec<PortDef> = used
@@ -394,6 +394,19 @@ fn epilogue(
         b.old_ty(r)?,
         t.node.span,
     ))
+}
+
+/// The extent each shape symbol of `op`'s input ports (a bare name) has in the apply `inst`.
+fn extents(op: &OpDef, inst: &Instance) -> std::collections::HashMap<String, i64> {
+    let mut out = std::collections::HashMap::new();
+    for (p, ty) in op.inputs.iter().zip(&inst.inputs) {
+        for (d, &n) in p.dims.iter().zip(&ty.shape) {
+            if let Dim::Expr(IExpr::Name(s, _)) = d {
+                out.insert(s.clone(), n);
+            }
+        }
+    }
+    out
 }
 
 /// The hull of input `k`'s accesses over `ranges` (all variables), clipped to the input.

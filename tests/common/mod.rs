@@ -8,6 +8,7 @@ pub mod pyenv;
 pub mod rng;
 pub mod syspkg;
 pub mod tolerance;
+pub mod train_block;
 
 use std::collections::HashMap;
 use tapc::ir::Module;

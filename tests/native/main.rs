@@ -30,6 +30,7 @@ mod oracle_sizes;
 mod scatter;
 mod softmax_edges;
 mod steps;
+mod train_block;
 mod train_mlp;
 mod train_transformer;
 mod transformer;

@@ -187,3 +187,27 @@ fn a_grid_over_a_reduction_variable_or_without_its_parts_is_refused() {
         assert!(err.contains(want), "{opts}: {err}");
     }
 }
+
+/// `examples/grad_mlp.teg` (its loss a mean written `/ f32(B * N)`, its gradients from `grad`)
+/// sharded along the batch `i`: the loss's epilogue keeps the whole `B * N` as a literal, and
+/// `grad`'s ops (symbolic signatures, the forward's batch variable kept in the weight
+/// gradients' sums) split like the forward: the weight and bias gradients as partial sums
+/// plus a combine. The values are the unsharded ones within a reassociated sum's rounding.
+/// Before: E0106 (`grad`'s concrete signatures could not be instantiated on a block), and
+/// with those fixed, E0105 (the epilogue read `B` with no port binding it).
+#[test]
+fn grad_mlp_splits_along_the_batch_with_its_mean_and_gradients() {
+    let src = common::example("grad_mlp.teg");
+    let (m, _) = common::compile_ok("grad_mlp.teg", &src);
+    let inputs = common::inputs(&m, 0);
+    let pipeline = "grad,canonicalize,shard{parts=2,dim=i},canonicalize";
+    let (b, a, printed) = before_after(&src, pipeline, &inputs);
+    assert_eq!(b[0].len(), 5, "the loss and four gradients");
+    let err = max_rel_err(&a, &b);
+    assert!(err < 1e-5, "{err}:\n{printed}");
+    assert!(printed.contains("l[] = p1[] / f32(64 * 10)"), "{printed}");
+    for g in ["dw1", "db1", "dw2", "db2", "loss"] {
+        let combined = format!("%{g}.iacc1 = apply @tapc.sum.f32(%{g}.i0, %{g}.i1)");
+        assert!(printed.contains(&combined), "{g}:\n{printed}");
+    }
+}

@@ -11,8 +11,7 @@
 //!   (`grad` and AdamW: weights, moments and the step count as state) for 20 steps over shared
 //!   memory (270,880 B per step).
 //! - Data-parallel training of a linear regression (a test graph with its gradients written
-//!   out: `grad` emits ops of concrete shapes, which `shard{dim=i}` cannot split along the
-//!   batch), the batch sharded `shard{parts=2,dim=i,nodes=2}` over 2 ranks for 20 steps: the
+//!   out), the batch sharded `shard{parts=2,dim=i,nodes=2}` over 2 ranks for 20 steps: the
 //!   weight gradients combine through one `MPI_Iallreduce` each and the loss through an
 //!   `MPI_Ireduce`, nothing else moves (no weight, no activation), the bytes moved per step
 //!   are those collectives' (docs/mpi.md, *Bytes, by convention*) and the cost model's
@@ -21,6 +20,9 @@
 //!   and the losses of every step equal the single-process program's
 //!   of the same plan bit for bit (two partials add the same in either order) and the unsharded
 //!   program's within the f32 contract (the batch sum is split in two).
+//! - Data-parallel training of `examples/train_mlp.teg` as written (`grad` and AdamW), the
+//!   batch sharded along `i` over 2 ranks: only the gradients' allreduces, the loss's reduce
+//!   and the step count move, as the cost model predicts.
 //! - The same on 1 rank, on 3 (one idle) and with `--gather-sinks`.
 //! - With `--inputs-on-root`, a run of several steps of a graph with state is refused before
 //!   anything is read, with one message, and writes nothing.
@@ -250,6 +252,56 @@ fn write_regression(dir: &Path) {
     put("b", vec![], vec![0.0]);
 }
 
+/// A data-parallel plan's run: graph `graph` of `file` compiled after `passes` (`--mpi` and
+/// single-process) and after `whole` (unsharded), 20 steps logged every step on `inputs`; the
+/// 2-rank run's log lines and files must be the single process's. Returns the single
+/// process's and the unsharded program's losses as f32 tensors and the 2-rank `--time` report.
+fn data_parallel_run(
+    dir: &Path,
+    (file, graph, passes, whole): (&Path, &str, &str, &str),
+    inputs: &Path,
+) -> (Tensor, Tensor, String) {
+    let (prog, one, unsplit) = (dir.join("dp"), dir.join("dp1"), dir.join("whole"));
+    compile(file, graph, passes, &prog, true);
+    compile(file, graph, passes, &one, false);
+    compile(file, graph, whole, &unsplit, false);
+    let flags = ["--steps", "20", "--log-every", "1"];
+    let want_dir = dir.join("want");
+    let want = single(&one, &args(inputs, &want_dir, &flags));
+    let unsharded = single(&unsplit, &args(inputs, &dir.join("whole-out"), &flags));
+    assert_eq!(want.len(), 20);
+    let out = dir.join("out");
+    let run = &[&flags[..], &["--time"]].concat();
+    let o = mpirun(2, Btl::SharedMemory, &prog, &args(inputs, &out, run));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert_eq!(csv(&o.stdout), want, "the losses of every step");
+    assert_eq!(files(&out), files(&want_dir), "the final state and loss");
+    (f32s(losses(&want)), f32s(losses(&unsharded)), err)
+}
+
+/// `v` as an f32 tensor.
+fn f32s(v: Vec<f64>) -> Tensor {
+    let v: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+    Tensor::new(vec![v.len()], Data::F32(v)).unwrap()
+}
+
+/// Checks a 20-step `--time` report `err`: the values sent or received (`  %NAME: sent ...`
+/// lines) are among `combined`, and the bytes moved per step are `per_step`, the measured
+/// total 20 times that, and the cost model's prediction for `passes` on `file` the same.
+fn moves_only(err: &str, combined: &[&str], per_step: u64, (file, passes): (&Path, &str)) {
+    let moved: Vec<&str> = (err.lines())
+        .filter(|l| l.starts_with("  %") && l.contains(": sent "))
+        .map(|l| l.trim_start().split(':').next().unwrap())
+        .collect();
+    assert!(!moved.is_empty(), "{err}");
+    assert!(moved.iter().all(|v| combined.contains(v)), "{moved:?}");
+    assert_eq!(per_step_bytes(err), per_step, "{err}");
+    assert_eq!(measured_bytes(err), 20 * per_step);
+    let model = predicted(file, passes);
+    assert_eq!(model, per_step, "the cost model's bytes per step");
+}
+
 #[test]
 fn data_parallel_training_on_2_ranks_moves_only_the_gradient_allreduce() {
     let dir = scratch("train-dp");
@@ -258,33 +310,15 @@ fn data_parallel_training_on_2_ranks_moves_only_the_gradient_allreduce() {
     let inputs = dir.join("in");
     write_regression(&inputs);
     let passes = "shard{parts=2,dim=i,nodes=2},canonicalize";
-    let (prog, one, whole) = (dir.join("dp"), dir.join("dp1"), dir.join("whole"));
-    compile(&file, "train", passes, &prog, true);
-    compile(&file, "train", passes, &one, false);
-    compile(&file, "train", "canonicalize", &whole, false);
-    let flags = ["--steps", "20", "--log-every", "1"];
-    let want_dir = dir.join("want");
-    let want = single(&one, &args(&inputs, &want_dir, &flags));
-    let unsharded = single(&whole, &args(&inputs, &dir.join("whole-out"), &flags));
-    let f32s = |l: &[String]| {
-        let v = losses(l).iter().map(|&x| x as f32).collect();
-        Tensor::new(vec![l.len()], Data::F32(v)).unwrap()
-    };
-    assert_eq!(want.len(), 20);
+    let plans = (file.as_path(), "train", passes, "canonicalize");
+    let (want, unsharded, err) = data_parallel_run(&dir, plans, &inputs);
     assert_eq!(
-        common::tolerance::first_mismatch(&f32s(&unsharded), &f32s(&want)),
+        common::tolerance::first_mismatch(&unsharded, &want),
         None,
         "the split batch sum against the whole one"
     );
-    let (first, last) = (losses(&want)[0], losses(&want)[19]);
-    assert!(last < first / 4.0, "it trains: {first} to {last}");
-    let out = dir.join("out");
-    let run = &[&flags[..], &["--time"]].concat();
-    let o = mpirun(2, Btl::SharedMemory, &prog, &args(&inputs, &out, run));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert_eq!(csv(&o.stdout), want, "the losses of every step");
-    assert_eq!(files(&out), files(&want_dir), "the final state and loss");
+    let l = common::f64s(&want);
+    assert!(l[19] < l[0] / 4.0, "it trains: {} to {}", l[0], l[19]);
     let mpi: Vec<&str> = (err.lines())
         .filter(|l| l.starts_with("mpi: ") && !l.contains("rank(s), a plan"))
         .collect();
@@ -298,22 +332,56 @@ fn data_parallel_training_on_2_ranks_moves_only_the_gradient_allreduce() {
         "{err}"
     );
     // Per rank, the values that moved: only the collectives' (no weight, no activation).
-    let moved: Vec<&str> = (err.lines())
-        .filter(|l| l.starts_with("  %") && l.contains(": sent "))
-        .map(|l| l.trim_start().split(':').next().unwrap())
-        .collect();
-    assert!(!moved.is_empty(), "{err}");
     let combined = ["%loss.iacc1", "%gw.iacc1", "%gb.iacc1"];
-    assert!(moved.iter().all(|v| combined.contains(v)), "{moved:?}");
     // A reduce over 2 ranks moves n bytes, an allreduce 2n (docs/mpi.md).
     let convention = 4 + 2 * 64 + 2 * 4;
-    assert_eq!(per_step_bytes(&err), convention, "{err}");
-    assert_eq!(measured_bytes(&err), 20 * convention);
+    moves_only(&err, &combined, convention, (&file, passes));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `examples/train_mlp.teg` as written (its gradients from `grad`, AdamW), its batch sharded
+/// `shard{parts=2,dim=i,nodes=2}` over 2 ranks for 20 steps: `grad`'s ops have symbolic
+/// signatures and keep the forward's batch variable, so the weight gradients split along the
+/// batch like the forward and combine through one allreduce each, the loss through a reduce
+/// (its mean's `B * N` kept whole in the epilogue); besides them only the step count moves
+/// (no weight, no activation). The losses of every
+/// step are the single-process program's of the same plan, bit for bit, within the f32
+/// contract of the unsharded program's and of JAX's (`tests/data/train/gen_mlp.py`), and the
+/// bytes moved per step are the collectives' and the cost model's prediction. Before, the
+/// shard pass refused `grad`'s ops (E0106: concrete signatures), and a `mean` written as
+/// `/ f32(B * N)` split along `i` gave a module that did not verify (E0105).
+#[test]
+fn data_parallel_mlp_from_grad_on_2_ranks_moves_only_the_gradient_allreduces() {
+    let dir = scratch("train-dp-grad");
+    let file = root().join("examples/train_mlp.teg");
+    let inputs = root().join("tests/data/train/mlp/f32");
+    let passes = "grad,canonicalize,shard{parts=2,dim=i,nodes=2},canonicalize";
+    let plans = (file.as_path(), "train_mlp", passes, "grad,canonicalize");
+    let (want, unsharded, err) = data_parallel_run(&dir, plans, &inputs);
+    let tol = common::tolerance::first_mismatch;
     assert_eq!(
-        predicted(&file, passes),
-        convention,
-        "the cost model's bytes per step"
+        tol(&unsharded, &want),
+        None,
+        "against the unsharded program"
     );
+    let jax = tapc_runtime::npy::read(&inputs.join("expected_loss.npy")).unwrap();
+    let jax20 = f32s(common::f64s(&jax)[..20].to_vec());
+    assert_eq!(tol(&jax20, &want), None, "against JAX");
+    // The collectives' values, and the step count `%t2` (a scalar computed on node 0, which
+    // the update of `@t` on node 1 reads).
+    let combined = [
+        "%loss.iacc1",
+        "%gw1.iacc1",
+        "%gb1.iacc1",
+        "%gw2.iacc1",
+        "%gb2.iacc1",
+        "%t2",
+    ];
+    // The step count sent to each of the four AdamW updates on node 1 (4 × 4 B: one message
+    // per reading task), the loss reduced (4 B), the gradients allreduced (2n each: w1 16×64,
+    // b1 64, w2 64×1, b2 1).
+    let convention = 4 * 4 + 4 + 2 * 4 * (16 * 64 + 64 + 64 + 1);
+    moves_only(&err, &combined, convention, (&file, passes));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
