@@ -108,18 +108,10 @@ pub(super) fn run(helpers: usize, work: &Work, on_error: &dyn Fn(String)) -> Vec
     };
     {
         let mut s = lock(&p.slot);
-        while s.spawned < helpers {
-            let w = s.spawned + 1;
-            let seen = p.epoch.load(Ordering::Acquire);
-            let spawned = std::thread::Builder::new()
-                .name(format!("tapc-worker-{w}"))
-                .spawn(move || helper(w, seen));
-            if let Err(e) = spawned {
-                drop(s);
-                on_error(format!("cannot start a worker thread: {e}"));
-                return work(0);
-            }
-            s.spawned += 1;
+        if let Err(e) = spawn_upto(p, &mut s, helpers) {
+            drop(s);
+            on_error(e);
+            return work(0);
         }
         // SAFETY: only the lifetime is erased; `Wait` below keeps `work` borrowed until every
         // helper of this run has returned from it, also when `work(0)` unwinds.
@@ -154,6 +146,30 @@ pub(super) fn run(helpers: usize, work: &Work, on_error: &dyn Fn(String)) -> Vec
     drop(wait);
     events.append(&mut lock(&p.slot).events);
     events
+}
+
+/// Spawns pooled helpers until there are `helpers` of them.
+fn spawn_upto(p: &Pool, s: &mut Slot, helpers: usize) -> Result<(), String> {
+    while s.spawned < helpers {
+        let w = s.spawned + 1;
+        let seen = p.epoch.load(Ordering::Acquire);
+        std::thread::Builder::new()
+            .name(format!("tapc-worker-{w}"))
+            .spawn(move || helper(w, seen))
+            .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+        s.spawned += 1;
+    }
+    Ok(())
+}
+
+/// Starts `helpers` pooled threads ahead of the first run (a compiled program does so while
+/// it reads its inputs), so that the run's first chunks do not wait for a thread to be
+/// created and scheduled. Best effort: a thread that cannot be started now is tried again
+/// (and reported) by the run.
+pub(super) fn prestart(helpers: usize) {
+    let p = pool();
+    let mut s = lock(&p.slot);
+    let _ = spawn_upto(p, &mut s, helpers);
 }
 
 /// A pooled helper thread: runs its share of every run it is wanted in, forever.
