@@ -572,6 +572,9 @@ fn execute_core<T>(
         ));
     }
     let threads = opts.threads.max(1);
+    if threads > 1 && parallel(plan, threads) {
+        pool::nudge();
+    }
     let test_fault = TestFault::from_env()?;
     let nt = plan.tasks.len();
     let (bufs, live) = initial_buffers(plan, inputs)?;
@@ -742,13 +745,8 @@ impl Shared<'_> {
         self.cv.notify_all();
     }
 
-    /// Whether more than one worker can help: some task splits, or several tasks add up to
-    /// more than one chunk's work.
     fn parallel(&self) -> bool {
-        let tasks = &self.plan.tasks;
-        tasks.iter().any(|t| chunk_count(t, self.threads) > 1)
-            || (tasks.len() > 1
-                && tasks.iter().map(|t| t.work).sum::<f64>() >= 2.0 * MIN_CHUNK_WORK)
+        parallel(self.plan, self.threads)
     }
 
     /// Allocates the task's buffers and queues its chunks.
@@ -947,6 +945,14 @@ impl Shared<'_> {
             }
         }
     }
+}
+
+/// Whether more than one of `threads` workers can help run `plan`: some task splits, or
+/// several tasks add up to more than one chunk's work.
+fn parallel(plan: &Plan, threads: usize) -> bool {
+    let tasks = &plan.tasks;
+    tasks.iter().any(|t| chunk_count(t, threads) > 1)
+        || (tasks.len() > 1 && tasks.iter().map(|t| t.work).sum::<f64>() >= 2.0 * MIN_CHUNK_WORK)
 }
 
 /// How many jobs task `t` runs as on `threads` workers: up to two per thread (so one slow
