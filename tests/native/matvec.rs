@@ -2,8 +2,8 @@
 //! (issue 22's bandwidth-bound kernels), on 1 and 2 threads:
 //! - M = 1 with rows wider than a register panel (N > 256 f32 lanes) and more than 8 reduction
 //!   points: accumulators kept in a stack buffer per block of 2,048 lanes, 4 rows of `b`
-//!   streamed at a time (`src/codegen/kernel/stream.rs`); N crosses the block (2,053, 4,099)
-//!   and the 2-thread split;
+//!   streamed at a time (`src/codegen/kernel/stream.rs`); N crosses the block of 4,096 lanes
+//!   (4,099; 8,209 twice) and the 2-thread split;
 //! - N = 1: rows of scalar reductions along `k`, 4 rows at a time (`reduce.rs`), rows of 1
 //!   to 4,099 points;
 //! - K = 1 (outer products) and the edge sizes 1–5, 8, 9, 15, 17, 31, 33 and primes around
@@ -25,7 +25,7 @@ use tapc_runtime::{Data, Tensor};
 
 /// (M, K, N): the streamed row vector × matrix, the matrix × vector, outer products and
 /// small edges.
-const SHAPES: [(usize, usize, usize); 30] = [
+const SHAPES: [(usize, usize, usize); 31] = [
     // M = 1, wide rows: streamed (K > 8), or in registers (K ≤ 8).
     (1, 9, 257),
     (1, 17, 300),
@@ -37,6 +37,7 @@ const SHAPES: [(usize, usize, usize); 30] = [
     (1, 8, 997),
     (1, 15, 2048),
     (1, 131, 2111),
+    (1, 11, 8209),
     // N = 1: rows 4 at a time, edge row counts, short and long rows.
     (1, 1031, 1),
     (2, 17, 1),
