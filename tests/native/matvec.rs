@@ -25,7 +25,7 @@ use tapc_runtime::{Data, Tensor};
 
 /// (M, K, N): the streamed row vector × matrix, the matrix × vector, outer products and
 /// small edges.
-const SHAPES: [(usize, usize, usize); 31] = [
+const SHAPES: [(usize, usize, usize); 33] = [
     // M = 1, wide rows: streamed (K > 8), or in registers (K ≤ 8).
     (1, 9, 257),
     (1, 17, 300),
@@ -51,6 +51,9 @@ const SHAPES: [(usize, usize, usize); 31] = [
     (31, 9, 1),
     (33, 4099, 1),
     (37, 1, 1),
+    // Two and three rows of wide, odd matrices (the benchmark's M = 2–3 rows).
+    (2, 37, 3001),
+    (3, 29, 2999),
     // Outer products and short reductions.
     (31, 1, 2053),
     (2, 1, 4099),
@@ -207,7 +210,7 @@ fn matrix_vector_shapes_match_the_interpreter_on_1_and_2_threads() {
 fn streamed_row_vector_times_matrix_is_bit_equal_without_contraction() {
     let mut rng = Rng(0x5ea_b175);
     let mut compared = 0;
-    let shapes = [(1, 9, 257), (1, 37, 4099), (1, 131, 2111)];
+    let shapes = [(1, 9, 257), (1, 37, 4099), (1, 131, 2111), (1, 11, 8209)];
     for (m, k, n) in shapes {
         let ins = mm_inputs("f32", m, k, n, &mut rng);
         let what = format!("f32 {m}x{k}x{n}, fp-contract=off");
