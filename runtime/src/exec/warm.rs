@@ -1,13 +1,15 @@
 //! A compiled program's cold start (issue 22): while the main thread reads the inputs, the
-//! worker threads are started and the big buffers the run allocates first are mapped and
-//! page-faulted in parallel, then kept for the run to take (the executor's spare buffers), so
-//! that the run itself neither waits for a thread to be created nor takes a page fault (and a
-//! kernel-zeroed 2 MiB page) on the first write of each huge page of those buffers.
+//! worker threads are started and the big buffers the inputs are copied into (sources and
+//! constants) are mapped and page-faulted in parallel, then kept for the run to take (the
+//! executor's spare buffers), so that the run neither waits for a thread to be created nor
+//! copies its inputs into pages it faults one by one. Their memory is held from the start of
+//! the run anyway, so faulting them early adds nothing to the planned peak.
 //!
-//! Only buffers that are live from the run's start are faulted ahead: the sources and
-//! constants, and the scratch buffers of the tasks that wait for nothing. Their memory is
-//! held from the start of the run anyway, so faulting them early adds nothing to the planned
-//! peak. A buffer of a later task is still first touched by the kernel chunks that write it.
+//! Task outputs are first touched by the kernel chunks that write them: faulting them ahead
+//! (tried) made GELU over 8M slower cold (2 threads: 7.1–12 ms with the outputs left to their
+//! writers, 10.0–15 ms faulted ahead, alternated), most likely because a page the kernel zeroes
+//! at the writer's fault is still in cache when the writer stores to it, where one zeroed ahead
+//! has been evicted by the input read and is fetched again.
 
 use super::{pool, spare, AlignedBuf, HUGE, KEEP_FREED};
 use crate::plan::Plan;
@@ -21,26 +23,14 @@ pub struct WarmStart {
     bytes: u64,
 }
 
-/// The bytes of every buffer [`WarmStart::begin`] faults ahead for `plan`: big buffers live
-/// from the start (see the module docs), in buffer order, up to what the executor keeps.
+/// The bytes of every buffer [`WarmStart::begin`] faults ahead for `plan`: the big sources
+/// and constants (see the module docs), in buffer order, up to what the executor keeps.
 pub fn ahead(plan: &Plan) -> Vec<u64> {
-    let (pending, _) = plan.waits();
-    let mut first = vec![false; plan.buffers.len()];
-    for (b, buf) in plan.buffers.iter().enumerate() {
-        first[b] = !matches!(buf.init, crate::plan::Init::Scratch);
-    }
-    for (t, task) in plan.tasks.iter().enumerate() {
-        if pending[t] == 0 {
-            for b in task.buffers() {
-                first[b as usize] = true;
-            }
-        }
-    }
     // No more than the spare buffers keep (the rest would be unmapped again at once).
     let mut total = 0u64;
-    (plan.buffers.iter().zip(first))
-        .filter(|(buf, f)| *f && buf.bytes >= HUGE)
-        .map(|(buf, _)| buf.bytes)
+    (plan.buffers.iter())
+        .filter(|buf| !matches!(buf.init, crate::plan::Init::Scratch) && buf.bytes >= HUGE)
+        .map(|buf| buf.bytes)
         .take_while(|&b| {
             total = total.saturating_add(b);
             total <= spare::CAP as u64
