@@ -1,7 +1,7 @@
 //! Benchmarks of the native backend against numpy (not part of `cargo test`).
 //!
 //! `cargo bench --bench native -- [--runs N] [--only NAME|FAMILY,...] [--passes LIST] [--fp-contract off|on]
-//! [--data DIR] [--json] [--no-numpy] [--jax-only]`
+//! [--data DIR] [--json] [--no-numpy] [--jax-only] [--cold N]`
 //!
 //! Every workload of issue 5 is compiled once with the JIT, after the pass pipeline `--passes`
 //! (default: the standard one, as `tapc FILE -o OUT` uses), and run with 1 and then 2 worker
@@ -29,8 +29,14 @@
 //! Families are summarised as well: `odd` (20 matmul shapes drawn from 1 … 3000 by a fixed seed,
 //! issue 22) prints its minimum and median ratio against the best peer at 1 and 2 threads.
 //!
+//! `--cold N` also compiles each selected workload into a program and times N fresh processes
+//! of it per thread count (the program's `--time` wall and the process wall, minimum of the
+//! N; `benches/native/cold.rs`), beside the warm rows.
+//!
 //! `--json` prints one JSON object with the medians (seconds) as the last line.
 
+#[path = "native/cold.rs"]
+mod cold;
 #[path = "../tests/common/rng.rs"]
 mod rng;
 #[path = "../tests/common/train_block.rs"]
@@ -252,6 +258,9 @@ const SWEEP: &[(i64, i64, i64)] = &[
     (123, 4567, 89),
     (1, 4096, 4096),
     (4, 4096, 4096),
+    (2, 4096, 4096),
+    (3, 2999, 3001),
+    (1, 2999, 3001),
     (4096, 4096, 1),
     (16, 2048, 2048),
     (2048, 2048, 16),
@@ -766,6 +775,10 @@ struct BenchArgs {
     /// `--jax-only`: time JAX but not numpy (numpy's integer matmul takes minutes at 2048³).
     jax_only: bool,
     passes: String,
+    /// `--cold N`: fresh compiled-program runs per thread count (0: none).
+    cold: usize,
+    /// `--cold-before TAPC`: the cold runs also with the programs this `tapc` builds.
+    cold_before: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -779,6 +792,8 @@ impl BenchArgs {
             refs: true,
             jax_only: false,
             passes: tapc::passes::manager::DEFAULT_PIPELINE.to_string(),
+            cold: 0,
+            cold_before: None,
         };
         let args: Vec<String> = std::env::args().skip(1).collect();
         let mut it = args.iter();
@@ -797,6 +812,8 @@ impl BenchArgs {
                 }
                 "--no-numpy" => b.refs = false,
                 "--jax-only" => b.jax_only = true,
+                "--cold" => b.cold = it.next().and_then(|v| v.parse().ok()).unwrap_or(3),
+                "--cold-before" => b.cold_before = it.next().map(PathBuf::from),
                 _ => {}
             }
         }
@@ -904,6 +921,29 @@ fn measure(wl: &Workload, a: &BenchArgs, data_dir: Option<&Path>) -> Row {
         time_program(p, &ins, a.runs, wl, bytes)
     })
     .unwrap_or_else(|d| panic!("{name}: {}", d.message))
+}
+
+/// The workload compiled by `tapc` into a program and timed as fresh processes (`--cold`), in a
+/// directory of its own under `tmp` (removed with it).
+fn measure_cold(tapc: &Path, wl: &Workload, a: &BenchArgs, tmp: &Path) -> cold::Cold {
+    let (m, _, _) = tapc::compile_source(&wl.src);
+    let contract = match a.contract {
+        tapc::codegen::FpContract::Off => "off",
+        _ => "on",
+    };
+    let dir = tmp.join("cold").join(&wl.name);
+    let c = cold::measure(
+        tapc,
+        &wl.name,
+        &wl.src,
+        wl.passes.unwrap_or(&a.passes),
+        contract,
+        &inputs(&m),
+        a.cold,
+        &dir,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    c
 }
 
 /// Median wall times with 1 and 2 threads, the 1-thread CPU time, and one recorded 2-thread run.
@@ -1172,15 +1212,21 @@ fn main() {
         "workload", "tapc 1T ms", "tapc 2T ms", "2T/1T", "2T jobs", "1T run cpu ms"
     );
     let mut rows: Vec<Row> = Vec::new();
+    let mut colds = Vec::new();
+    let this_tapc = PathBuf::from(env!("CARGO_BIN_EXE_tapc"));
     for wl in workloads().iter().filter(|wl| a.selected(&wl.name)) {
         let row = measure(wl, &a, data_dir);
         print_row(&row);
+        if a.cold > 0 {
+            let c = |t: &Path| measure_cold(t, wl, &a, &tmp_data);
+            colds.push((c(&this_tapc), a.cold_before.as_deref().map(c)));
+        }
         rows.push(row);
     }
     let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
     let np = time_refs("numpy", &numpy, data_dir, &names, a.runs);
     let jx = time_refs("jax", &jax, data_dir, &names, a.runs);
-    if a.data.is_none() {
+    if a.data.is_none() || a.cold > 0 {
         let _ = std::fs::remove_dir_all(&tmp_data);
     }
     for (lib, r) in [("numpy", &np), ("JAX", &jx)] {
@@ -1192,6 +1238,30 @@ fn main() {
     print_memory(&rows, &jx);
     print_cpu(&rows, &jx);
     print_family("odd", ODD_COUNT, &rows, &np, &jx);
+    if a.cold > 0 {
+        let best = |r: &Row| {
+            [ref_time(&np, 1, &r.name), ref_time(&jx, 1, &r.name)]
+                .into_iter()
+                .flatten()
+                .reduce(f64::min)
+        };
+        let table = |before: bool| -> Vec<_> {
+            (rows.iter().zip(&colds))
+                .filter_map(|(r, (c, b))| {
+                    Some((
+                        r.name.clone(),
+                        if before { (*b)? } else { *c },
+                        r.t2,
+                        best(r),
+                    ))
+                })
+                .collect()
+        };
+        cold::print(&table(false), a.cold, &this_tapc);
+        if let Some(t) = &a.cold_before {
+            cold::print(&table(true), a.cold, t);
+        }
+    }
     print_scaling(&rows, &load_before);
     if a.json {
         print_json(&rows, &np, &jx);

@@ -24,9 +24,11 @@ use std::time::{Duration, Instant};
 
 mod owned;
 mod pool;
+mod warm;
 
 pub use owned::{execute_owned, OwnedBuffer, SinkData};
 pub use pool::Event;
+pub use warm::{ahead as faulted_ahead, WarmStart};
 
 /// A compiled kernel: `bases[k]` points at element 0 of the task's `k`-th view, `range`
 /// holds `lo, hi` per index dimension. Returns 0 on success, 1 if it could not allocate its
@@ -191,14 +193,20 @@ fn advise_huge(ptr: *mut u8, len: usize) {
 fn advise_huge(_: *mut u8, _: usize) {}
 
 impl AlignedBuf {
-    fn new(bytes: u64) -> Result<AlignedBuf, String> {
-        // Rounded up to whole 64-byte lines, so no access of a non-empty view can leave the
-        // allocation even when it reads a full element of a tiny (or empty) buffer.
+    /// The layout of a buffer of `bytes`: rounded up to whole 64-byte lines, so no access of
+    /// a non-empty view can leave the allocation even when it reads a full element of a tiny
+    /// (or empty) buffer; big ones to whole huge pages.
+    fn layout(bytes: u64) -> Result<Layout, String> {
         let align = if bytes >= HUGE { 2 << 20 } else { 64 };
         let size = usize::try_from(bytes.max(1).div_ceil(align).saturating_mul(align))
             .map_err(|_| "buffer too large".to_string())?;
-        let layout = Layout::from_size_align(size, align as usize)
-            .map_err(|_| format!("cannot allocate {bytes} bytes"))?;
+        Layout::from_size_align(size, align as usize)
+            .map_err(|_| format!("cannot allocate {bytes} bytes"))
+    }
+
+    fn new(bytes: u64) -> Result<AlignedBuf, String> {
+        let layout = AlignedBuf::layout(bytes)?;
+        let size = layout.size();
         if bytes >= HUGE {
             if let Some(ptr) = spare::take(layout) {
                 return Ok(AlignedBuf {
@@ -315,7 +323,7 @@ mod spare {
     use std::sync::Mutex;
 
     /// At most this many bytes are kept.
-    const CAP: usize = 1 << 30;
+    pub(super) const CAP: usize = 1 << 30;
 
     struct Spare {
         bufs: Vec<(usize, Layout)>,
@@ -564,6 +572,9 @@ fn execute_core<T>(
         ));
     }
     let threads = opts.threads.max(1);
+    if threads > 1 && parallel(plan, threads) {
+        pool::nudge();
+    }
     let test_fault = TestFault::from_env()?;
     let nt = plan.tasks.len();
     let (bufs, live) = initial_buffers(plan, inputs)?;
@@ -734,13 +745,8 @@ impl Shared<'_> {
         self.cv.notify_all();
     }
 
-    /// Whether more than one worker can help: some task splits, or several tasks add up to
-    /// more than one chunk's work.
     fn parallel(&self) -> bool {
-        let tasks = &self.plan.tasks;
-        tasks.iter().any(|t| chunk_count(t, self.threads) > 1)
-            || (tasks.len() > 1
-                && tasks.iter().map(|t| t.work).sum::<f64>() >= 2.0 * MIN_CHUNK_WORK)
+        parallel(self.plan, self.threads)
     }
 
     /// Allocates the task's buffers and queues its chunks.
@@ -939,6 +945,14 @@ impl Shared<'_> {
             }
         }
     }
+}
+
+/// Whether more than one of `threads` workers can help run `plan`: some task splits, or
+/// several tasks add up to more than one chunk's work.
+fn parallel(plan: &Plan, threads: usize) -> bool {
+    let tasks = &plan.tasks;
+    tasks.iter().any(|t| chunk_count(t, threads) > 1)
+        || (tasks.len() > 1 && tasks.iter().map(|t| t.work).sum::<f64>() >= 2.0 * MIN_CHUNK_WORK)
 }
 
 /// How many jobs task `t` runs as on `threads` workers: up to two per thread (so one slow

@@ -17,7 +17,7 @@
 //! process.
 
 use crate::cli::{self, Args, Declared, Outcome};
-use crate::exec::{execute_with, KernelFn, Options, SinkView};
+use crate::exec::{execute_with, KernelFn, Options, SinkView, WarmStart};
 use crate::memory;
 use crate::output::{self, Npy, Outputs};
 use crate::paths::{shown, Origin};
@@ -258,7 +258,10 @@ fn log_views(job: &Job, s: u64, views: &[SinkView], log: &mut String) -> Result<
 
 impl Mode for Local {
     fn read(&mut self, job: &Job, files: &[PathBuf]) -> Result<(), String> {
+        // The workers start and the first buffers are faulted while the inputs are read.
+        let warm = WarmStart::begin(job.plan, job.args.threads);
         self.inputs = cli::read_inputs(&Declared::of(job.plan), files)?;
+        warm.finish();
         Ok(())
     }
 

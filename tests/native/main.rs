@@ -7,6 +7,7 @@ mod common;
 
 mod argmax;
 mod bitwise;
+mod cold;
 mod compile_scaling;
 mod depthwise;
 mod dtype_reductions;

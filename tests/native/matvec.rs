@@ -2,8 +2,8 @@
 //! (issue 22's bandwidth-bound kernels), on 1 and 2 threads:
 //! - M = 1 with rows wider than a register panel (N > 256 f32 lanes) and more than 8 reduction
 //!   points: accumulators kept in a stack buffer per block of 2,048 lanes, 4 rows of `b`
-//!   streamed at a time (`src/codegen/kernel/stream.rs`); N crosses the block (2,053, 4,099)
-//!   and the 2-thread split;
+//!   streamed at a time (`src/codegen/kernel/stream.rs`); N crosses the block of 4,096 lanes
+//!   (4,099; 8,209 twice) and the 2-thread split;
 //! - N = 1: rows of scalar reductions along `k`, 4 rows at a time (`reduce.rs`), rows of 1
 //!   to 4,099 points;
 //! - K = 1 (outer products) and the edge sizes 1–5, 8, 9, 15, 17, 31, 33 and primes around
@@ -25,7 +25,7 @@ use tapc_runtime::{Data, Tensor};
 
 /// (M, K, N): the streamed row vector × matrix, the matrix × vector, outer products and
 /// small edges.
-const SHAPES: [(usize, usize, usize); 30] = [
+const SHAPES: [(usize, usize, usize); 33] = [
     // M = 1, wide rows: streamed (K > 8), or in registers (K ≤ 8).
     (1, 9, 257),
     (1, 17, 300),
@@ -37,6 +37,7 @@ const SHAPES: [(usize, usize, usize); 30] = [
     (1, 8, 997),
     (1, 15, 2048),
     (1, 131, 2111),
+    (1, 11, 8209),
     // N = 1: rows 4 at a time, edge row counts, short and long rows.
     (1, 1031, 1),
     (2, 17, 1),
@@ -50,6 +51,9 @@ const SHAPES: [(usize, usize, usize); 30] = [
     (31, 9, 1),
     (33, 4099, 1),
     (37, 1, 1),
+    // Two and three rows of wide, odd matrices (the benchmark's M = 2–3 rows).
+    (2, 37, 3001),
+    (3, 29, 2999),
     // Outer products and short reductions.
     (31, 1, 2053),
     (2, 1, 4099),
@@ -206,7 +210,7 @@ fn matrix_vector_shapes_match_the_interpreter_on_1_and_2_threads() {
 fn streamed_row_vector_times_matrix_is_bit_equal_without_contraction() {
     let mut rng = Rng(0x5ea_b175);
     let mut compared = 0;
-    let shapes = [(1, 9, 257), (1, 37, 4099), (1, 131, 2111)];
+    let shapes = [(1, 9, 257), (1, 37, 4099), (1, 131, 2111), (1, 11, 8209)];
     for (m, k, n) in shapes {
         let ins = mm_inputs("f32", m, k, n, &mut rng);
         let what = format!("f32 {m}x{k}x{n}, fp-contract=off");

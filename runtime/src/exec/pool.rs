@@ -33,6 +33,16 @@ pub(super) const SPIN: Duration = Duration::from_micros(50);
 /// a machine with fewer free cores than threads, the thread that would make `changed` true
 /// may be waiting for this core.
 pub(super) fn spin_until(changed: impl Fn() -> bool) -> bool {
+    spin_for(SPIN, changed)
+}
+
+/// How long a parked helper woken by [`nudge`] polls for the run that is about to start:
+/// long enough to cover copying big inputs in, bounded so that a run that never comes (an
+/// input error) costs little.
+const NUDGE_SPIN: Duration = Duration::from_millis(10);
+
+/// Polls `changed` for up to `d` (see [`spin_until`]).
+fn spin_for(d: Duration, changed: impl Fn() -> bool) -> bool {
     let t0 = Instant::now();
     loop {
         for _ in 0..64 {
@@ -41,7 +51,7 @@ pub(super) fn spin_until(changed: impl Fn() -> bool) -> bool {
             }
             std::hint::spin_loop();
         }
-        if t0.elapsed() > SPIN {
+        if t0.elapsed() > d {
             return changed();
         }
         std::thread::yield_now();
@@ -68,6 +78,10 @@ struct Pool {
     epoch: AtomicU64,
     /// Helpers of the current run that have not finished (changed under `slot`).
     left: AtomicUsize,
+    /// Helpers asleep on `start` (changed under `slot`).
+    parked: AtomicUsize,
+    /// Bumped (under `slot`) by [`nudge`].
+    nudges: AtomicU64,
     start: Condvar,
     done: Condvar,
 }
@@ -85,6 +99,8 @@ fn pool() -> &'static Pool {
         }),
         epoch: AtomicU64::new(0),
         left: AtomicUsize::new(0),
+        parked: AtomicUsize::new(0),
+        nudges: AtomicU64::new(0),
         start: Condvar::new(),
         done: Condvar::new(),
     })
@@ -108,18 +124,10 @@ pub(super) fn run(helpers: usize, work: &Work, on_error: &dyn Fn(String)) -> Vec
     };
     {
         let mut s = lock(&p.slot);
-        while s.spawned < helpers {
-            let w = s.spawned + 1;
-            let seen = p.epoch.load(Ordering::Acquire);
-            let spawned = std::thread::Builder::new()
-                .name(format!("tapc-worker-{w}"))
-                .spawn(move || helper(w, seen));
-            if let Err(e) = spawned {
-                drop(s);
-                on_error(format!("cannot start a worker thread: {e}"));
-                return work(0);
-            }
-            s.spawned += 1;
+        if let Err(e) = spawn_upto(p, &mut s, helpers) {
+            drop(s);
+            on_error(e);
+            return work(0);
         }
         // SAFETY: only the lifetime is erased; `Wait` below keeps `work` borrowed until every
         // helper of this run has returned from it, also when `work(0)` unwinds.
@@ -156,6 +164,45 @@ pub(super) fn run(helpers: usize, work: &Work, on_error: &dyn Fn(String)) -> Vec
     events
 }
 
+/// Spawns pooled helpers until there are `helpers` of them.
+fn spawn_upto(p: &Pool, s: &mut Slot, helpers: usize) -> Result<(), String> {
+    while s.spawned < helpers {
+        let w = s.spawned + 1;
+        let seen = p.epoch.load(Ordering::Acquire);
+        std::thread::Builder::new()
+            .name(format!("tapc-worker-{w}"))
+            .spawn(move || helper(w, seen))
+            .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+        s.spawned += 1;
+    }
+    Ok(())
+}
+
+/// Starts `helpers` pooled threads ahead of the first run (a compiled program does so while
+/// it reads its inputs), so that the run's first chunks do not wait for a thread to be
+/// created and scheduled. Best effort: a thread that cannot be started now is tried again
+/// (and reported) by the run.
+pub(super) fn prestart(helpers: usize) {
+    let p = pool();
+    let mut s = lock(&p.slot);
+    let _ = spawn_upto(p, &mut s, helpers);
+}
+
+/// Wakes the parked helpers to poll for a run about to start (called before a run copies its
+/// inputs in): waking a thread whose core is idle takes long on a virtual machine (the
+/// hypervisor must schedule the idle virtual CPU again), tens to hundreds of microseconds, a
+/// large part of a memory-bound run of a few milliseconds. Costs one atomic load when no
+/// helper is parked.
+pub(super) fn nudge() {
+    let p = pool();
+    if p.parked.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let _s = lock(&p.slot);
+    p.nudges.fetch_add(1, Ordering::AcqRel);
+    p.start.notify_all();
+}
+
 /// A pooled helper thread: runs its share of every run it is wanted in, forever.
 fn helper(w: usize, mut seen: u64) {
     let p = pool();
@@ -164,7 +211,17 @@ fn helper(w: usize, mut seen: u64) {
         let work = {
             let mut s = lock(&p.slot);
             while p.epoch.load(Ordering::Acquire) == seen {
+                let nudges = p.nudges.load(Ordering::Acquire);
+                p.parked.fetch_add(1, Ordering::AcqRel);
                 s = p.start.wait(s).unwrap_or_else(|e| e.into_inner());
+                p.parked.fetch_sub(1, Ordering::AcqRel);
+                if p.epoch.load(Ordering::Acquire) == seen
+                    && p.nudges.load(Ordering::Acquire) != nudges
+                {
+                    drop(s);
+                    spin_for(NUDGE_SPIN, || p.epoch.load(Ordering::Acquire) != seen);
+                    s = lock(&p.slot);
+                }
             }
             seen = p.epoch.load(Ordering::Acquire);
             // Not wanted, or woken after the run closed.

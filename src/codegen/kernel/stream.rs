@@ -13,8 +13,12 @@
 use super::*;
 use crate::codegen::epilogue::has_reduce;
 
-/// Lanes of a block of accumulators (8 KiB of f32: in L1 beside the streamed runs).
-const BLOCK_LANES: i64 = 2048;
+/// Lanes of a block of accumulators (16 KiB of f32). A whole row of up to this many lanes is
+/// one block, so the [`STREAMS`] runs of a pass are whole consecutive rows and the matrix is
+/// read in one sequential sweep; with blocks of 2,048 lanes a 4,096-lane row was read as two
+/// 8 KiB runs a row apart, and 1×4096×4096 took 3.3–7.3 ms at 1 thread against 2.7 with
+/// whole rows (docs/benchmarks.md, "Cold runs").
+const BLOCK_LANES: i64 = 4096;
 
 /// Reduction points whose rows are read together (independent sequential read streams).
 const STREAMS: i64 = 4;

@@ -1,0 +1,112 @@
+//! A compiled program's cold start (issue 22): while the main thread reads the inputs, the
+//! worker threads are started and the big buffers the inputs are copied into (sources and
+//! constants) are mapped and page-faulted in parallel, then kept for the run to take (the
+//! executor's spare buffers), so that the run neither waits for a thread to be created nor
+//! copies its inputs into pages it faults one by one. Their memory is held from the start of
+//! the run anyway, so faulting them early adds nothing to the planned peak.
+//!
+//! Task outputs are first touched by the kernel chunks that write them: faulting them ahead
+//! (tried) made GELU over 8M slower cold (2 threads: 7.1–12 ms with the outputs left to their
+//! writers, 10.0–15 ms faulted ahead, alternated), most likely because a page the kernel zeroes
+//! at the writer's fault is still in cache when the writer stores to it, where one zeroed ahead
+//! has been evicted by the input read and is fetched again.
+
+use super::{pool, spare, AlignedBuf, HUGE, KEEP_FREED};
+use crate::plan::Plan;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+
+/// Work started by [`WarmStart::begin`]; [`WarmStart::finish`] (or dropping it) waits for it.
+pub struct WarmStart {
+    faulting: Option<JoinHandle<()>>,
+    /// Bytes of buffers faulted ahead.
+    bytes: u64,
+}
+
+/// The bytes of every buffer [`WarmStart::begin`] faults ahead for `plan`: the big sources
+/// and constants (see the module docs), in buffer order, up to what the executor keeps.
+pub fn ahead(plan: &Plan) -> Vec<u64> {
+    // No more than the spare buffers keep (the rest would be unmapped again at once).
+    let mut total = 0u64;
+    (plan.buffers.iter())
+        .filter(|buf| !matches!(buf.init, crate::plan::Init::Scratch) && buf.bytes >= HUGE)
+        .map(|buf| buf.bytes)
+        .take_while(|&b| {
+            total = total.saturating_add(b);
+            total <= spare::CAP as u64
+        })
+        .collect()
+}
+
+impl WarmStart {
+    /// Starts `threads - 1` pooled helpers and, on a background thread with `threads` workers,
+    /// maps and faults the buffers of [`ahead`]. Nothing is faulted when freed buffers are not
+    /// kept (a rank of a distributed job gives its memory back at once).
+    pub fn begin(plan: &Plan, threads: usize) -> WarmStart {
+        let threads = threads.max(1);
+        pool::prestart(threads - 1);
+        let sizes = if KEEP_FREED.load(Ordering::Relaxed) {
+            ahead(plan)
+        } else {
+            vec![]
+        };
+        let bytes = sizes.iter().sum();
+        let faulting = (!sizes.is_empty())
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("tapc-prefault".into())
+                    .spawn(move || fault_all(&sizes, threads))
+                    .ok()
+            })
+            .flatten();
+        WarmStart { faulting, bytes }
+    }
+
+    /// Waits for the faulting; returns the bytes faulted ahead.
+    pub fn finish(mut self) -> u64 {
+        if let Some(h) = self.faulting.take() {
+            let _ = h.join();
+        }
+        self.bytes
+    }
+}
+
+impl Drop for WarmStart {
+    fn drop(&mut self) {
+        if let Some(h) = self.faulting.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A buffer's address that may cross threads (each worker touches its own pages).
+#[derive(Clone, Copy)]
+struct Addr(usize);
+
+/// Maps each buffer of `sizes`, writes one byte of every page of it (split into `threads`
+/// contiguous parts faulted in parallel) and keeps it for the run. A buffer that cannot be
+/// allocated is left to the run, which reports it.
+fn fault_all(sizes: &[u64], threads: usize) {
+    const PAGE: usize = 4096;
+    for &bytes in sizes {
+        let Ok(buf) = AlignedBuf::new(bytes) else {
+            return;
+        };
+        let (base, len) = (Addr(buf.ptr as usize), buf.layout.size());
+        let part = len.div_ceil(threads).next_multiple_of(PAGE);
+        std::thread::scope(|s| {
+            for w in 0..threads {
+                s.spawn(move || {
+                    let base = base;
+                    let (lo, hi) = ((w * part).min(len), ((w + 1) * part).min(len));
+                    for off in (lo..hi).step_by(PAGE) {
+                        // SAFETY: inside the fresh mapping, which nothing else uses yet.
+                        unsafe { std::ptr::write_volatile((base.0 + off) as *mut u8, 0) };
+                    }
+                });
+            }
+        });
+        // Dropped into the spare buffers (kept: big, and freed buffers are kept).
+        drop(buf);
+    }
+}
