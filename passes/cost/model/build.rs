@@ -332,7 +332,7 @@ impl<'a> Walk<'a> {
         let mut layouts = HashMap::new();
         layouts.insert((0u8, 1u8), layout_whole(inst, flops));
         for &v in &dims {
-            for p in 2..=(vars[v].1 as usize).min(self.max_parts) {
+            for p in part_counts((vars[v].1 as usize).min(self.max_parts)) {
                 layouts.insert((v as u8 + 1, p as u8), layout(inst, v, p, flops));
             }
         }
