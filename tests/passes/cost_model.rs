@@ -512,6 +512,11 @@ fn an_apply_splits_into_as_many_parts_as_16_or_64_nodes() {
             ..Default::default()
         };
         let (front, _) = pareto::search(&p, &cfg);
-        assert_eq!(front[0].plan[0].parts as usize, nodes, "{}", p.describe(&front[0].plan));
+        assert_eq!(
+            front[0].plan[0].parts as usize,
+            nodes,
+            "{}",
+            p.describe(&front[0].plan)
+        );
     }
 }
