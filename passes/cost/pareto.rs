@@ -189,7 +189,8 @@ fn mutate_gene(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng)
                 return false;
             }
             let v = dims[rng.below(dims.len())];
-            let parts = 2 + rng.below(a.max_parts(v, p.max_parts) - 1);
+            let counts = a.part_counts(v, p.max_parts);
+            let parts = counts[rng.below(counts.len())];
             *g = Gene {
                 dim: v as u8 + 1,
                 parts: parts as u8,
@@ -202,14 +203,12 @@ fn mutate_gene(p: &Problem, plan: &mut Plan, ai: usize, m: usize, rng: &mut Rng)
             if g.is_whole() {
                 return false;
             }
-            let maxp = a.max_parts(g.dim as usize - 1, p.max_parts);
-            if maxp <= 2 {
+            let mut counts = a.part_counts(g.dim as usize - 1, p.max_parts);
+            counts.retain(|&k| k != g.parts as usize);
+            if counts.is_empty() {
                 return false;
             }
-            let mut parts = 2 + rng.below(maxp - 2);
-            if parts >= g.parts as usize {
-                parts += 1;
-            }
+            let parts = counts[rng.below(counts.len())];
             let keep = g.nodes[..(g.parts as usize).min(parts)].to_vec();
             g.nodes = random_nodes(rng, parts, nn, &keep);
             g.parts = parts as u8;
@@ -452,7 +451,7 @@ pub fn genes(p: &Problem) -> Vec<Vec<Gene>> {
                 out.extend((0..nn).map(|n| Gene::fused(n as u8)));
             }
             for &v in &a.dims {
-                for parts in 2..=a.max_parts(v, p.max_parts) {
+                for parts in a.part_counts(v, p.max_parts) {
                     let total = nn.pow(parts as u32);
                     for code in 0..total {
                         let (mut c, mut nodes) = (code, vec![0u8; parts]);

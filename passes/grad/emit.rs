@@ -85,6 +85,7 @@ impl Emitter<'_> {
             upd,
             axis: sp.axis,
             reduce: ScatterReduce::Add,
+            placement: None,
         };
         self.b.emit(NodeKind::Scatter(s), name, xt, self.span)
     }

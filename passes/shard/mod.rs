@@ -254,7 +254,7 @@ fn shard_graph(
             continue;
         }
         if let (NodeKind::Scatter(s), None) = (&node.kind, plan) {
-            if scatter::shard_scatter(&mut b, node, s, cfg, &mut report)? {
+            if scatter::shard_scatter(&mut b, node, s, cfg, &mut next_node, &mut report)? {
                 changed = true;
                 continue;
             }

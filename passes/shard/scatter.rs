@@ -5,6 +5,8 @@
 //! the axis with at least `parts` elements (else the largest); `dim=N` names one by number; a
 //! scatter whose other dimensions all have one element, or a named variable, stays whole. An
 //! out-of-range index of a shard is reported in the shard's slice of the indices (`%idx.1`).
+//! Part `k` is placed like an apply's shard (`on N`, round-robin over `nodes`), so under `--mpi`
+//! the parts run on their ranks.
 
 use super::{split, Config};
 use crate::diag::Diagnostic;
@@ -33,6 +35,7 @@ pub(super) fn shard_scatter(
     node: &Node,
     s: &Scatter,
     cfg: &Config,
+    next_node: &mut u32,
     report: &mut String,
 ) -> Result<bool, Diagnostic> {
     let r = node.results[0];
@@ -42,6 +45,7 @@ pub(super) fn shard_scatter(
     };
     let name = b.old.value(r).name.clone();
     let mut parts = Vec::new();
+    let mut nodes = Vec::new();
     for (k, &(lo, hi)) in split(ty.shape[d], cfg.parts).iter().enumerate() {
         // Each slice is named after its operand (`%idx.1`), as its errors name it.
         let sliced = s.operands().map(|v| {
@@ -51,10 +55,13 @@ pub(super) fn shard_scatter(
         let [base, idx, upd] = sliced;
         let mut t = ty.clone();
         t.shape[d] = hi - lo;
+        let placement = cfg.place(k, next_node);
+        nodes.extend(placement.map(|n| n.to_string()));
         let kind = NodeKind::Scatter(Scatter {
             base,
             idx,
             upd,
+            placement,
             ..s.clone()
         });
         parts.push(b.emit(kind, &format!("{name}.{k}"), t, node.span));
@@ -66,13 +73,9 @@ pub(super) fn shard_scatter(
     let v = b.emit(whole, &name, ty, node.span);
     b.map[r.index()] = Some(v);
     report.push_str(&format!(
-        "%{name}: scatter split along dimension {d} into {}{}\n",
+        "%{name}: scatter split along dimension {d} into {} on nodes [{}]\n",
         parts.len(),
-        if cfg.nodes > 1 {
-            " (not placed: a scatter has no `on N`, its parts run on node 0)"
-        } else {
-            ""
-        }
+        nodes.join(", ")
     ));
     Ok(true)
 }

@@ -5,7 +5,7 @@
 //! `iota`/`rand` are computed by generator kernels. Strided-representable selectors
 //! (transpose, slice, reverse, broadcast, squeeze, unsqueeze, and a reshape whose merged dims
 //! are contiguous among themselves, such as splitting the heads of a column slice) only change
-//! the view; the others (concat, interleave, repeat, pad, other reshapes) are materialized by gather kernels. An apply output (or a concat result)
+//! the view; the others (concat, interleave, repeat, pad, other reshapes) are materialized by gather kernels. An apply output (or a concat result, or a scatter's)
 //! that feeds a concat/interleave is *placed* into its region of the assembled buffer, so a
 //! sharded apply writes its shard straight into the concatenated result (zero-copy concat):
 //! regions of one buffer are disjoint by construction, which is what licenses `noalias` on
@@ -424,6 +424,7 @@ impl Builder<'_> {
                 let placeable = matches!(
                     def,
                     NodeKind::Apply(_)
+                        | NodeKind::Scatter(_)
                         | NodeKind::View(View::Concat { .. } | View::Interleave { .. })
                 );
                 if placeable && self.locs[a.index()].is_none() && seen.insert(a) {
@@ -602,7 +603,11 @@ impl Builder<'_> {
     /// A scatter task computing `r`: over the updates' index space, split along its first
     /// dimension other than the axis (each part owns whole lines of the result).
     fn scatter(&mut self, s: &Scatter, r: ValueId) -> Result<Loc, Diagnostic> {
-        let mut l = self.fresh(r)?;
+        // Placed into its region of a concat (a split scatter's part), or a buffer of its own.
+        let mut l = match &self.locs[r.index()] {
+            Some(l) => l.clone(),
+            None => self.fresh(r)?,
+        };
         let [base, idx, upd] = s.operands().map(|v| self.loc(v));
         let text = crate::print::scatter_text(self.g, s);
         let shape: Vec<String> = idx.shape.iter().map(|n| n.to_string()).collect();
@@ -627,7 +632,7 @@ impl Builder<'_> {
         let t = self.add_task(name.clone(), k, args, range, split, 1, work, deps);
         let reads = ins.iter().map(|x| x.whole(name.clone())).collect();
         self.access[t as usize] = TaskAccess {
-            node: None,
+            node: s.placement,
             reads,
             writes: vec![l.whole(self.vname(r))],
         };

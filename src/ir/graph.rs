@@ -80,9 +80,10 @@ pub enum NodeKind {
     Scatter(Scatter),
 }
 
-/// `scatter %base, %idx, %upd axis A reduce R` (ONNX ScatterElements): `idx` and `upd` have
-/// one shape, of `base`'s rank and sizes but along `axis`; for every coordinate `c` of `upd`,
-/// in row-major order, `y[c with axis := idx[c]] = R(y[...], upd[c])`, starting from `base`.
+/// `scatter %base, %idx, %upd axis A reduce R [on N]` (ONNX ScatterElements): `idx` and `upd`
+/// have one shape, of `base`'s rank and sizes but along `axis`; for every coordinate `c` of
+/// `upd`, in row-major order, `y[c with axis := idx[c]] = R(y[...], upd[c])`, starting from
+/// `base`. `on N` places it on node N under `--mpi`, as an apply's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scatter {
     pub base: ValueId,
@@ -90,6 +91,7 @@ pub struct Scatter {
     pub upd: ValueId,
     pub axis: usize,
     pub reduce: ScatterReduce,
+    pub placement: Option<u32>,
 }
 
 /// How a scattered element combines with the one already there.

@@ -300,7 +300,21 @@ impl Cx<'_> {
             ));
             return None;
         }
-        let kind = lower_instr(self.diags, &i.instr, &args, &i.attrs, tys[0].as_ref(), span)?;
+        let placement = i.placement.as_ref().map(|p| (self.placement(p), p.span));
+        let mut kind = lower_instr(self.diags, &i.instr, &args, &i.attrs, tys[0].as_ref(), span)?;
+        match (&mut kind, placement) {
+            (_, None) => {}
+            (NodeKind::Scatter(s), Some((p, _))) => s.placement = Some(p?),
+            (_, Some((_, at))) => {
+                self.report(err(
+                    codes::BAD_RANGE,
+                    format!("`{}` takes no placement `on N`", i.instr.text),
+                    at,
+                    "only `apply` and `scatter` are placed on nodes",
+                ));
+                return None;
+            }
+        }
         gb.push(self, kind, results, tys, span);
         Some(())
     }

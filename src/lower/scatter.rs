@@ -70,6 +70,7 @@ pub(super) fn lower_scatter(
         upd: args[2],
         axis,
         reduce,
+        placement: None,
     })
 }
 

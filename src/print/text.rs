@@ -296,7 +296,8 @@ fn ints<T: ToString>(v: &[T]) -> String {
     format!("[{}]", list(v, T::to_string))
 }
 
-/// `scatter %base, %idx, %upd axis A reduce R`, as printed (and named in its errors).
+/// `scatter %base, %idx, %upd axis A reduce R`, as named in its errors (printed with its
+/// placement `on N` after it, when it has one).
 pub fn scatter_text(g: &Graph, sc: &Scatter) -> String {
     format!(
         "scatter {} axis {} reduce {}",
@@ -331,7 +332,10 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         NodeKind::Grad { loss, wrt } => {
             format!("grad {} wrt {}", val(g, *loss), list(wrt, |v| val(g, *v)))
         }
-        NodeKind::Scatter(sc) => scatter_text(g, sc),
+        NodeKind::Scatter(sc) => {
+            let on = sc.placement.map(|p| format!(" on {p}")).unwrap_or_default();
+            format!("{}{on}", scatter_text(g, sc))
+        }
         NodeKind::Sequence { before, after } => {
             let r = |x: &SeqRef| match x {
                 SeqRef::Sink(s) => format!("@{s}"),

@@ -338,5 +338,7 @@ pub struct InstrRhs {
     pub instr: Name,
     pub args: Vec<Name>,
     pub attrs: Vec<Attr>,
+    /// `on N` (only a `scatter` takes it).
+    pub placement: Option<Signed>,
     pub types: Vec<TypeExpr>,
 }

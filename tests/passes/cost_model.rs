@@ -479,3 +479,44 @@ graph @g {{
     }
     assert_eq!(moved, [16.0 + 1024.0, 16.0]);
 }
+
+/// More than 8 parts per apply (issue 17): a plan may split an apply into every count up to 8,
+/// then the powers of two and the node count, up to 64, so 16 and 64 nodes can each run a
+/// part. On 16 and 64 nodes the data-parallel plan of `ADD` (sources shared, sinks
+/// distributed: nothing moves) splits it into as many parts, one per node, and takes 1/16 and
+/// 1/64 of the whole plan's time (memory-bound), and the search ranks it first for time. Before,
+/// `MAX_PARTS` was 8 and both stopped at 8 parts (8× at most).
+#[test]
+fn an_apply_splits_into_as_many_parts_as_16_or_64_nodes() {
+    use tapc::passes::cost::model::part_counts;
+    assert_eq!(part_counts(64), [2, 3, 4, 5, 6, 7, 8, 16, 32, 64]);
+    assert_eq!(part_counts(12), [2, 3, 4, 5, 6, 7, 8, 12]);
+    for nodes in [16usize, 64] {
+        let n = nodes.to_string();
+        let opts = [("nodes", n.as_str()), ("sinks", "distributed")];
+        let p = problem(ADD, &opts);
+        let plan = p.aligned(nodes);
+        assert!(p.valid(&plan));
+        assert_eq!(plan[0].parts as usize, nodes);
+        let want: Vec<u8> = (0..nodes as u8).collect();
+        assert_eq!(plan[0].nodes[..nodes], want[..]);
+        let (whole, split) = (p.evaluate(&p.unsharded()), p.evaluate(&plan));
+        assert_eq!(split[2], 0.0, "nothing moves");
+        let ratio = whole[0] / split[0];
+        assert!(
+            (ratio - nodes as f64).abs() < 0.05 * nodes as f64,
+            "{nodes} nodes: {ratio}× faster"
+        );
+        let cfg = pareto::SearchConfig {
+            evals: 300,
+            ..Default::default()
+        };
+        let (front, _) = pareto::search(&p, &cfg);
+        assert_eq!(
+            front[0].plan[0].parts as usize,
+            nodes,
+            "{}",
+            p.describe(&front[0].plan)
+        );
+    }
+}

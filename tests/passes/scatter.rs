@@ -119,17 +119,18 @@ fn the_alias_analysis_sees_a_scatter_as_a_buffer_of_its_own() {
     assert!(report.contains("%y: root (scatter) f32[7, 6]"), "{report}");
 }
 
-/// A scatter cannot be placed (its form has no `on N`): split for several nodes, the shard
-/// report says its parts run on node 0 instead of placing them silently.
+/// A scatter split for several nodes places its parts like an apply's shards (`on N`, round
+/// robin), the report says where, and the printed form re-parses with the placements. Before,
+/// the scatter form had no `on N` and every part ran on node 0.
 #[test]
-fn a_scatter_split_for_several_nodes_is_reported_unplaced() {
+fn a_scatter_split_for_several_nodes_places_its_parts() {
     let (_, out) = common::pipeline_context("scatter", SRC, "canonicalize,shard{parts=2,nodes=2}");
     let report: String = (out.reports.iter())
         .filter(|(pass, _)| pass == "shard")
         .map(|(_, r)| r.as_str())
         .collect();
     assert!(
-        report.contains("%y: scatter split along dimension 1 into 2 (not placed: a scatter has no `on N`, its parts run on node 0)"),
+        report.contains("%y: scatter split along dimension 1 into 2 on nodes [0, 1]"),
         "{report}"
     );
     let (m, _) = common::after_pipeline("scatter", SRC, "canonicalize,shard{parts=2,nodes=2}");
@@ -137,6 +138,43 @@ fn a_scatter_split_for_several_nodes_is_reported_unplaced() {
     let scatters: Vec<&str> = (printed.lines())
         .filter(|l| l.contains("= scatter "))
         .collect();
-    assert!(scatters.len() >= 2, "{printed}");
-    assert!(scatters.iter().all(|l| !l.contains(" on ")), "{printed}");
+    for k in 0..2 {
+        let part = format!("%y.{k} = scatter ");
+        let line = scatters.iter().find(|l| l.contains(&part));
+        let line = line.unwrap_or_else(|| panic!("no `{part}` in {printed}"));
+        assert!(line.contains(&format!("reduce add on {k}")), "{printed}");
+    }
+    let (again, _) = common::compile_ok("scatter-placed", &printed);
+    assert_eq!(
+        tapc::print::print_module(&again),
+        printed,
+        "re-parses to the same text"
+    );
+}
+
+/// `on N` places a scatter; any other instruction given one is refused (E0080, on the number),
+/// and so is a negative node.
+#[test]
+fn only_a_scatter_among_instructions_takes_a_placement() {
+    let ok = "graph @g {\n  %b = source @b : f32[4, 3]\n  %i = source @i : i64[2, 3]\n  \
+              %u = source @u : f32[2, 3]\n  %y = scatter %b, %i, %u axis 0 reduce add on 1\n  \
+              sink @y %y\n}\n";
+    let (m, _) = common::compile_ok("placed", ok);
+    let printed = tapc::print::print_module(&m);
+    assert!(printed.contains("axis 0 reduce add on 1"), "{printed}");
+    for (bad, want) in [
+        (
+            ok.replace("reduce add on 1", "reduce add on -1"),
+            "placement `on -1` is not a node number",
+        ),
+        (
+            ok.replace("sink @y %y", "%t = transpose %y [1, 0] on 1\n  sink @y %t"),
+            "`transpose` takes no placement `on N`",
+        ),
+    ] {
+        let (_, _, diags) = tapc::compile_source(&bad);
+        let d = (diags.0.iter()).find(|d| d.message.contains(want));
+        let d = d.unwrap_or_else(|| panic!("no `{want}` in {:?}", diags.0));
+        assert_eq!(d.code.map(|c| c.0), Some("E0080"), "{bad}");
+    }
 }

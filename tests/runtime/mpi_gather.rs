@@ -131,8 +131,29 @@ fn a_scatter_after_a_row_sharded_producer_on_two_ranks_matches_numpy_and_fails_c
     assert!(!out.join("y.npy").exists(), "a failed job wrote an output");
 }
 
-/// The cost model prices a scatter (its base's copy, its indices and updates) as a task on node
-/// 0, where the runtime runs it (a scatter carries no placement): with its updates computed by
+/// Writes `src` to `s.teg` in a scratch folder `name`; returns the folder, the file, the cost
+/// report of `PASSES,cost{nodes=2,evals=1,COST}` and the bytes it predicts for the plan as
+/// `passes` placed it (its `unsharded:` line).
+fn placed_prediction(
+    name: &str,
+    src: &str,
+    passes: &str,
+    cost: &str,
+) -> (PathBuf, PathBuf, String, u64) {
+    let dir = common::scratch(name);
+    let file = dir.join("s.teg");
+    std::fs::write(&file, src).unwrap();
+    let passes = format!("{passes},cost{{nodes=2,evals=1,{cost}}}");
+    let report = crate::mpi::cost_report(&file, &passes);
+    let line = (report.lines())
+        .find(|l| l.trim_start().starts_with("unsharded:"))
+        .unwrap_or_else(|| panic!("no cost report in:\n{report}"));
+    let predicted = crate::mpi::bytes_moved(line);
+    (dir, file, report, predicted)
+}
+
+/// The cost model prices a scatter (its base's copy, its indices and updates) as a task on its
+/// node (node 0 when unplaced), where the runtime runs it: with its updates computed by
 /// row shards on 2 ranks, inputs on rank 0 and sinks gathered there, the bytes moved are the
 /// model's prediction for the plan as placed (rank 1's rows of the updates out, its shard back).
 #[test]
@@ -142,19 +163,9 @@ fn a_scatter_plan_on_two_ranks_moves_the_predicted_bytes() {
                graph @g {\n  %base = source @base : f32[11, 5]\n  %idx = source @idx : i64[17, 5]\n  \
                %upd0 = source @upd : f32[17, 5]\n  %upd = apply @copy(%upd0)\n  \
                %y = scatter %base, %idx, %upd axis 0 reduce add\n  sink @y %y\n}\n";
-    let dir = common::scratch("mpi-scatter-cost");
-    let file = dir.join("s.teg");
-    std::fs::write(&file, src).unwrap();
     let passes = "canonicalize,shard{parts=2,dim=n},canonicalize";
-    let report = crate::mpi::cost_report(
-        &file,
-        &format!("{passes},cost{{nodes=2,evals=1,sources=root}}"),
-    );
-    let line = report
-        .lines()
-        .find(|l| l.trim_start().starts_with("unsharded:"))
-        .unwrap_or_else(|| panic!("no cost report in:\n{report}"));
-    let predicted = crate::mpi::bytes_moved(line);
+    let (dir, file, report, predicted) =
+        placed_prediction("mpi-scatter-cost", src, passes, "sources=root");
     // Rank 1 copies rows 9..17 of the updates: they go out and come back.
     assert_eq!(predicted, 2 * 8 * 5 * 4, "{report}");
     assert!(report.contains("%y = apply @scatter"), "{report}");
@@ -179,5 +190,53 @@ fn a_scatter_plan_on_two_ranks_moves_the_predicted_bytes() {
     let got = tapc_runtime::npy::read(&out.join("y.npy")).unwrap();
     let want = tapc_runtime::npy::read(&fixture.join("expected_y.npy")).unwrap();
     assert_eq!(got, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A scatter split along its non-scattered dimension (`shard{parts=2,dim=1}`: columns 0..3 and
+/// 3..5 of the fixture's 11×5 result) runs its parts on their ranks (`on 0`, `on 1`). With the
+/// inputs on rank 0 and the sink gathered there, rank 1 receives its columns of the base, the
+/// indices and the updates and sends its columns of the result back: (11×2 + 17×2) f32 and
+/// 17×2 i64 going out, 11×2 f32 back, 584 B, which is the cost model's prediction for the plan
+/// as placed and what the ranks move. Each rank reading and writing its own windows moves
+/// nothing: the parts write their regions of the concatenated result in place, as split
+/// applies do (before, a scatter had a buffer of its own and the concat was copied on rank 0,
+/// which received rank 1's 88 B). Both runs give numpy's `np.add.at` result bit for bit.
+/// Before, every part ran on node 0.
+#[test]
+fn a_scatter_split_along_its_other_dimension_runs_its_parts_on_their_ranks() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scatter/add_11x5_a0_i64");
+    let src =
+        "graph @g {\n  %base = source @base : f32[11, 5]\n  %idx = source @idx : i64[17, 5]\n  \
+               %upd = source @upd : f32[17, 5]\n  \
+               %y = scatter %base, %idx, %upd axis 0 reduce add\n  sink @y %y\n}\n";
+    let passes = "canonicalize,shard{parts=2,dim=1},canonicalize";
+    let cost = "sources=root,sinks=gather";
+    let (dir, file, report, predicted) = placed_prediction("mpi-scatter-parts", src, passes, cost);
+    assert_eq!(
+        predicted,
+        (11 * 2 + 17 * 2 + 11 * 2) * 4 + 17 * 2 * 8,
+        "{report}"
+    );
+    let prog = dir.join("prog");
+    compile_with(mpi_tapc(), &file, passes, &prog, true);
+    let want = tapc_runtime::npy::read(&fixture.join("expected_y.npy")).unwrap();
+    for (flags, bytes) in [
+        (&["--inputs-on-root", "--gather-sinks"][..], predicted),
+        (&[], 0),
+    ] {
+        let out = dir.join(format!("out-{}", flags.len()));
+        let mut args: Vec<String> = ["--input-dir", fixture.to_str().unwrap(), "--time"]
+            .map(String::from)
+            .to_vec();
+        args.extend(["--out-dir".into(), out.display().to_string()]);
+        args.extend(flags.iter().map(|f| f.to_string()));
+        let o = mpirun(2, Btl::SharedMemory, &prog, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{flags:?}: {err}");
+        assert_eq!(crate::mpi::measured_bytes(&err), bytes, "{flags:?}: {err}");
+        let got = tapc_runtime::npy::read(&out.join("y.npy")).unwrap();
+        assert_eq!(got, want, "{flags:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -214,7 +214,7 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
-    /// A scatter: a whole task on node 0 (it carries no placement) that reads its base whole
+    /// A scatter: a whole task on its `on N` (node 0 when unplaced) that reads its base whole
     /// (every line along the axis), its indices and updates, and writes its result, memory-bound:
     /// its bytes are the base's copy (read and written) plus the indices and updates.
     fn scatter(&mut self, ni: usize, node: &Node, s: &crate::ir::graph::Scatter) {
@@ -254,6 +254,7 @@ impl<'a> Walk<'a> {
             true,
         );
         let ty = self.g.ty(r);
+        let last_node = self.machine.len().saturating_sub(1) as u32;
         self.applies.push(ApplyInfo {
             class: Class::Elementwise,
             f64: ty.is_some_and(|t| t.dtype == crate::ir::DType::F64),
@@ -266,7 +267,7 @@ impl<'a> Walk<'a> {
             bytes: traffic,
             dims: vec![],
             fixed: true,
-            pinned_node: 0,
+            pinned_node: s.placement.unwrap_or(0).min(last_node) as u8,
             fuse_into: None,
             table: vec![],
             inputs,
@@ -332,7 +333,7 @@ impl<'a> Walk<'a> {
         let mut layouts = HashMap::new();
         layouts.insert((0u8, 1u8), layout_whole(inst, flops));
         for &v in &dims {
-            for p in 2..=(vars[v].1 as usize).min(self.max_parts) {
+            for p in part_counts((vars[v].1 as usize).min(self.max_parts)) {
                 layouts.insert((v as u8 + 1, p as u8), layout(inst, v, p, flops));
             }
         }

@@ -45,7 +45,16 @@ use layout::Layout;
 use std::collections::HashMap;
 
 /// The most shards of one apply a plan may use.
-pub const MAX_PARTS: usize = 8;
+pub const MAX_PARTS: usize = 64;
+
+/// The part counts a plan may split a variable of at most `most` parts into: every count up to
+/// 8, then only the powers of two and `most` itself, so that the layouts prepared per apply and
+/// the choices of a mutation stay few at 64 nodes.
+pub fn part_counts(most: usize) -> Vec<usize> {
+    (2..=most.min(MAX_PARTS))
+        .filter(|&p| p <= 8 || p.is_power_of_two() || p == most)
+        .collect()
+}
 /// The objectives, in the order of [`Objectives`].
 pub const OBJECTIVES: [&str; 4] = ["time", "flops", "bytes", "memory"];
 /// `[time (s), flops, bytes moved, peak memory per node (bytes)]`.
@@ -189,6 +198,10 @@ impl ApplyInfo {
     pub fn max_parts(&self, v: usize, limit: usize) -> usize {
         (self.vars[v].1.max(1) as usize).min(limit).min(MAX_PARTS)
     }
+    /// The part counts variable `v` may be split into ([`part_counts`] of [`Self::max_parts`]).
+    pub fn part_counts(&self, v: usize, limit: usize) -> Vec<usize> {
+        part_counts(self.max_parts(v, limit))
+    }
 }
 
 /// A graph prepared for costing.
@@ -302,8 +315,8 @@ impl Problem {
             let Some(&v) = a.dims.first().filter(|&&v| v < a.parallel) else {
                 continue;
             };
-            let k = parts.min(a.max_parts(v, self.max_parts));
-            if k >= 2 {
+            let counts = a.part_counts(v, self.max_parts);
+            if let Some(&k) = counts.iter().rev().find(|&&k| k <= parts) {
                 *g = Gene::split(v, &(0..k as u8).collect::<Vec<_>>());
             }
         }

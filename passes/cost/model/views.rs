@@ -4,7 +4,10 @@
 //! it ([`Problem::new`] alone, as the cost bench and the probes use) such an input is priced as
 //! the remote fraction of all its roots' pieces, which is wrong when a view takes some pieces
 //! whole and others not at all (the `q`, `k` and `v` column slices of a column-split `%qkv`).
-//! Footprints and counts are cached by value, box and piece, so a search pays for each once.
+//! Footprints are cached by value and box, and the counts of every piece of a root by value,
+//! box, root and the root's split (its pieces depend on that alone, not on their nodes), so a
+//! search pays for each once and looks one up per input and root, not per piece (at 64 parts,
+//! hashing each of 64 × 64 piece boxes took half the search's time).
 
 use super::eval::Dep;
 use super::*;
@@ -22,10 +25,13 @@ pub(super) struct Views {
     alias: AliasInfo,
     /// The model's root of each root value of the graph (generators are free: absent).
     roots: HashMap<ValueId, Root>,
-    /// Footprints by (value, box), and element counts by (value, box, root, piece box).
+    /// Footprints by (value, box), and the element counts of every piece of a root by
+    /// (value, box, root, the root's split: (dim, parts) of its gene, (0, 0) for a source).
     reads: Mutex<HashMap<(ValueId, Box1), Reads>>,
-    counts: Mutex<HashMap<(ValueId, Box1, usize, Box1), f64>>,
+    counts: Mutex<HashMap<CountKey, Arc<Vec<f64>>>>,
 }
+
+type CountKey = (ValueId, Box1, usize, (u8, u8));
 
 impl std::fmt::Debug for Views {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,16 +99,25 @@ impl Problem {
         reads
     }
 
-    /// Elements of `regions` (over the root's `shape`) inside piece `pb`.
-    fn count_in(views: &Views, key: (ValueId, Box1, usize), regions: &Regions, pb: &Box1) -> f64 {
-        let k = (key.0, key.1, key.2, pb.clone());
-        if let Some(&c) = views.counts.lock().unwrap().get(&k) {
-            return c;
+    /// Elements of `regions` (over the root's `shape`) inside each of the piece boxes `pbs`.
+    fn counts_in<'b>(
+        views: &Views,
+        key: CountKey,
+        regions: &Regions,
+        pbs: impl Iterator<Item = &'b Box1>,
+    ) -> Arc<Vec<f64>> {
+        if let Some(c) = views.counts.lock().unwrap().get(&key) {
+            return c.clone();
         }
-        let c = box_region(regions.shape(), pb)
-            .and_then(|b| Regions::from_region(b).intersect(regions))
-            .map_or(0.0, |r| r.count() as f64);
-        views.counts.lock().unwrap().insert(k, c);
+        let c: Arc<Vec<f64>> = Arc::new(
+            pbs.map(|pb| {
+                box_region(regions.shape(), pb)
+                    .and_then(|b| Regions::from_region(b).intersect(regions))
+                    .map_or(0.0, |r| r.count() as f64)
+            })
+            .collect(),
+        );
+        views.counts.lock().unwrap().insert(key, c.clone());
         c
     }
 
@@ -120,9 +135,9 @@ impl Problem {
         let reads = self.view_reads(views, inp, bx)?;
         let (mut moved, mut shared) = (0.0f64, 0.0f64);
         for (k, (root, regions)) in reads.iter().enumerate() {
-            let key = (inp.value, bx.to_vec(), k);
-            let mut piece = |pb: &Box1, from: usize| -> (f64, f64) {
-                let b = Self::count_in(views, key.clone(), regions, pb) * inp.elem;
+            let key = |split: (u8, u8)| (inp.value, bx.to_vec(), k, split);
+            let mut piece = |count: f64, from: usize| -> (f64, f64) {
+                let b = count * inp.elem;
                 let t = if from != n && b > 0.0 {
                     moved += b;
                     self.machine.transfer(from, n, b)
@@ -136,16 +151,23 @@ impl Problem {
                     shared += regions.count() as f64 * inp.elem;
                 }
                 Root::Source { index } => {
-                    for (pb, pn) in self.source_pieces(*index) {
-                        let (b, t) = piece(pb, *pn);
+                    let pieces = self.source_pieces(*index);
+                    let boxes = pieces.iter().map(|(pb, _)| pb);
+                    let counts = Self::counts_in(views, key((0, 0)), regions, boxes);
+                    for ((_, pn), &c) in pieces.iter().zip(counts.iter()) {
+                        let (b, t) = piece(c, *pn);
                         if b > 0.0 && *pn != n {
                             deps.push(Dep::source(t));
                         }
                     }
                 }
                 Root::Apply { apply, output } => {
-                    for (p, pb, pn) in self.pieces(*apply, *output, &plan[*apply]) {
-                        let (b, t) = piece(pb, pn);
+                    let g = &plan[*apply];
+                    let pieces: Vec<_> = self.pieces(*apply, *output, g).collect();
+                    let boxes = pieces.iter().map(|&(_, pb, _)| pb);
+                    let counts = Self::counts_in(views, key((g.dim, g.parts)), regions, boxes);
+                    for (&(p, _, pn), &c) in pieces.iter().zip(counts.iter()) {
+                        let (b, t) = piece(c, pn);
                         if b > 0.0 {
                             deps.push(Dep::piece(*apply, p, t));
                         }
