@@ -1,9 +1,11 @@
 //! The import's simplification (src/import/onnx/simplify.rs) against onnxruntime: the cases of
 //! tests/data/onnx/fold (gen.py `fold_cases`: convolutions at edge shapes followed by
 //! BatchNormalization and constant Mul/Add/Sub/Div, HardSwish as `Add, Clip, Mul, Div`, and the
-//! forms that must not fold) run interpreted and JIT-compiled at 1 and 2 worker threads, and
-//! the imported TEG checked for what was folded: no BatchNormalization nor per-channel affine
-//! apply is left after a convolution, and each elementwise chain is one apply.
+//! forms that must not fold; 1×1 convolutions at edge shapes) run interpreted and JIT-compiled
+//! at 1 and 2 worker threads, and the imported TEG checked for what was folded: no
+//! BatchNormalization nor per-channel affine apply is left after a convolution, each
+//! elementwise chain is one apply, and each unit-stride unpadded 1×1 convolution is one
+//! `@ConvPointwise` contraction over the flattened positions.
 
 use crate::support::{self, Case};
 use std::collections::HashMap;
@@ -99,8 +101,8 @@ fn folded_convs_and_chains_match_onnxruntime_at_1_and_2_threads() {
         "{} fold cases, {compared} outputs compared (interpreted, JIT at 1 and 2 threads)",
         cases.len()
     );
-    assert_eq!(cases.len(), 3);
-    assert_eq!(compared, 3 * (8 + 7 + 1));
+    assert_eq!(cases.len(), 4);
+    assert_eq!(compared, 3 * (8 + 7 + 1 + 8));
     let _ = std::fs::remove_dir_all(&work);
 }
 
@@ -128,6 +130,12 @@ fn check(case: &str, ops: &HashMap<String, usize>) {
             assert_eq!(ops.get("Add_Clip"), Some(&1), "{ops:?}");
             assert_eq!(ops.get("Div"), Some(&1), "{ops:?}");
             assert_eq!(ops.get("Add_Relu_Neg"), Some(&1), "{ops:?}");
+        }
+        // Six 1×1 convolutions with unit strides and no padding are contractions over the
+        // flattened positions; the strided and the padded one stay windowed.
+        "pointwise_shapes" => {
+            assert_eq!(ops.get("ConvPointwise"), Some(&6), "{ops:?}");
+            assert_eq!(ops.get("Conv"), Some(&2), "{ops:?}");
         }
         // An integer chain is lowered node by node.
         "int_chain" => {

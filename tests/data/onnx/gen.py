@@ -608,6 +608,22 @@ def fold_cases():
     save_case(os.path.join(ROOT, "fold", "int_chain"), nodes, [vi("x0", TP.INT32, [3, 5])],
               [vi("y0", TP.INT32, None)], {"x0": rng.integers(-9, 9, size=(3, 5)).astype(np.int32)})
 
+    def pw(c, o, bias, stride=1, pad=0):
+        return lambda n, p, x: [conv(n, p, x, c, o, 1, stride, pad, 1, bias)]
+
+    # 1x1 convolutions: unit stride and no padding become one contraction over H·W positions
+    # (ConvPointwise); strided or padded ones stay windowed convolutions.
+    model("pointwise_shapes", [
+        ([2, 1, 1, 1], pw(1, 3, True)),
+        ([1, 3, 2, 5], pw(3, 17, False)),
+        ([2, 17, 7, 3], pw(17, 33, True)),
+        ([1, 33, 9, 4], pw(33, 1, True)),
+        ([1, 8, 15, 17], pw(8, 16, False)),
+        ([2, 16, 4, 2], pw(16, 3, True)),
+        ([1, 5, 17, 9], pw(5, 7, True, stride=2)),
+        ([1, 3, 3, 4], pw(3, 4, False, pad=1)),
+    ])
+
 
 if __name__ == "__main__" and len(sys.argv) > 1:
     for group in sys.argv[1:]:

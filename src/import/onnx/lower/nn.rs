@@ -199,11 +199,16 @@ fn conv(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         ));
     }
     let win = window(cx, n, &x.shape[2..], w.shape[2..].to_vec(), false)?;
-    let xp = pad_spatial(cx, &x, &win.pads, "0.0", &format!("{h}_pad"));
     let bias = match cx.opt(n, 2)? {
         Some(_) => Some(cx.data(n, 2)?),
         None => None,
     };
+    let ones = |v: &[usize]| v.iter().all(|&k| k == 1);
+    let unpadded = win.pads.iter().all(|&p| p == (0, 0));
+    if g == 1 && sp >= 2 && ones(&win.kernel) && ones(&win.strides) && unpadded {
+        return Ok(vec![Val::Data(pointwise(cx, &x, &w, bias.as_ref(), &h))]);
+    }
+    let xp = pad_spatial(cx, &x, &win.pads, "0.0", &format!("{h}_pad"));
     let nm = names(sp);
     let t = x.dtype.name();
     let (gx, gw, gy, gidx, gb) = if g == 1 {
@@ -257,6 +262,41 @@ fn conv(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let mut full = vec![x.shape[0], o];
     full.extend_from_slice(&win.out);
     Ok(vec![Val::Data(cx.reshape(&y, &full, &h))])
+}
+
+/// A 1×1 convolution with unit strides and no padding over `sp ≥ 2` spatial dims as one
+/// contraction over the flattened positions (`x` seen as `[N, C, H·W]`, the weights as
+/// `[O, C]`): the kernel then vectorises along all `H·W` positions at once, not along a row
+/// of `W` (4 or 8 on a deep layer's small map).
+fn pointwise(cx: &mut Cx, x: &D, w: &D, bias: Option<&D>, h: &str) -> D {
+    let t = x.dtype.name();
+    let (n, c, o) = (x.shape[0], x.shape[1], w.shape[0]);
+    let positions: usize = x.shape[2..].iter().product();
+    let (bport, bterm) = match bias {
+        Some(_) => (format!(", b: {t}[O]"), " + b[o]"),
+        None => (String::new(), ""),
+    };
+    let text = format!(
+        "op @{{NAME}}(x: {t}[N, C, P], w: {t}[O, C]{bport}) -> (y: {t}[N, O, P]) {{\n  y[n, o, p] = sum[c](x[n, c, p] * w[o, c]){bterm}\n}}"
+    );
+    let op = cx.e.op("ConvPointwise", &text);
+    let xf = cx.reshape(x, &[n, c, positions], &format!("{h}_flat"));
+    let wf = cx.reshape(w, &[o, c], &format!("{h}_w2"));
+    let mut args = vec![&xf, &wf];
+    if let Some(b) = bias {
+        args.push(b);
+    }
+    let y = cx.e.apply(
+        &format!("{h}_pw"),
+        &op,
+        &[],
+        &args,
+        x.dtype,
+        vec![n, o, positions],
+    );
+    let mut full = vec![n, o];
+    full.extend_from_slice(&x.shape[2..]);
+    cx.reshape(&y, &full, h)
 }
 
 /// The most negative finite value of a float dtype, as a literal.
