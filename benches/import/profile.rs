@@ -39,6 +39,9 @@ pub fn kind_of(g: &Graph, task: &str) -> String {
         }
         return "grouped conv".into();
     }
+    if op.starts_with("ConvTransposeTiles") {
+        return "ConvTranspose tiles".into();
+    }
     if op.starts_with("ConvPointwise") {
         // `y: [N, O, H·W]`, the weights `[O, C]`.
         let one = out.get(2) == Some(&1);

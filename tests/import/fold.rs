@@ -5,7 +5,8 @@
 //! at 1 and 2 worker threads, and the imported TEG checked for what was folded: no
 //! BatchNormalization nor per-channel affine apply is left after a convolution, each
 //! elementwise chain is one apply, and each unit-stride unpadded 1×1 convolution is one
-//! `@ConvPointwise` contraction over the flattened positions.
+//! `@ConvPointwise` contraction over the flattened positions; a `ConvTranspose` whose kernel
+//! equals its strides is one `@ConvTransposeTiles` contraction per output pixel.
 
 use crate::support::{self, Case};
 use std::collections::HashMap;
@@ -101,8 +102,8 @@ fn folded_convs_and_chains_match_onnxruntime_at_1_and_2_threads() {
         "{} fold cases, {compared} outputs compared (interpreted, JIT at 1 and 2 threads)",
         cases.len()
     );
-    assert_eq!(cases.len(), 4);
-    assert_eq!(compared, 3 * (8 + 7 + 1 + 8));
+    assert_eq!(cases.len(), 5);
+    assert_eq!(compared, 3 * (8 + 7 + 1 + 8 + 6));
     let _ = std::fs::remove_dir_all(&work);
 }
 
@@ -135,6 +136,12 @@ fn check(case: &str, ops: &HashMap<String, usize>) {
         // flattened positions; the strided and the padded one stay windowed.
         "pointwise_shapes" => {
             assert_eq!(ops.get("ConvPointwise"), Some(&6), "{ops:?}");
+            assert_eq!(ops.get("Conv"), Some(&2), "{ops:?}");
+        }
+        // Four ConvTransposes whose kernel equals their strides are tile contractions; the
+        // overlapping one and the padded one stay convolutions of the upsampled input.
+        "convtranspose_tiles" => {
+            assert_eq!(ops.get("ConvTransposeTiles"), Some(&4), "{ops:?}");
             assert_eq!(ops.get("Conv"), Some(&2), "{ops:?}");
         }
         // An integer chain is lowered node by node.

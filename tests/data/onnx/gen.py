@@ -624,6 +624,26 @@ def fold_cases():
         ([1, 3, 3, 4], pw(3, 4, False, pad=1)),
     ])
 
+    def ct(c, o, k, s, bias, pads=(0, 0, 0, 0)):
+        def build(n, p, x):
+            w = const(n, f"{p}_w", r(c, o, *k))
+            ins = [x, w] + ([const(n, f"{p}_b", r(o))] if bias else [])
+            n.append(oh.make_node("ConvTranspose", ins, [f"{p}_ct"], kernel_shape=list(k),
+                                  strides=list(s), pads=list(pads)))
+            return [f"{p}_ct"]
+        return build
+
+    # ConvTranspose with kernel = strides (no padding) is one contraction per output pixel
+    # (ConvTransposeTiles); the others stay a convolution over the zero-upsampled input.
+    model("convtranspose_tiles", [
+        ([1, 24, 4, 8], ct(24, 24, (2, 2), (2, 2), False)),
+        ([2, 1, 1, 1], ct(1, 3, (2, 2), (2, 2), True)),
+        ([1, 3, 5, 7], ct(3, 17, (3, 3), (3, 3), True)),
+        ([2, 17, 2, 3], ct(17, 1, (2, 3), (2, 3), False)),
+        ([1, 4, 3, 3], ct(4, 5, (3, 3), (2, 2), True)),
+        ([1, 4, 3, 3], ct(4, 5, (2, 2), (2, 2), True, pads=(1, 0, 0, 1))),
+    ])
+
 
 if __name__ == "__main__" and len(sys.argv) > 1:
     for group in sys.argv[1:]:
