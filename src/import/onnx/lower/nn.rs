@@ -272,10 +272,7 @@ fn pointwise(cx: &mut Cx, x: &D, w: &D, bias: Option<&D>, h: &str) -> D {
     let t = x.dtype.name();
     let (n, c, o) = (x.shape[0], x.shape[1], w.shape[0]);
     let positions: usize = x.shape[2..].iter().product();
-    let (bport, bterm) = match bias {
-        Some(_) => (format!(", b: {t}[O]"), " + b[o]"),
-        None => (String::new(), ""),
-    };
+    let (bport, bterm) = bias_terms(bias.is_some(), t);
     let text = format!(
         "op @{{NAME}}(x: {t}[N, C, P], w: {t}[O, C]{bport}) -> (y: {t}[N, O, P]) {{\n  y[n, o, p] = sum[c](x[n, c, p] * w[o, c]){bterm}\n}}"
     );
@@ -586,6 +583,15 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     conv(cx, &conv_node)
 }
 
+/// The bias port (`b: T[O]`) and term (` + b[o]`) of a contraction op, or nothing.
+fn bias_terms(bias: bool, t: &str) -> (String, &'static str) {
+    if bias {
+        (format!(", b: {t}[O]"), " + b[o]")
+    } else {
+        (String::new(), "")
+    }
+}
+
 /// A 2-D `ConvTranspose` whose kernel equals its strides (no padding, dilation 1, one group):
 /// each output pixel is one contraction over the input channels, `y[n, o, i·K0 + a, j·K1 +
 /// b] = Σc x[n, c, i, j]·w[c, o, a, b]`, computed as `[N, O, K0, K1, H, W]` (vectorised along
@@ -603,10 +609,7 @@ fn transpose_tiles(cx: &mut Cx, n: &Node, x: &D, w: &D, h: &str) -> R<D> {
     {
         return Err(cx.invalid(n, format!("a bias for {o} output channels")));
     }
-    let (bport, bterm) = match bias {
-        Some(_) => (format!(", b: {t}[O]"), " + b[o]"),
-        None => (String::new(), ""),
-    };
+    let (bport, bterm) = bias_terms(bias.is_some(), t);
     let text = format!(
         "op @{{NAME}}(x: {t}[N, C, H0, H1], w: {t}[C, O, K0, K1]{bport}) -> (y: {t}[N, O, K0, K1, H0, H1]) {{\n  y[n, o, a0, a1, i0, i1] = sum[c](x[n, c, i0, i1] * w[c, o, a0, a1]){bterm}\n}}"
     );
