@@ -39,6 +39,19 @@ pub fn kind_of(g: &Graph, task: &str) -> String {
         }
         return "grouped conv".into();
     }
+    if op.starts_with("ConvTransposeTiles") {
+        return "ConvTranspose tiles".into();
+    }
+    if op.starts_with("ConvPointwise") {
+        // `y: [N, O, H·W]`, the weights `[O, C]`.
+        let one = out.get(2) == Some(&1);
+        return if one {
+            "conv on a 1x1 map"
+        } else {
+            "pointwise 1x1"
+        }
+        .into();
+    }
     if op.starts_with("Conv") {
         let w = shape(1, &a.args);
         if out.len() == 4 && out[2] * out[3] == 1 {

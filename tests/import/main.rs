@@ -10,6 +10,7 @@ mod common;
 mod onnx_fuzz;
 
 mod bad;
+mod fold;
 mod fuzz;
 mod models;
 mod ops;

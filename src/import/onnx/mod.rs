@@ -7,6 +7,7 @@ pub mod elem;
 pub mod lower;
 pub mod model;
 pub mod proto;
+pub mod simplify;
 
 use crate::diag::{codes, Diagnostic};
 use std::collections::HashMap;
@@ -36,7 +37,7 @@ pub struct Imported {
 /// Imports the ONNX model at `path`. Every failure is a diagnostic (E0120–E0127) naming the
 /// file and, for a node, the operator, node name and opset.
 pub fn import_onnx(path: &Path, opts: &ImportOptions) -> Result<Imported, Vec<Diagnostic>> {
-    let m = model::read(path).map_err(|d| vec![d])?;
+    let mut m = model::read(path).map_err(|d| vec![d])?;
     let mut shapes = HashMap::new();
     for (name, dims) in &opts.input_shapes {
         if !m.graph.inputs.iter().any(|i| &i.name == name) {
@@ -50,6 +51,7 @@ pub fn import_onnx(path: &Path, opts: &ImportOptions) -> Result<Imported, Vec<Di
         }
         shapes.insert(name.clone(), dims.clone());
     }
+    simplify::run(&mut m.graph);
     let lowered = lower::lower(&m, &shapes).map_err(|d| vec![d])?;
     let (_, _, diags) = crate::compile_source(&lowered.teg);
     if diags.has_errors() {

@@ -63,6 +63,9 @@ pub struct Node {
     pub inputs: Vec<String>,
     pub outputs: Vec<String>,
     pub attrs: Vec<(String, Attr)>,
+    /// The elementwise nodes this one stands for, in order, when the import's simplification
+    /// (`simplify.rs`) fused a chain over input 0 into it; empty for a node of the file.
+    pub chain: Vec<Node>,
 }
 
 /// A decoded attribute.
@@ -243,6 +246,7 @@ fn node(
         inputs: n.input.clone(),
         outputs: n.output.clone(),
         attrs,
+        chain: vec![],
     })
 }
 

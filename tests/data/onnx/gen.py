@@ -520,6 +520,151 @@ def bad_models():
     onnx.save(m, os.path.join(bad, "wrong_declared_shape.onnx"))
 
 
+def fold_cases():
+    """The import's simplification (src/import/onnx/simplify.rs): convolutions followed by
+    BatchNormalization and constant per-channel Mul/Add/Sub/Div (folded into the weights), and
+    elementwise chains (one apply), at edge shapes; and the forms that must not be folded.
+    Writes tests/data/onnx/fold/CASE; its own seed, so it does not shift the other groups."""
+    rng = np.random.default_rng(20261128)
+
+    def r(*shape, lo=-1.0, hi=1.0):
+        return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+    def const(nodes, name, array):
+        nodes.append(oh.make_node("Constant", [], [name], value=nh.from_array(np.asarray(array), name)))
+        return name
+
+    def conv(nodes, p, x, c, o, k, stride, pad, group, bias, rank=2):
+        w = const(nodes, f"{p}_w", r(o, c // group, *([k] * rank)))
+        ins = [x, w] + ([const(nodes, f"{p}_b", r(o))] if bias else [])
+        nodes.append(oh.make_node("Conv", ins, [f"{p}_conv"], strides=[stride] * rank,
+                                  pads=[pad] * (2 * rank), group=group))
+        return f"{p}_conv"
+
+    def bn(nodes, p, y, o):
+        ps = [const(nodes, f"{p}_bn{i}", a) for i, a in
+              enumerate([r(o), r(o), r(o), r(o, lo=0.3, hi=2.0)])]
+        nodes.append(oh.make_node("BatchNormalization", [y] + ps, [f"{p}_bn"], epsilon=1e-3))
+        return f"{p}_bn"
+
+    def binop(nodes, p, op, y, array, first=True):
+        p = f"{p}_{op}{len(nodes)}"
+        c = const(nodes, f"{p}_c", array)
+        nodes.append(oh.make_node(op, [y, c] if first else [c, y], [p]))
+        return p
+
+    def hardswish(nodes, p, y):
+        three, zero, six = (const(nodes, f"{p}_hs{i}", np.array(v, np.float32)) for i, v in
+                            enumerate([3.0, 0.0, 6.0]))
+        nodes.append(oh.make_node("Add", [y, three], [f"{p}_hs_add"]))
+        nodes.append(oh.make_node("Clip", [f"{p}_hs_add", zero, six], [f"{p}_hs_clip"]))
+        nodes.append(oh.make_node("Mul", [y, f"{p}_hs_clip"], [f"{p}_hs_mul"]))
+        nodes.append(oh.make_node("Div", [f"{p}_hs_mul", six], [f"{p}_hs"]))
+        return f"{p}_hs"
+
+    def model(name, branches):
+        """branches: (input shape, build(nodes, p, x) -> output names)."""
+        nodes, inputs, outputs, feeds = [], [], [], {}
+        for i, (shape, build) in enumerate(branches):
+            x = f"x{i}"
+            inputs.append(vi(x, F, shape))
+            feeds[x] = r(*shape, lo=-4.0, hi=4.0)
+            for o in build(nodes, f"b{i}", x):
+                outputs.append(vi(o, F, None))
+        save_case(os.path.join(ROOT, "fold", name), nodes, inputs, outputs, feeds)
+
+    # (N, C, H, W), O, k, stride, pad, group, bias
+    model("conv_bn_shapes", [
+        ([1, 1, 1, 1], lambda n, p, x: [bn(n, p, conv(n, p, x, 1, 3, 1, 1, 0, 1, False), 3)]),
+        ([2, 3, 5, 7], lambda n, p, x: [binop(n, p, "Add", binop(n, p, "Mul",
+            bn(n, p, conv(n, p, x, 3, 17, 3, 2, 1, 1, True), 17), np.float32(0.7)),
+            r(1, 17, 1, 1))]),
+        ([1, 17, 9, 4], lambda n, p, x: [hardswish(n, p, bn(n, p, conv(n, p, x, 17, 17, 3, 1, 1, 17, False), 17))]),
+        ([1, 33, 15, 17], lambda n, p, x: [binop(n, p, "Add", binop(n, p, "Mul", hardswish(n, p,
+            binop(n, p, "Add", binop(n, p, "Mul", conv(n, p, x, 33, 33, 5, 2, 2, 33, True),
+                                      np.float32(0.94), first=False), np.float32(0.5))),
+            np.float32(0.48), first=False), np.float32(-0.01))]),
+        ([1, 4, 3, 2], lambda n, p, x: [binop(n, p, "Div", binop(n, p, "Sub",
+            conv(n, p, x, 4, 6, 3, 1, 1, 2, False), r(6, 1, 1)), np.float32(1.5))]),
+        ([2, 3, 17], lambda n, p, x: [binop(n, p, "Sub", binop(n, p, "Mul",
+            conv(n, p, x, 3, 5, 3, 2, 1, 1, True, rank=1), r(5, 1)), r(5, 1), first=False)]),
+        ([1, 3, 17, 17], lambda n, p, x: [bn(n, p, conv(n, p, x, 3, 8, 2, 2, 0, 1, True), 8)]),
+        ([1, 2, 2, 3], lambda n, p, x: [binop(n, p, "Add", bn(n, p, conv(n, p, x, 2, 33, 1, 1, 0, 1, True), 33),
+                                              r(1, 33, 1, 1))]),
+    ])
+
+    def shared_conv(n, p, x):  # the conv's output is also a graph output: nothing folds
+        y = conv(n, p, x, 3, 4, 3, 1, 1, 1, True)
+        return [y, bn(n, p, y, 4)]
+
+    def rowwise(n, p, x):  # [O, 1] against [N, O, H, W] scales rows (H == O), not channels
+        return [binop(n, p, "Mul", conv(n, p, x, 2, 4, 1, 1, 0, 1, False), r(4, 1))]
+
+    def runtime_add(n, p, x):  # an Add of a run-time value
+        y = conv(n, p, x, 2, 2, 1, 1, 0, 1, False)
+        n.append(oh.make_node("Add", [y, x], [f"{p}_radd"]))
+        return [f"{p}_radd"]
+
+    def leaky_chain(n, p, x):  # an intermediate of the chain is also an output
+        h = hardswish(n, p, x)
+        return [h, f"{p}_hs_clip"]
+
+    def scalar_root(n, p, x):  # a rank-0 root and a [1] constant: the chain result is [1]
+        y = binop(n, p, "Add", x, np.array([2.0], np.float32))
+        n.append(oh.make_node("Relu", [y], [f"{p}_relu"]))
+        n.append(oh.make_node("Neg", [f"{p}_relu"], [f"{p}_neg"]))
+        return [f"{p}_neg"]
+
+    model("no_fold", [
+        ([1, 3, 5, 5], shared_conv),
+        ([1, 2, 4, 3], rowwise),
+        ([1, 2, 3, 3], runtime_add),
+        ([2, 3, 4], leaky_chain),
+        ([], scalar_root),
+    ])
+    # A chain over an integer root is lowered node by node.
+    nodes = [oh.make_node("Relu", ["x0"], ["r"]), oh.make_node("Neg", ["r"], ["n"]),
+             oh.make_node("Abs", ["n"], ["y0"])]
+    save_case(os.path.join(ROOT, "fold", "int_chain"), nodes, [vi("x0", TP.INT32, [3, 5])],
+              [vi("y0", TP.INT32, None)], {"x0": rng.integers(-9, 9, size=(3, 5)).astype(np.int32)})
+
+    def pw(c, o, bias, stride=1, pad=0):
+        return lambda n, p, x: [conv(n, p, x, c, o, 1, stride, pad, 1, bias)]
+
+    # 1x1 convolutions: unit stride and no padding become one contraction over H·W positions
+    # (ConvPointwise); strided or padded ones stay windowed convolutions.
+    model("pointwise_shapes", [
+        ([2, 1, 1, 1], pw(1, 3, True)),
+        ([1, 3, 2, 5], pw(3, 17, False)),
+        ([2, 17, 7, 3], pw(17, 33, True)),
+        ([1, 33, 9, 4], pw(33, 1, True)),
+        ([1, 8, 15, 17], pw(8, 16, False)),
+        ([2, 16, 4, 2], pw(16, 3, True)),
+        ([1, 5, 17, 9], pw(5, 7, True, stride=2)),
+        ([1, 3, 3, 4], pw(3, 4, False, pad=1)),
+    ])
+
+    def ct(c, o, k, s, bias, pads=(0, 0, 0, 0)):
+        def build(n, p, x):
+            w = const(n, f"{p}_w", r(c, o, *k))
+            ins = [x, w] + ([const(n, f"{p}_b", r(o))] if bias else [])
+            n.append(oh.make_node("ConvTranspose", ins, [f"{p}_ct"], kernel_shape=list(k),
+                                  strides=list(s), pads=list(pads)))
+            return [f"{p}_ct"]
+        return build
+
+    # ConvTranspose with kernel = strides (no padding) is one contraction per output pixel
+    # (ConvTransposeTiles); the others stay a convolution over the zero-upsampled input.
+    model("convtranspose_tiles", [
+        ([1, 24, 4, 8], ct(24, 24, (2, 2), (2, 2), False)),
+        ([2, 1, 1, 1], ct(1, 3, (2, 2), (2, 2), True)),
+        ([1, 3, 5, 7], ct(3, 17, (3, 3), (3, 3), True)),
+        ([2, 17, 2, 3], ct(17, 1, (2, 3), (2, 3), False)),
+        ([1, 4, 3, 3], ct(4, 5, (3, 3), (2, 2), True)),
+        ([1, 4, 3, 3], ct(4, 5, (2, 2), (2, 2), True, pads=(1, 0, 0, 1))),
+    ])
+
+
 if __name__ == "__main__" and len(sys.argv) > 1:
     for group in sys.argv[1:]:
         globals()[group]()
@@ -536,4 +681,5 @@ elif __name__ == "__main__":
     late_cases()
     p7_cases()
     p9_cases()
+    fold_cases()
     print("generated", len(os.listdir(os.path.join(ROOT, "ops"))), "op cases, 2 models, bad models")

@@ -6,6 +6,7 @@ use super::emit::{lit, D};
 use super::{broadcast_shapes, Cx, Val, R};
 use crate::import::onnx::elem;
 use crate::import::onnx::model::{dtype_of, Node};
+use std::collections::HashMap;
 use tapc_runtime::{DType, Tensor};
 
 pub(super) fn lowering(op: &str) -> Option<super::Lower> {
@@ -286,4 +287,94 @@ fn cast(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let e = format!("{}($0)", to.name());
     let d = elementwise(cx, n, "Cast", &[a], to, &e)?;
     Ok(vec![Val::Data(d)])
+}
+
+/// A chain node (`simplify.rs`) as one elementwise apply over its root (input 0); `None`
+/// when the root is not a run-time float value or an operand is not a finite scalar constant
+/// of its dtype (the caller then lowers the chain's nodes one by one).
+pub(super) fn chain(cx: &mut Cx, n: &Node) -> R<Option<D>> {
+    let Some(Val::Data(root)) = cx.opt(n, 0)?.cloned() else {
+        return Ok(None);
+    };
+    let t = root.dtype;
+    if !t.is_float() {
+        return Ok(None);
+    }
+    let mut env: HashMap<&str, String> = HashMap::from([(n.inputs[0].as_str(), "$0".into())]);
+    let mut shape = root.shape.clone();
+    for s in &n.chain {
+        let Some(e) = chain_step(cx, s, t, &env, &mut shape)? else {
+            return Ok(None);
+        };
+        if e.len() > 4096 {
+            return Ok(None);
+        }
+        env.insert(s.outputs[0].as_str(), e);
+    }
+    let Some(expr) = n.outputs.first().and_then(|o| env.get(o.as_str())) else {
+        return Ok(None);
+    };
+    let base: Vec<&str> = n.chain.iter().map(|s| s.op_type.as_str()).collect();
+    let expr = expr.clone();
+    let d = elementwise(cx, n, &base.join("_"), &[root], t, &expr)?;
+    // A scalar constant of rank 1 broadcasts a rank-0 root to shape [1].
+    Ok(Some(if shape == d.shape {
+        d
+    } else {
+        let hint = format!("{}_b", d.name);
+        cx.broadcast(&d, &shape, &hint)
+    }))
+}
+
+/// The expression of one chain node `s` over the expressions `env` of its run-time operands.
+fn chain_step(
+    cx: &Cx,
+    s: &Node,
+    t: DType,
+    env: &HashMap<&str, String>,
+    shape: &mut Vec<usize>,
+) -> R<Option<String>> {
+    let mut ops = Vec::new();
+    for (i, name) in s.inputs.iter().enumerate() {
+        if let Some(e) = env.get(name.as_str()) {
+            ops.push(format!("({e})"));
+            continue;
+        }
+        if s.op_type == "Clip" && i > 0 {
+            continue;
+        }
+        let Some(Val::Const(c)) = cx.opt(s, i)? else {
+            return Ok(None);
+        };
+        let v = elem::to_f64s(&c.data);
+        if c.dtype() != t || v.len() != 1 || c.shape.len() > 1 || !v[0].is_finite() {
+            return Ok(None);
+        }
+        let Some(b) = broadcast_shapes(shape, &c.shape) else {
+            return Ok(None);
+        };
+        *shape = b;
+        ops.push(lit(v[0], t));
+    }
+    let Some(a) = ops.first().cloned() else {
+        return Ok(None);
+    };
+    let sym = match s.op_type.as_str() {
+        "Add" => "+",
+        "Sub" => "-",
+        "Mul" => "*",
+        "Div" => "/",
+        "Clip" => {
+            let mut e = a;
+            if let Some(lo) = clip_bound(cx, s, 1, "min")?.filter(|v| v.is_finite()) {
+                e = format!("max({e}, {})", lit(lo, t));
+            }
+            if let Some(hi) = clip_bound(cx, s, 2, "max")?.filter(|v| v.is_finite()) {
+                e = format!("min({e}, {})", lit(hi, t));
+            }
+            return Ok(Some(e));
+        }
+        _ => return Ok(Some(unary_expr(cx, s, t)?.replace("$0", &a))),
+    };
+    Ok(ops.get(1).map(|b| format!("{a} {sym} {b}")))
 }

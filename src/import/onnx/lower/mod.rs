@@ -246,6 +246,9 @@ fn lowering(op_type: &str) -> Option<Lower> {
 }
 
 fn lower_node(cx: &mut Cx, n: &Node) -> R<()> {
+    if !n.chain.is_empty() {
+        return lower_chain(cx, n);
+    }
     let outs = if !n.domain.is_empty() {
         return Err(unsupported_op(cx, n));
     } else if let Some(v) = fold::fold(cx, n)? {
@@ -267,6 +270,19 @@ fn lower_node(cx: &mut Cx, n: &Node) -> R<()> {
         }
     }
     Ok(())
+}
+
+/// A chain node of the import's simplification: one elementwise apply, or its nodes one by one.
+fn lower_chain(cx: &mut Cx, n: &Node) -> R<()> {
+    match ew::chain(cx, n)? {
+        Some(d) => {
+            let v = Val::Data(d);
+            check_annotation(cx, n, &n.outputs[0], &v)?;
+            cx.vals.insert(n.outputs[0].clone(), v);
+            Ok(())
+        }
+        None => n.chain.iter().try_for_each(|s| lower_node(cx, s)),
+    }
 }
 
 /// E0126 when the model annotates `name` (`value_info` or a graph output) with static dims or

@@ -212,8 +212,9 @@ fn conv(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         Some(_) => Some(cx.data(n, 2)?),
         None => None,
     };
-    if g == 1 && win.is_pointwise() {
-        return Ok(vec![Val::Data(pointwise_conv(cx, &h, &x, &w, bias))]);
+    // One spatial dim is already a single run of positions: nothing to flatten.
+    if g == 1 && sp >= 2 && win.is_pointwise() {
+        return Ok(vec![Val::Data(pointwise(cx, &x, &w, bias.as_ref(), &h))]);
     }
     let xp = pad_spatial(cx, &x, &win.pads, "0.0", &format!("{h}_pad"));
     let nm = names(sp);
@@ -271,30 +272,27 @@ fn conv(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     Ok(vec![Val::Data(cx.reshape(&y, &full, &h))])
 }
 
-/// A 1×1 convolution with stride 1 and no padding: a batched matmul over the flattened spatial
-/// positions (`y[n, o, p] = sum[c](w[o, c] * x[n, c, p])`), so the kernel vectorises along all
-/// `H·W` positions instead of a row of `W` (7 at ResNet's last stage) and runs as a GEMM. The
-/// sum over `c` is the generic conv's, so values are the same.
-fn pointwise_conv(cx: &mut Cx, h: &str, x: &D, w: &D, bias: Option<D>) -> D {
+/// A 1×1 convolution with unit strides and no padding over `sp ≥ 2` spatial dims as one
+/// contraction over the flattened positions (`x` seen as `[N, C, H·W]`, the weights as
+/// `[O, C]`): the kernel then vectorises along all `H·W` positions at once, not along a row
+/// of `W` (4 or 8 on a deep layer's small map).
+fn pointwise(cx: &mut Cx, x: &D, w: &D, bias: Option<&D>, h: &str) -> D {
+    let t = x.dtype.name();
     let (n, c, o) = (x.shape[0], x.shape[1], w.shape[0]);
     let positions: usize = x.shape[2..].iter().product();
-    let t = x.dtype.name();
-    let (bport, bterm) = match &bias {
-        Some(_) => (format!(", b: {t}[O]"), " + b[o]"),
-        None => (String::new(), ""),
-    };
+    let (bport, bterm) = bias_terms(bias.is_some(), t);
     let text = format!(
-        "op @{{NAME}}(x: {t}[N, C, P], w: {t}[O, C]{bport}) -> (y: {t}[N, O, P]) {{\n  y[n, o, p] = sum[c](w[o, c] * x[n, c, p]){bterm}\n}}"
+        "op @{{NAME}}(x: {t}[N, C, P], w: {t}[O, C]{bport}) -> (y: {t}[N, O, P]) {{\n  y[n, o, p] = sum[c](x[n, c, p] * w[o, c]){bterm}\n}}"
     );
     let op = cx.e.op("ConvPointwise", &text);
     let xf = cx.reshape(x, &[n, c, positions], &format!("{h}_flat"));
     let wf = cx.reshape(w, &[o, c], &format!("{h}_w2"));
     let mut args = vec![&xf, &wf];
-    if let Some(b) = &bias {
+    if let Some(b) = bias {
         args.push(b);
     }
     let y = cx.e.apply(
-        &format!("{h}_p"),
+        &format!("{h}_pw"),
         &op,
         &[],
         &args,
@@ -545,6 +543,11 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         ));
     }
     let pads = transpose_pads(cx, n, &x.shape[2..], &w.shape[2..], &strides, &dil, &outpad)?;
+    let tiles = (0..sp).all(|i| strides[i] == w.shape[2 + i] as i64 && dil[i] == 1);
+    let plain = pads.iter().chain(&outpad).all(|&p| p == 0);
+    if g == 1 && sp == 2 && tiles && plain {
+        return Ok(vec![Val::Data(transpose_tiles(cx, n, &x, &w, &h)?)]);
+    }
     let mut up = upsample_zeros(cx, &x, &strides, &h);
     // Padding (negative: cropping) around the upsampled input.
     let mut crop = Vec::new();
@@ -586,6 +589,49 @@ fn conv_transpose(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         ..n.clone()
     };
     conv(cx, &conv_node)
+}
+
+/// The bias port (`b: T[O]`) and term (` + b[o]`) of a contraction op, or nothing.
+fn bias_terms(bias: bool, t: &str) -> (String, &'static str) {
+    if bias {
+        (format!(", b: {t}[O]"), " + b[o]")
+    } else {
+        (String::new(), "")
+    }
+}
+
+/// A 2-D `ConvTranspose` whose kernel equals its strides (no padding, dilation 1, one group):
+/// each output pixel is one contraction over the input channels, `y[n, o, i·K0 + a, j·K1 +
+/// b] = Σc x[n, c, i, j]·w[c, o, a, b]`, computed as `[N, O, K0, K1, H, W]` (vectorised along
+/// the input's rows) and transposed into place, with no zero-upsampled input and no padding.
+fn transpose_tiles(cx: &mut Cx, n: &Node, x: &D, w: &D, h: &str) -> R<D> {
+    let t = x.dtype.name();
+    let (o, k0, k1) = (w.shape[1], w.shape[2], w.shape[3]);
+    let bias = match cx.opt(n, 2)? {
+        Some(_) => Some(cx.data(n, 2)?),
+        None => None,
+    };
+    if bias
+        .as_ref()
+        .is_some_and(|b| b.shape != [o] || b.dtype != x.dtype)
+    {
+        return Err(cx.invalid(n, format!("a bias for {o} output channels")));
+    }
+    let (bport, bterm) = bias_terms(bias.is_some(), t);
+    let text = format!(
+        "op @{{NAME}}(x: {t}[N, C, H0, H1], w: {t}[C, O, K0, K1]{bport}) -> (y: {t}[N, O, K0, K1, H0, H1]) {{\n  y[n, o, a0, a1, i0, i1] = sum[c](x[n, c, i0, i1] * w[c, o, a0, a1]){bterm}\n}}"
+    );
+    let op = cx.e.op("ConvTransposeTiles", &text);
+    let mut args = vec![x, w];
+    if let Some(b) = &bias {
+        args.push(b);
+    }
+    let (b0, h0, h1) = (x.shape[0], x.shape[2], x.shape[3]);
+    let shape = vec![b0, o, k0, k1, h0, h1];
+    let y =
+        cx.e.apply(&format!("{h}_tiles"), &op, &[], &args, x.dtype, shape);
+    let yt = cx.transpose(&y, &[0, 1, 4, 2, 5, 3], &format!("{h}_tt"));
+    Ok(cx.reshape(&yt, &[b0, o, h0 * k0, h1 * k1], h))
 }
 
 /// `x` with `stride - 1` zeros between elements along each spatial axis (views: an
