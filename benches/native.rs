@@ -37,12 +37,18 @@
 
 #[path = "native/cold.rs"]
 mod cold;
+#[path = "native/report.rs"]
+mod report;
 #[path = "../tests/common/rng.rs"]
 mod rng;
+#[path = "native/shapes.rs"]
+mod shapes;
 #[path = "../tests/common/train_block.rs"]
 mod train_block;
 
+use report::{print_cpu, print_family, print_memory};
 use rng::Rng;
+use shapes::{odd_shapes, LOWP_SWEEP, ODD_COUNT, RESNET_CONVS, SWEEP};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -242,72 +248,6 @@ struct Workload {
 }
 
 const MM: &str = include_str!("../tests/data/matmul_ops.teg");
-
-/// The matmul shape sweep (M, K, N): powers of two 64 … 4096, primes and odd sizes,
-/// tall-skinny and short-wide, matrix-vector (also at odd and prime sizes) and K-dominant.
-const SWEEP: &[(i64, i64, i64)] = &[
-    (64, 64, 64),
-    (127, 127, 127),
-    (256, 256, 256),
-    (509, 509, 509),
-    (512, 512, 512),
-    (1000, 1000, 1000),
-    (2048, 2048, 2048),
-    (4096, 4096, 4096),
-    (777, 1111, 333),
-    (123, 4567, 89),
-    (1, 4096, 4096),
-    (4, 4096, 4096),
-    (2, 4096, 4096),
-    (3, 2999, 3001),
-    (1, 2999, 3001),
-    (4096, 4096, 1),
-    (16, 2048, 2048),
-    (2048, 2048, 16),
-    (2048, 64, 2048),
-    (2048, 1, 2048),
-    (1, 1111, 3333),
-    (3001, 2999, 1),
-    (1, 17, 4099),
-    (1031, 1, 997),
-];
-
-/// Issue 22's family of odd matmul shapes: `ODD_COUNT` triples (M, K, N) drawn uniformly from
-/// 1 … 3000 by a fixed seed (`odd_M_K_N`), reported as the minimum and median ratio over them.
-const ODD_COUNT: usize = 20;
-const ODD_SEED: u64 = 0x0dd5_4a9e;
-
-fn odd_shapes() -> Vec<(i64, i64, i64)> {
-    let mut r = Rng(ODD_SEED);
-    let mut dim = || 1 + r.below_i64(3000);
-    (0..ODD_COUNT).map(|_| (dim(), dim(), dim())).collect()
-}
-
-/// Shapes of the low-precision contractions (`bf16mm_M_K_N`, `u8mm_M_K_N`): the issue's 2048³
-/// and a few others (prime, odd, short-wide, K-dominant).
-const LOWP_SWEEP: &[(i64, i64, i64)] = &[
-    (2048, 2048, 2048),
-    (127, 127, 127),
-    (777, 1111, 333),
-    (16, 2048, 2048),
-    (512, 4096, 512),
-];
-
-/// ResNet-18's conv layers at batch 1 (kernel, stride, input size, in and out channels),
-/// padded with `pad` as the network does.
-const RESNET_CONVS: &[(i64, i64, i64, i64, i64)] = &[
-    (7, 2, 224, 3, 64),
-    (3, 1, 56, 64, 64),
-    (3, 2, 56, 64, 128),
-    (1, 2, 56, 64, 128),
-    (3, 1, 28, 128, 128),
-    (3, 2, 28, 128, 256),
-    (1, 2, 28, 128, 256),
-    (3, 1, 14, 256, 256),
-    (3, 2, 14, 256, 512),
-    (1, 2, 14, 256, 512),
-    (3, 1, 7, 512, 512),
-];
 
 fn workloads() -> Vec<Workload> {
     let mut out: Vec<Workload> = WORKLOADS
@@ -1077,70 +1017,6 @@ fn print_side_by_side(rows: &[Row], np: &RefTimes, jx: &RefTimes, mach: &Machine
             rate,
             limit
         );
-    }
-}
-
-/// The minimum and median ratio (best peer / tapc) over a family's rows, per thread count; a
-/// family measured only in part says how many of its rows it covers.
-fn print_family(family: &str, size: usize, rows: &[Row], np: &RefTimes, jx: &RefTimes) {
-    let members: Vec<&Row> = rows.iter().filter(|r| selects(family, &r.name)).collect();
-    if members.is_empty() {
-        return;
-    }
-    for (t, label) in [(0, "1T"), (1, "2T")] {
-        let mut ratios: Vec<(f64, &str)> = members
-            .iter()
-            .filter_map(|r| {
-                let best = [ref_time(np, t, &r.name), ref_time(jx, t, &r.name)]
-                    .into_iter()
-                    .flatten()
-                    .reduce(f64::min)?;
-                Some((best / [r.t1, r.t2][t], r.name.as_str()))
-            })
-            .collect();
-        if ratios.is_empty() {
-            println!("{family} family: no peer measured, no ratio");
-            return;
-        }
-        ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let median = median(ratios.iter().map(|r| r.0).collect());
-        println!(
-            "{family} family at {label} ({} of its {size} shapes timed with a peer): min {:.2}x ({}), median {median:.2}x",
-            ratios.len(),
-            ratios[0].0,
-            ratios[0].1
-        );
-    }
-}
-
-fn print_memory(rows: &[Row], jx: &RefTimes) {
-    let mib = |b: f64| b / (1u64 << 20) as f64;
-    for r in rows {
-        if let Some(live) = ref_time(jx, 0, &format!("{}@live_bytes", r.name)) {
-            println!(
-                "{} peak memory: tapc {:.1} MiB of buffers live at once (2 threads) vs JAX {:.1} MiB live buffers (XLA buffer assignment: arguments + temporaries + outputs + weights): {:.2}x",
-                r.name,
-                mib(r.peak_bytes as f64),
-                mib(live),
-                r.peak_bytes as f64 / live
-            );
-        }
-    }
-}
-
-/// CPU time per step at 1 thread, the load-robust comparison of the training steps: tapc's
-/// whole 1-thread run (with copying the inputs in and the sinks out) against JAX's per call.
-fn print_cpu(rows: &[Row], jx: &RefTimes) {
-    for r in rows.iter().filter(|r| r.name.starts_with("train_block")) {
-        if let Some(j) = ref_time(jx, 0, &format!("{}@cpu", r.name)) {
-            println!(
-                "{} CPU time per step at 1 thread (median): tapc {:.2} ms (a whole run, copies included) vs JAX {:.2} ms: {:.2}x",
-                r.name,
-                r.cpu1 * 1e3,
-                j * 1e3,
-                j / r.cpu1
-            );
-        }
     }
 }
 
