@@ -819,6 +819,33 @@ fn unsharded_matmul_and_elementwise_applies_are_split_across_two_threads() {
     }
 }
 
+/// Which dimension a matmul task is split along: rows when there are many, columns when the
+/// rows are fewer than 256 and the columns wide. Each row chunk packs all of `b` (K × N), so a
+/// 70-row matmul split by rows packed `b` twice at 2 threads and scaled 1.12× (the odd-shape
+/// bench's 70×2212×1562); column chunks each pack their own columns.
+#[test]
+fn matmuls_with_few_rows_split_along_their_columns() {
+    let lanes = tapc::codegen::target::host().unwrap().lanes;
+    let cases = [
+        (70, 64, 1562, 1),
+        (255, 64, 1024, 1),
+        (256, 64, 1024, 0),
+        (70, 64, 100, 0),
+    ];
+    for (rows, k, cols, want) in cases {
+        let src = format!(
+            "op @mm(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {{\n  c[i, j] = sum[k](a[i, k] * b[k, j])\n}}\ngraph @g {{\n  %a = source @a : f32[{rows}, {k}]\n  %b = source @b : f32[{k}, {cols}]\n  %c = apply @mm(%a, %b)\n  sink @c %c\n}}"
+        );
+        let (m, facts) = common::compile_ok("few-rows", &src);
+        let s = tapc::codegen::schedule::build(&m, &m.graphs[0], &facts[0], lanes).unwrap();
+        let task = (s.plan.tasks.iter())
+            .find(|t| t.name.starts_with("apply"))
+            .unwrap();
+        assert_eq!(task.split, Some(want), "{rows}×{k}×{cols}: {task:?}");
+        apply_on_two_threads(&m, &facts, 0); // the values at 2 threads, against the interpreter
+    }
+}
+
 /// Runs graph `gi` natively on 2 threads, recording its jobs, and checks its values against
 /// the interpreter; returns the report and the index of its one apply task.
 fn apply_on_two_threads(
