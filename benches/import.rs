@@ -143,6 +143,7 @@ fn model_inputs(m: &tapc::ir::Module, inputs: &[String]) -> HashMap<String, Tens
 fn time_tapc(model: &Model, runs: usize, passes: &str, prof: bool) -> ([f64; 2], Vec<Tensor>) {
     let opts = tapc::import::ImportOptions {
         input_shapes: model.shapes.clone(),
+        ..Default::default()
     };
     let imp = tapc::import::import_onnx(&model.onnx, &opts)
         .unwrap_or_else(|d| panic!("{}: {d:?}", model.label));

@@ -277,6 +277,7 @@ fn import_onnx<'py>(
 ) -> PyResult<(String, Bound<'py, PyDict>, Vec<String>, Vec<String>)> {
     let opts = tapc::import::ImportOptions {
         input_shapes: input_shapes.unwrap_or_default(),
+        ..Default::default()
     };
     let imported = py
         .detach(|| embed::import_onnx(&path, &opts).map_err(Box::new))

@@ -82,7 +82,7 @@ codes! {
     ONNX_UNSUPPORTED_OP = "E0122": "an ONNX operator (at its domain and opset) that `tapc import` cannot lower";
     ONNX_UNSUPPORTED_FORM = "E0123": "a supported ONNX operator used with an attribute, dtype or input form the importer cannot lower";
     ONNX_SHAPE = "E0124": "an ONNX value whose shape cannot be inferred (a dynamic dimension without `--input-shape`)";
-    ONNX_INPUT_SHAPE = "E0125": "a malformed `--input-shape NAME=d0,d1,...`, or one naming no model input";
+    ONNX_INPUT_SHAPE = "E0125": "a malformed `--input-shape NAME=d0,d1,...` or `--input-value NAME=FILE.npy`, one naming no model input, or a value file that does not fit the input";
     ONNX_INVALID = "E0126": "an invalid ONNX graph: an undefined value, a missing input or attribute, shapes that do not agree";
     ONNX_INTERNAL = "E0127": "an imported model whose TEG does not verify: a size TEG cannot hold (E0025), or an importer bug";
 }

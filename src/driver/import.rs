@@ -1,4 +1,5 @@
-//! `tapc import MODEL.onnx -o MODEL.teg [--weights-dir DIR] [--input-shape NAME=d0,...]`: the
+//! `tapc import MODEL.onnx -o MODEL.teg [--weights-dir DIR] [--input-shape NAME=d0,...]
+//! [--input-value NAME=FILE.npy]`: the
 //! ONNX importer ([`crate::import`]) run from the command line. The TEG file and one `.npy`
 //! per weight are written all or nothing (nothing at all when the import fails), the weights
 //! inside `--weights-dir` (default: the output's directory, made when missing) under their
@@ -6,7 +7,7 @@
 
 use super::Cx;
 use crate::diag::{codes, Diagnostic};
-use crate::import::{import_onnx, parse_input_shape, ImportOptions};
+use crate::import::{import_onnx, parse_input_shape, parse_input_value, ImportOptions};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use tapc_runtime::output::Outputs;
@@ -20,12 +21,19 @@ impl Cx {
         output: &Path,
         weights_dir: Option<&Path>,
         input_shapes: &[String],
+        input_values: &[String],
     ) -> bool {
         let name = shown(model).to_string();
         let mut opts = ImportOptions::default();
         for s in input_shapes {
             match parse_input_shape(s) {
                 Ok(pair) => opts.input_shapes.push(pair),
+                Err(d) => return self.fail(&name, d),
+            }
+        }
+        for s in input_values {
+            match parse_input_value(s) {
+                Ok(pair) => opts.input_values.push(pair),
                 Err(d) => return self.fail(&name, d),
             }
         }

@@ -162,6 +162,9 @@ enum Command {
         /// Static dims of an input with dynamic ones: `--input-shape NAME=d0,d1,...`.
         #[arg(long = "input-shape", value_name = "NAME=DIMS")]
         input_shapes: Vec<String>,
+        /// Bind an input to constant values, folded at import: `--input-value NAME=FILE.npy`.
+        #[arg(long = "input-value", value_name = "NAME=FILE")]
+        input_values: Vec<String>,
     },
     /// Serve the Language Server Protocol on stdin/stdout (for editors; docs/editors.md).
     Lsp,
@@ -433,7 +436,14 @@ pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
             output,
             weights_dir,
             input_shapes,
-        }) => cx.import(&model, &output, weights_dir.as_deref(), &input_shapes),
+            input_values,
+        }) => cx.import(
+            &model,
+            &output,
+            weights_dir.as_deref(),
+            &input_shapes,
+            &input_values,
+        ),
         Some(Command::Lsp) => {
             cx.out.stderr = "`tapc lsp` serves the Language Server Protocol on the stdin and \
                              stdout of the `tapc` process; run the binary\n"

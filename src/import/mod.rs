@@ -3,4 +3,4 @@
 
 pub mod onnx;
 
-pub use onnx::{import_onnx, parse_input_shape, ImportOptions, Imported};
+pub use onnx::{import_onnx, parse_input_shape, parse_input_value, ImportOptions, Imported};

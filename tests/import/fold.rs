@@ -48,6 +48,7 @@ fn jit_run(c: &Case, threads: usize, out: &Path) {
     let shapes = vec![];
     let opts = tapc::import::ImportOptions {
         input_shapes: shapes,
+        ..Default::default()
     };
     let imp = tapc::import::import_onnx(&c.model, &opts).unwrap();
     let (mut m, facts, diags) = tapc::compile_source(&imp.teg);

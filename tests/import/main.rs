@@ -13,6 +13,7 @@ mod bad;
 mod fold;
 mod fuzz;
 mod models;
+mod node;
 mod ops;
 mod real;
 mod support;

@@ -12,18 +12,19 @@ use tapc_runtime::{DType, Tensor};
 pub(super) fn lowering(op: &str) -> Option<super::Lower> {
     Some(match op {
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Equal" | "Less" | "Greater" | "LessOrEqual"
-        | "GreaterOrEqual" | "And" | "Or" | "Xor" | "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" => {
-            binary
-        }
+        | "GreaterOrEqual" | "And" | "Or" | "Xor" | "BitwiseAnd" | "BitwiseOr" | "BitwiseXor"
+        | "Mod" | "BitShift" | "PRelu" => binary,
         "Max" | "Min" | "Sum" | "Mean" => variadic,
         "Relu" | "Neg" | "Abs" | "Sqrt" | "Exp" | "Log" | "Tanh" | "Erf" | "Sigmoid" | "Sin"
         | "Cos" | "Floor" | "Ceil" | "Reciprocal" | "Softplus" | "Not" | "BitwiseNot"
         | "LeakyRelu" | "Elu" | "HardSigmoid" | "HardSwish" | "Gelu" | "Atan" | "Asin" | "Acos"
-        | "Selu" | "Softsign" | "Mish" => unary,
+        | "Selu" | "Softsign" | "Mish" | "Tan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh"
+        | "Round" | "Sign" | "IsNaN" | "IsInf" | "Swish" | "Celu" | "ThresholdedRelu"
+        | "Shrink" => unary,
         "Identity" | "Dropout" => identity,
         "Where" => where_,
         "Clip" => clip,
-        "Cast" => cast,
+        "Cast" | "CastLike" => cast,
         _ => return None,
     })
 }
@@ -101,12 +102,17 @@ fn binary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         "Sub" => ("$0 - $1", t),
         "Mul" => ("$0 * $1", t),
         "Div" if t.is_float() || t.is_unsigned() => ("$0 / $1", t),
-        "Div" => {
-            return Err(cx.unsupported(
-                n,
-                "signed integer division on run-time values (ONNX truncates, TEG floors)",
-            ))
-        }
+        // ONNX truncates where TEG floors: one up when the floor remainder is not 0 and the signs differ.
+        "Div" => (
+            "select($0 % $1 != 0 && ($0 < 0) != ($1 < 0), $0 / $1 + 1, $0 / $1)",
+            t,
+        ),
+        "Mod" if n.int("fmod", 0) != 0 => (C_FMOD, t),
+        "Mod" if t.is_float() => return Err(cx.invalid(n, "`fmod` = 0 on floats")),
+        "Mod" => ("$0 % $1", t),
+        "BitShift" if n.string("direction").as_deref() == Some("LEFT") => ("$0 << $1", t),
+        "BitShift" => ("$0 >> $1", t),
+        "PRelu" => ("select($0 < 0, $0 * $1, $0)", t),
         "Pow" => {
             need_float(cx, n, &a)?;
             ("pow($0, $1)", t)
@@ -126,6 +132,9 @@ fn binary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let d = elementwise(cx, n, &n.op_type, &[a, b], out, expr)?;
     Ok(vec![Val::Data(d)])
 }
+
+/// C's `fmod` (the sign of the dividend) from TEG's floor remainder (the sign of the divisor).
+const C_FMOD: &str = "select($0 % $1 != 0 && ($0 < 0) != ($1 < 0), $0 % $1 - $1, $0 % $1)";
 
 /// Input 1; for `Pow`, a constant exponent of another dtype is converted to the base's.
 fn pow_exponent(cx: &mut Cx, n: &Node, a: &D) -> R<D> {
@@ -181,12 +190,17 @@ fn unary_expr(cx: &Cx, n: &Node, t: DType) -> R<String> {
         "Abs" => "abs($0)".into(),
         "Not" => "!$0".into(),
         "BitwiseNot" => "~$0".into(),
+        "Sign" if t.is_unsigned() => "select($0 > 0, 1, 0)".into(),
+        "Sign" => "select($0 > 0, 1, select($0 < 0, -1, $0))".into(),
+        "Shrink" => shrink(n, t),
         _ if !t.is_float() => {
             return Err(cx.unsupported(n, format!("`{}` of {} values", n.op_type, t.name())))
         }
         "Sqrt" | "Exp" | "Log" | "Tanh" | "Erf" | "Sin" | "Cos" | "Floor" | "Ceil" | "Atan"
         | "Asin" | "Acos" => float_fn(&n.op_type.to_lowercase()),
         "Sigmoid" => "1.0 / (1.0 + exp(-$0))".into(),
+        "Tan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" | "Round" | "IsNaN" | "IsInf"
+        | "Swish" | "Celu" | "ThresholdedRelu" => more_float_expr(n, t),
         "Reciprocal" => "1.0 / $0".into(),
         "Softplus" => "log(exp($0) + 1.0)".into(),
         "Softsign" => "$0 / (1.0 + abs($0))".into(),
@@ -214,15 +228,74 @@ fn unary_expr(cx: &Cx, n: &Node, t: DType) -> R<String> {
     })
 }
 
+/// Float functions TEG has no name for, written with the ones it has.
+fn more_float_expr(n: &Node, t: DType) -> String {
+    let alpha = |d: f32| lit(f64::from(n.float("alpha", d)), t);
+    match n.op_type.as_str() {
+        "Tan" => "sin($0) / cos($0)".into(),
+        "Sinh" => "(exp($0) - exp(-$0)) / 2.0".into(),
+        "Cosh" => "(exp($0) + exp(-$0)) / 2.0".into(),
+        "Asinh" => "log($0 + sqrt($0 * $0 + 1.0))".into(),
+        "Acosh" => "log($0 + sqrt($0 * $0 - 1.0))".into(),
+        "Atanh" => "0.5 * log((1.0 + $0) / (1.0 - $0))".into(),
+        // Half to even; NaN and infinities (where `$0 - floor($0)` is NaN) pass through.
+        "Round" => "select($0 - floor($0) == $0 - floor($0), select($0 - floor($0) < 0.5, floor($0), select($0 - floor($0) > 0.5, floor($0) + 1.0, floor($0) + floor($0) % 2.0)), $0)".into(),
+        "IsNaN" => "$0 != $0".into(),
+        "IsInf" => is_inf(n),
+        "Swish" => format!("$0 / (1.0 + exp(-{} * $0))", alpha(1.0)),
+        "Celu" => {
+            let a = alpha(1.0);
+            format!("max(0.0, $0) + min(0.0, {a} * (exp($0 / {a}) - 1.0))")
+        }
+        _ => format!("select($0 > {}, $0, 0.0)", alpha(1.0)),
+    }
+}
+
+/// `IsInf` with its `detect_positive` / `detect_negative` flags (`x - x` is NaN only for ±inf).
+fn is_inf(n: &Node) -> String {
+    let inf = "($0 == $0 && $0 - $0 != 0.0)";
+    match (
+        n.int("detect_positive", 1) != 0,
+        n.int("detect_negative", 1) != 0,
+    ) {
+        (true, true) => inf.into(),
+        (true, false) => format!("{inf} && $0 > 0.0"),
+        (false, true) => format!("{inf} && $0 < 0.0"),
+        (false, false) => "$0 != $0 && $0 == $0".into(),
+    }
+}
+
+/// `Shrink`: values within `lambd` of 0 become 0, the others move `bias` toward it.
+fn shrink(n: &Node, t: DType) -> String {
+    let l = lit(f64::from(n.float("lambd", 0.5)), t);
+    let b = lit(f64::from(n.float("bias", 0.0)), t);
+    format!(
+        "select($0 < -{l}, $0 + {b}, select($0 > {l}, $0 - {b}, {}))",
+        lit(0.0, t)
+    )
+}
+
 fn unary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let a = cx.data(n, 0)?;
     let expr = unary_expr(cx, n, a.dtype)?;
-    let t = a.dtype;
+    let t = match n.op_type.as_str() {
+        "IsNaN" | "IsInf" => DType::Bool,
+        _ => a.dtype,
+    };
     let d = elementwise(cx, n, &n.op_type, &[a], t, &expr)?;
     Ok(vec![Val::Data(d)])
 }
 
 fn identity(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    if n.op_type == "Dropout" {
+        let training = cx.konst(n, 2, "training_mode")?;
+        if training.is_some_and(|t| elem::to_i64s(&t.data).iter().any(|&b| b != 0)) {
+            return Err(cx.unsupported(
+                n,
+                "training mode (random masks: only inference Dropout is imported)",
+            ));
+        }
+    }
     let v = cx.val(n, 0)?.clone();
     // Inference: Dropout is the identity and its mask keeps everything.
     let mask = Tensor {
@@ -280,7 +353,10 @@ pub(super) fn cast_to(cx: &Cx, n: &Node) -> R<DType> {
 
 fn cast(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let a = cx.data(n, 0)?;
-    let to = cast_to(cx, n)?;
+    let to = match n.op_type.as_str() {
+        "CastLike" => cx.val(n, 1)?.dtype(),
+        _ => cast_to(cx, n)?,
+    };
     if to == a.dtype {
         return Ok(vec![Val::Data(a)]);
     }
