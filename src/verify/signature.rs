@@ -158,7 +158,15 @@ fn costs(inst: &Instance, inputs: Vec<PortSig>, outputs: Vec<PortSig>) -> Signat
     let bytes: f64 = inputs
         .iter()
         .chain(&outputs)
-        .map(|p| p.projection.shape.iter().product::<i64>() as f64 * p.ty.dtype.size_bytes() as f64)
+        // In f64: a projection's extents can multiply past i64 (an import of a large model).
+        .map(|p| {
+            p.projection
+                .shape
+                .iter()
+                .map(|&d| d as f64)
+                .product::<f64>()
+                * p.ty.dtype.size_bytes() as f64
+        })
         .sum();
     let index = inst.vars[..inst.parallel]
         .iter()

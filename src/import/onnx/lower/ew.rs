@@ -91,6 +91,10 @@ fn binary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let a = cx.data(n, 0)?;
     let b = pow_exponent(cx, n, &a)?;
     let t = a.dtype;
+    if n.op_type == "Pow" {
+        let d = elementwise(cx, n, "Pow", &[a, b.clone()], t, &pow_expr(t, b.dtype))?;
+        return Ok(vec![Val::Data(d)]);
+    }
     if b.dtype != t {
         return Err(cx.invalid(
             n,
@@ -108,15 +112,11 @@ fn binary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
             t,
         ),
         "Mod" if n.int("fmod", 0) != 0 => (C_FMOD, t),
-        "Mod" if t.is_float() => return Err(cx.invalid(n, "`fmod` = 0 on floats")),
+        "Mod" if t.is_float() => (FLOAT_MOD, t),
         "Mod" => ("$0 % $1", t),
         "BitShift" if n.string("direction").as_deref() == Some("LEFT") => ("$0 << $1", t),
         "BitShift" => ("$0 >> $1", t),
         "PRelu" => ("select($0 < 0, $0 * $1, $0)", t),
-        "Pow" => {
-            need_float(cx, n, &a)?;
-            ("pow($0, $1)", t)
-        }
         "Equal" => ("$0 == $1", DType::Bool),
         "Less" => ("$0 < $1", DType::Bool),
         "Greater" => ("$0 > $1", DType::Bool),
@@ -133,12 +133,27 @@ fn binary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     Ok(vec![Val::Data(d)])
 }
 
+/// `Pow` of a base of dtype `t` by an exponent of dtype `e`: the result has the base's dtype;
+/// integer bases are raised in f64 (exact for the integers f64 holds) and cast back.
+fn pow_expr(t: DType, e: DType) -> String {
+    match (t.is_float(), t == e) {
+        (true, true) => "pow($0, $1)".into(),
+        (true, false) => format!("pow($0, {}($1))", t.name()),
+        (false, _) => format!("{}(pow(f64($0), f64($1)))", t.name()),
+    }
+}
+
+/// numpy's float `mod` (the sign of the divisor): TEG's `%`, except that a finite dividend and
+/// an infinite divisor give the dividend, or the divisor when their signs differ.
+const FLOAT_MOD: &str = "select($1 == $1 && $1 - $1 != 0.0 && $0 - $0 == 0.0, select($0 != 0.0 && ($0 < 0.0) != ($1 < 0.0), $1, $0), $0 % $1)";
+
 /// C's `fmod` (the sign of the dividend) from TEG's floor remainder (the sign of the divisor).
 const C_FMOD: &str = "select($0 % $1 != 0 && ($0 < 0) != ($1 < 0), $0 % $1 - $1, $0 % $1)";
 
-/// Input 1; for `Pow`, a constant exponent of another dtype is converted to the base's.
+/// Input 1; for `Pow` of a float base, a constant exponent of another dtype is converted to
+/// the base's.
 fn pow_exponent(cx: &mut Cx, n: &Node, a: &D) -> R<D> {
-    if n.op_type == "Pow" {
+    if n.op_type == "Pow" && a.dtype.is_float() {
         if let Some(Val::Const(t)) = cx.opt(n, 1)? {
             if t.dtype() != a.dtype {
                 let c = Tensor {

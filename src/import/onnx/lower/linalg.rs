@@ -15,7 +15,9 @@ pub(super) fn lowering(op: &str) -> Option<super::Lower> {
         "Softmax" | "LogSoftmax" => softmax,
         "LayerNormalization" => layernorm,
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd"
-        | "ReduceSumSquare" | "ReduceL2" | "ReduceL1" => reduce,
+        | "ReduceSumSquare" | "ReduceL2" | "ReduceL1" | "ReduceLogSum" | "ReduceLogSumExp" => {
+            reduce
+        }
         "ArgMax" | "ArgMin" => argmax,
         "CumSum" => cumsum,
         "TopK" => topk,
@@ -203,9 +205,6 @@ fn softmax(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
 }
 
 fn layernorm(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
-    if n.outputs.iter().skip(1).any(|o| !o.is_empty()) {
-        return Err(cx.unsupported(n, "its Mean and InvStdDev outputs"));
-    }
     let x = cx.data(n, 0)?;
     let h = hint(n);
     let a = axis(n.int("axis", -1), x.rank()).ok_or_else(|| cx.invalid(n, "axis out of range"))?;
@@ -245,7 +244,40 @@ fn layernorm(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         t,
         vec![outer, inner],
     );
-    Ok(vec![Val::Data(cx.reshape(&y, &x.shape, &h))])
+    let mut outs = vec![Val::Data(cx.reshape(&y, &x.shape, &h))];
+    if n.outputs.iter().skip(1).any(|o| !o.is_empty()) {
+        let mut stat_shape = x.shape[..a].to_vec();
+        stat_shape.resize(x.rank(), 1);
+        for (k, what) in [(1, "mean"), (2, "inv_std_dev")] {
+            let d = layernorm_stat(cx, &x2, &eps, what, &format!("{h}_{what}"));
+            outs.push(Val::Data(cx.reshape(
+                &d,
+                &stat_shape,
+                &super::views::out_hint(n, k),
+            )));
+        }
+    }
+    Ok(outs)
+}
+
+/// `LayerNormalization`'s Mean or InvStdDev output: per row of `x2` (`[M, N]`).
+fn layernorm_stat(
+    cx: &mut Cx,
+    x2: &super::emit::D,
+    eps: &str,
+    what: &str,
+    hint: &str,
+) -> super::emit::D {
+    let tn = x2.dtype.name();
+    let last = match what {
+        "mean" => "mu[i]".to_string(),
+        _ => format!("1.0 / sqrt(sum[j]((x[i, j] - mu[i]) * (x[i, j] - mu[i])) / {tn}(N) + {eps})"),
+    };
+    let text = format!(
+        "op @{{NAME}}(x: {tn}[M, N]) -> (y: {tn}[M]) {{\n  mu[i] = sum[j](x[i, j]) / {tn}(N)\n  y[i] = {last}\n}}"
+    );
+    let op = cx.e.op("LayerNormalization", &text);
+    cx.e.apply(hint, &op, &[], &[x2], x2.dtype, vec![x2.shape[0]])
 }
 
 /// The reduced axes (sorted, distinct) of a `Reduce*` node over a rank-`r` input; `None` for
@@ -308,20 +340,31 @@ fn reduce(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         "ReduceProd" => format!("prod[{rv}]({xa})"),
         "ReduceSumSquare" => format!("sum[{rv}]({xa} * {xa})"),
         "ReduceL1" => format!("sum[{rv}](abs({xa}))"),
+        "ReduceLogSum" => format!("log(sum[{rv}]({xa}))"),
+        // Stabilised by the maximum, as a softmax's denominator.
+        "ReduceLogSumExp" => format!(
+            "m[{k}] + log(sum[{rv}](exp({xa} - m[{k}])))",
+            k = kept.join(", ")
+        ),
         _ => format!("sqrt(sum[{rv}]({xa} * {xa}))"),
     };
     if rvars.is_empty() {
         return Ok(vec![Val::Data(x)]);
     }
-    if matches!(n.op_type.as_str(), "ReduceMean" | "ReduceL2") && !t.is_float() {
+    let float_only = ["ReduceMean", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"];
+    if float_only.contains(&n.op_type.as_str()) && !t.is_float() {
         return Err(cx.unsupported(n, format!("{} of {tn} values", n.op_type)));
     }
     let out_dims: Vec<String> = (0..r)
         .filter(|k| !red.contains(k))
         .map(|k| dims[k].clone())
         .collect();
+    let pre = match n.op_type.as_str() {
+        "ReduceLogSumExp" => format!("  m[{}] = max[{rv}]({xa})\n", kept.join(", ")),
+        _ => String::new(),
+    };
     let text = format!(
-        "op @{{NAME}}(x: {tn}[{}]) -> (y: {tn}[{}]) {{\n  y[{}] = {body}\n}}",
+        "op @{{NAME}}(x: {tn}[{}]) -> (y: {tn}[{}]) {{\n{pre}  y[{}] = {body}\n}}",
         dims.join(", "),
         out_dims.join(", "),
         kept.join(", ")
@@ -350,9 +393,7 @@ fn reduce(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
 fn argmax(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let x = cx.data(n, 0)?;
     let h = hint(n);
-    if n.int("select_last_index", 0) != 0 {
-        return Err(cx.unsupported(n, "`select_last_index` = 1"));
-    }
+    let last = n.int("select_last_index", 0) != 0;
     let r = x.rank();
     let a = axis(n.int("axis", 0), r).ok_or_else(|| cx.invalid(n, "axis out of range"))?;
     let dims: Vec<String> = (0..r).map(|k| format!("X{k}")).collect();
@@ -370,12 +411,25 @@ fn argmax(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         "argmin"
     };
     let tn = x.dtype.name();
+    // The last of equal values is the first one of the axis read backwards.
+    let found = match last {
+        true => format!("X{a} - 1 - {f}[k](x[{}])", idx.join(", ")),
+        false => format!("{f}[k](x[{}])", idx.join(", ")),
+    };
+    let x = match last {
+        true => cx.e.stmt(
+            &format!("{h}_reversed"),
+            &format!("reverse {} [{a}]", x.v()),
+            x.dtype,
+            x.shape.clone(),
+        ),
+        false => x,
+    };
     let text = format!(
-        "op @{{NAME}}(x: {tn}[{}]) -> (y: i64[{}]) {{\n  y[{}] = {f}[k](x[{}])\n}}",
+        "op @{{NAME}}(x: {tn}[{}]) -> (y: i64[{}]) {{\n  y[{}] = {found}\n}}",
         dims.join(", "),
         out_dims.join(", "),
         kept.join(", "),
-        idx.join(", ")
     );
     let op = cx.e.op(&n.op_type, &text);
     let shape: Vec<usize> = (0..r).filter(|&k| k != a).map(|k| x.shape[k]).collect();

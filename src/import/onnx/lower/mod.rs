@@ -7,9 +7,12 @@
 mod emit;
 mod ew;
 mod fold;
+mod index;
 mod linalg;
 mod nn;
+mod norm;
 mod resize;
+mod space;
 mod views;
 
 pub use emit::{ident, D};
@@ -243,6 +246,9 @@ fn lowering(op_type: &str) -> Option<Lower> {
         .or_else(|| nn::lowering(op_type))
         .or_else(|| views::lowering(op_type))
         .or_else(|| resize::lowering(op_type))
+        .or_else(|| index::lowering(op_type))
+        .or_else(|| norm::lowering(op_type))
+        .or_else(|| space::lowering(op_type))
 }
 
 fn lower_node(cx: &mut Cx, n: &Node) -> R<()> {

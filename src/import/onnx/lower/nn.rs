@@ -304,15 +304,21 @@ fn pointwise(cx: &mut Cx, x: &D, w: &D, bias: Option<&D>, h: &str) -> D {
     cx.reshape(&y, &full, h)
 }
 
-/// The most negative finite value of a float dtype, as a literal.
-fn lowest(t: DType) -> String {
+/// The least value of a dtype (the most negative finite one of a float), as a literal; `None`
+/// for i64, whose least value has no literal.
+fn lowest(t: DType) -> Option<String> {
     let v = match t {
         DType::F64 => f64::MIN,
         DType::F16 => tapc_runtime::f16::MIN.to_f64(),
         DType::BF16 => tapc_runtime::bf16::MIN.to_f64(),
-        _ => f64::from(f32::MIN),
+        DType::F32 => f64::from(f32::MIN),
+        DType::I8 => f64::from(i8::MIN),
+        DType::I16 => f64::from(i16::MIN),
+        DType::I32 => f64::from(i32::MIN),
+        DType::I64 | DType::Bool => return None,
+        _ => 0.0,
     };
-    lit(v, t).replace(['(', ')'], "")
+    Some(lit(v, t).replace(['(', ')'], ""))
 }
 
 fn pool(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
@@ -325,7 +331,9 @@ fn pool(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         .iter()
         .map(|&k| k.max(1) as usize)
         .collect();
-    if sp == 0 || kernel.len() != sp || !x.dtype.is_float() {
+    let max = n.op_type == "MaxPool";
+    let ok_dtype = x.dtype.is_float() || (max && lowest(x.dtype).is_some());
+    if sp == 0 || kernel.len() != sp || !ok_dtype {
         return Err(cx.invalid(
             n,
             format!("input {:?} with kernel_shape {kernel:?}", x.shape),
@@ -334,7 +342,6 @@ fn pool(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     if n.outputs.get(1).is_some_and(|o| !o.is_empty()) {
         return Err(cx.unsupported(n, "its Indices output"));
     }
-    let max = n.op_type == "MaxPool";
     let win = window(
         cx,
         n,
@@ -354,7 +361,10 @@ fn pool(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         .zip(&extra)
         .map(|(&(l, r), e)| (l, r + e))
         .collect();
-    let fill = if max { lowest(x.dtype) } else { "0.0".into() };
+    let fill = match max {
+        true => lowest(x.dtype).unwrap_or_default(),
+        false => "0.0".into(),
+    };
     let xp = pad_spatial(cx, &x, &pads, &fill, &format!("{h}_pad"));
     let t = x.dtype.name();
     let nm = names(sp);
