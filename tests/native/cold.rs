@@ -1,9 +1,10 @@
 //! A compiled program's cold start (issue 22, `runtime/src/exec/warm.rs`): while it reads its
-//! inputs, the worker threads are started and the big buffers its inputs are copied into are
-//! mapped and page-faulted ahead, then taken by the run; task outputs are left to the kernels
-//! that write them. These tests check which buffers are faulted ahead (what the plan says, not what the
-//! host times) and that a compiled program whose run takes the faulted buffers still computes
-//! what the interpreter does, on 1 and 2 threads.
+//! inputs, the worker threads are started and the big buffers its inputs are copied into and
+//! the first tasks' outputs are mapped and page-faulted ahead, then taken by the run; later
+//! tasks' outputs are left to the kernels that write them. These tests check which buffers are
+//! faulted ahead (what the plan says, not what the host times) and that a compiled program
+//! whose run takes the faulted buffers still computes what the interpreter does, on 1 and 2
+//! threads.
 
 use crate::common;
 
@@ -39,17 +40,18 @@ graph @g {{
 }
 
 #[test]
-fn only_big_sources_are_faulted_ahead_and_outputs_are_left_to_their_writers() {
+fn big_sources_and_first_outputs_are_faulted_ahead_and_later_outputs_left_to_their_writers() {
     let (m, facts) = common::compile_ok("chain", &chain());
     let lanes = target::host().unwrap().lanes;
     let s = schedule::build(&m, &m.graphs[0], &facts[0], lanes).unwrap();
     let plan = &s.plan;
     assert_eq!(plan.tasks.len(), 2, "two tasks: {:?}", plan.tasks);
     let big = (N * 4) as u64;
-    // Only `x` (a big source) is faulted ahead: `s` is small, and `y` and `z` are task
-    // outputs, first touched by the kernels that write them.
+    // `x` (a big source) and `y` (the first task's output, allocated when the run starts) are
+    // faulted ahead: `s` is small, and `z` is the output of a task that waits for `y`'s, first
+    // touched by the kernel that writes it.
     let ahead = faulted_ahead(plan);
-    assert_eq!(ahead, vec![big], "buffers faulted ahead");
+    assert_eq!(ahead, vec![big, big], "buffers faulted ahead");
     let counted: u64 = plan.buffers.iter().map(|b| b.bytes).sum();
     assert_eq!(counted, 3 * big + 16, "x, y, z and s: {:?}", plan.buffers);
 }
