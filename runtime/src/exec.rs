@@ -28,7 +28,7 @@ mod warm;
 
 pub use owned::{execute_owned, OwnedBuffer, SinkData};
 pub use pool::Event;
-pub use warm::{ahead as faulted_ahead, WarmStart};
+pub use warm::{ahead as faulted_ahead, fault as fault_ahead, WarmStart};
 
 /// A compiled kernel: `bases[k]` points at element 0 of the task's `k`-th view, `range`
 /// holds `lo, hi` per index dimension. Returns 0 on success, 1 if it could not allocate its

@@ -12,7 +12,7 @@ use common::tolerance::first_mismatch;
 use std::collections::HashMap;
 use std::process::Command;
 use tapc::codegen::{schedule, target};
-use tapc_runtime::exec::faulted_ahead;
+use tapc_runtime::exec::{fault_ahead, faulted_ahead};
 use tapc_runtime::Tensor;
 
 /// 2 Mi f32 elements: 8 MiB, above the executor's huge-buffer size (4 MiB).
@@ -54,6 +54,21 @@ fn big_sources_and_first_outputs_are_faulted_ahead_and_later_outputs_left_to_the
     assert_eq!(ahead, vec![big, big], "buffers faulted ahead");
     let counted: u64 = plan.buffers.iter().map(|b| b.bytes).sum();
     assert_eq!(counted, 3 * big + 16, "x, y, z and s: {:?}", plan.buffers);
+}
+
+/// Buffers of one size faulted ahead are distinct buffers, each kept for the run: each was
+/// dropped into the spare buffers at once, so the next of its size took it again and faulted
+/// the same pages (GELU's and layernorm's outputs, as big as their inputs, were not faulted).
+#[test]
+fn buffers_of_one_size_are_each_faulted_ahead() {
+    // Sizes no executor buffer of the other tests has (odd numbers of 2 MiB pages).
+    let sizes = [(3u64 << 21) - 5, (3 << 21) - 5, (3 << 21) - 5, 5 << 21];
+    let addrs = fault_ahead(&sizes, 2);
+    assert_eq!(addrs.len(), sizes.len(), "buffers faulted: {addrs:x?}");
+    let mut distinct = addrs.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), sizes.len(), "distinct buffers: {addrs:x?}");
 }
 
 #[test]

@@ -72,7 +72,9 @@ impl WarmStart {
             .then(|| {
                 std::thread::Builder::new()
                     .name("tapc-prefault".into())
-                    .spawn(move || fault_all(&sizes, threads))
+                    .spawn(move || {
+                        fault(&sizes, threads);
+                    })
                     .ok()
             })
             .flatten();
@@ -101,13 +103,17 @@ impl Drop for WarmStart {
 struct Addr(usize);
 
 /// Maps each buffer of `sizes`, writes one byte of every page of it (split into `threads`
-/// contiguous parts faulted in parallel) and keeps it for the run. A buffer that cannot be
-/// allocated is left to the run, which reports it.
-fn fault_all(sizes: &[u64], threads: usize) {
+/// contiguous parts faulted in parallel) and keeps it for the run (among the spare buffers);
+/// returns their addresses. A buffer that cannot be allocated (and any after it) is left to
+/// the run, which reports it.
+pub fn fault(sizes: &[u64], threads: usize) -> Vec<usize> {
     const PAGE: usize = 4096;
+    // Held until all are faulted: a buffer dropped into the spare ones at once would be taken
+    // again by the next of the same size, which then faulted the same pages twice.
+    let mut held = Vec::with_capacity(sizes.len());
     for &bytes in sizes {
         let Ok(buf) = AlignedBuf::new(bytes) else {
-            return;
+            break;
         };
         let (base, len) = (Addr(buf.ptr as usize), buf.layout.size());
         let part = len.div_ceil(threads).next_multiple_of(PAGE);
@@ -123,7 +129,10 @@ fn fault_all(sizes: &[u64], threads: usize) {
                 });
             }
         });
-        // Dropped into the spare buffers (kept: big, and freed buffers are kept).
-        drop(buf);
+        held.push(buf);
     }
+    let addrs = held.iter().map(|b| b.ptr as usize).collect();
+    // Dropped into the spare buffers (kept: big, and freed buffers are kept).
+    drop(held);
+    addrs
 }
