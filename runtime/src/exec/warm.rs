@@ -11,9 +11,7 @@
 //! Measured (2026-11-28, `perf record -g` of fresh 2-thread runs with the outputs left to
 //! their writers): 83% of the samples inside GELU over 8M's kernel, 88% of layernorm
 //! 8192×768's and 93% of the outer product 2048×1×2048's were the page faults zeroing their
-//! outputs. Faulted ahead, the runs' `--time` walls (busy machine, load 7, alternated, medians
-//! of 15, 2 threads): GELU 21.4 → 18.9 ms, layernorm 13.3 → 8.7, outer product 1.72 → 0.80. An
-//! earlier trial (load 4.4, fewer runs) had seen GELU slower faulted ahead; not reproduced.
+//! outputs (docs/benchmarks.md, "Cold runs").
 
 use super::{pool, spare, AlignedBuf, HUGE, KEEP_FREED};
 use crate::plan::Plan;
