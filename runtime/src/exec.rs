@@ -1140,13 +1140,13 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "wall {:.3} ms on {} thread(s), busy {:.3} ms, peak memory {} (planned {}), {} page faults",
+            "wall {:.3} ms on {} thread(s), busy {:.3} ms, {} page faults, peak memory {} (planned {})",
             self.wall.as_secs_f64() * 1e3,
             self.threads,
             busy.as_secs_f64() * 1e3,
+            self.faults,
             human_bytes(self.peak_bytes),
-            human_bytes(self.planned_bytes),
-            self.faults
+            human_bytes(self.planned_bytes)
         );
         s
     }
