@@ -28,7 +28,7 @@ mod warm;
 
 pub use owned::{execute_owned, OwnedBuffer, SinkData};
 pub use pool::Event;
-pub use warm::{ahead as faulted_ahead, WarmStart};
+pub use warm::{ahead as faulted_ahead, fault as fault_ahead, WarmStart};
 
 /// A compiled kernel: `bases[k]` points at element 0 of the task's `k`-th view, `range`
 /// holds `lo, hi` per index dimension. Returns 0 on success, 1 if it could not allocate its
@@ -81,6 +81,18 @@ pub struct Report {
     /// The address of each source's buffer during the run, in source order: an embedder can
     /// check that an [`Input::Borrowed`] was read in place.
     pub source_addrs: Vec<usize>,
+    /// The process's minor page faults during the run (all threads; `getrusage`).
+    pub faults: u64,
+}
+
+/// The process's minor page faults so far.
+fn minor_faults() -> u64 {
+    // SAFETY: getrusage writes into the zeroed struct.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u.ru_minflt as u64
+    }
 }
 
 /// The value of one source: a tensor, copied into an aligned buffer of the run, or caller
@@ -606,11 +618,13 @@ fn execute_core<T>(
         signal: AtomicU64::new(0),
         t0: Instant::now(),
     };
+    let faults0 = minor_faults();
     shared.start();
     let helpers = if shared.parallel() { threads - 1 } else { 0 };
     let work = |w: usize| shared.work(w, opts.record, test_fault.as_ref());
     let mut events = pool::run(helpers, &work, &|e| shared.fail(e));
     let wall = shared.t0.elapsed();
+    let faults = minor_faults().saturating_sub(faults0);
     let mut st = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
     if let Some(e) = st.error.take() {
         return Err(e);
@@ -633,6 +647,7 @@ fn execute_core<T>(
         task_names: plan.tasks.iter().map(|t| t.name.clone()).collect(),
         events,
         source_addrs,
+        faults,
     };
     Ok((sinks, report))
 }
@@ -1125,10 +1140,11 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "wall {:.3} ms on {} thread(s), busy {:.3} ms, peak memory {} (planned {})",
+            "wall {:.3} ms on {} thread(s), busy {:.3} ms, {} page faults, peak memory {} (planned {})",
             self.wall.as_secs_f64() * 1e3,
             self.threads,
             busy.as_secs_f64() * 1e3,
+            self.faults,
             human_bytes(self.peak_bytes),
             human_bytes(self.planned_bytes)
         );

@@ -16,56 +16,87 @@ use std::collections::VecDeque;
 
 /// The most bytes of buffers live at once, and the buffers live at that moment.
 pub fn peak(plan: &Plan) -> (u64, Vec<u32>) {
-    let nb = plan.buffers.len();
+    let mut live = vec![false; plan.buffers.len()];
+    let mut bytes = 0u64;
+    let mut best: Option<(u64, Vec<u32>)> = None;
+    walk(plan, |e| match e {
+        Event::Alloc(b) => {
+            live[b as usize] = true;
+            bytes = bytes.saturating_add(plan.buffers[b as usize].bytes);
+        }
+        Event::Free(b) => {
+            live[b as usize] = false;
+            bytes -= plan.buffers[b as usize].bytes;
+        }
+        Event::Settled => {
+            if best.as_ref().is_none_or(|b| bytes > b.0) {
+                best = Some((bytes, snapshot(&live)));
+            }
+        }
+    });
+    best.unwrap_or_default()
+}
+
+/// A step of [`walk`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The buffer is allocated (constants and sources at the start, scratch buffers when
+    /// their first task becomes ready).
+    Alloc(u32),
+    /// The buffer's last task (or sink) is done: it is freed.
+    Free(u32),
+    /// The allocations and frees of one step are done: the live bytes may peak here.
+    Settled,
+}
+
+/// Runs the tasks of `plan` in plan order, as the executor does on one thread, calling `on`
+/// at every allocation and free of a buffer (the walk [`peak`] measures; `codegen::share`
+/// plans dead-buffer sharing on it).
+pub fn walk(plan: &Plan, mut on: impl FnMut(Event)) {
     let mut refs = plan.buffer_refs();
     let arg_bufs: Vec<Vec<u32>> = plan.tasks.iter().map(|t| t.buffers()).collect();
-    let mut live = vec![false; nb];
-    let mut bytes = 0u64;
+    let mut live = vec![false; plan.buffers.len()];
     for (i, b) in plan.buffers.iter().enumerate() {
         if !matches!(b.init, Init::Scratch) {
             live[i] = true;
-            bytes = bytes.saturating_add(b.bytes);
+            on(Event::Alloc(i as u32));
         }
     }
+    on(Event::Settled);
     let (mut pending, dependents) = plan.waits();
-    let (mut best, mut at_best) = (bytes, snapshot(&live));
     let mut queue: VecDeque<usize> = VecDeque::new();
-    let ready = |i: usize, live: &mut Vec<bool>, bytes: &mut u64, q: &mut VecDeque<usize>| {
-        for &b in &arg_bufs[i] {
-            if !live[b as usize] {
-                live[b as usize] = true;
-                *bytes = bytes.saturating_add(plan.buffers[b as usize].bytes);
+    let ready =
+        |i: usize, live: &mut Vec<bool>, q: &mut VecDeque<usize>, on: &mut dyn FnMut(Event)| {
+            for &b in &arg_bufs[i] {
+                if !live[b as usize] {
+                    live[b as usize] = true;
+                    on(Event::Alloc(b));
+                }
             }
-        }
-        q.push_back(i);
-    };
+            q.push_back(i);
+        };
     for (i, &p) in pending.iter().enumerate() {
         if p == 0 {
-            ready(i, &mut live, &mut bytes, &mut queue);
+            ready(i, &mut live, &mut queue, &mut on);
         }
     }
-    if bytes > best {
-        (best, at_best) = (bytes, snapshot(&live));
-    }
+    on(Event::Settled);
     while let Some(i) = queue.pop_front() {
         for &b in &arg_bufs[i] {
             refs[b as usize] -= 1;
             if refs[b as usize] == 0 && live[b as usize] {
                 live[b as usize] = false;
-                bytes -= plan.buffers[b as usize].bytes;
+                on(Event::Free(b));
             }
         }
         for &d in &dependents[i] {
             pending[d] -= 1;
             if pending[d] == 0 {
-                ready(d, &mut live, &mut bytes, &mut queue);
+                ready(d, &mut live, &mut queue, &mut on);
             }
         }
-        if bytes > best {
-            (best, at_best) = (bytes, snapshot(&live));
-        }
+        on(Event::Settled);
     }
-    (best, at_best)
 }
 
 fn snapshot(live: &[bool]) -> Vec<u32> {

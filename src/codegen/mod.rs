@@ -27,6 +27,7 @@ pub mod replicate;
 pub mod reuse;
 pub mod scatter;
 pub mod schedule;
+pub mod share;
 pub mod storage;
 pub mod target;
 pub mod view;
@@ -154,6 +155,7 @@ fn build<'ctx>(
         Runtime::Mpi => sched.plan.dist = distribute::plan(&sched),
         Runtime::Local => {
             reuse::in_place(&mut sched);
+            share::dead_buffers(&mut sched);
         }
     }
     let module = cx.create_module(&format!("teg.{}", g.name));

@@ -241,7 +241,7 @@ fn aliased_kernel(s: &mut Schedule, old: u32, k: usize, j: usize) -> u32 {
 }
 
 /// Every use of buffer `from` (task arguments, sinks, footprints) becomes `to`.
-fn rename(s: &mut Schedule, from: u32, to: u32) {
+pub(super) fn rename(s: &mut Schedule, from: u32, to: u32) {
     each_buffer_ref(s, |b| {
         if *b == from {
             *b = to;
@@ -250,7 +250,7 @@ fn rename(s: &mut Schedule, from: u32, to: u32) {
 }
 
 /// Removes the (now unused) buffers `gone`, renumbering the others.
-fn drop_buffers(s: &mut Schedule, gone: &[u32]) {
+pub(super) fn drop_buffers(s: &mut Schedule, gone: &[u32]) {
     let kept: Vec<bool> = (0..s.plan.buffers.len() as u32)
         .map(|b| !gone.contains(&b))
         .collect();

@@ -32,7 +32,7 @@ fn assert_close(what: &str, got: &[(String, Tensor)], want: &HashMap<String, Ten
 }
 
 /// The tasks of `plan` whose output (their last argument) is in the buffer of an input.
-fn in_place_tasks(plan: &Plan) -> Vec<String> {
+pub(crate) fn in_place_tasks(plan: &Plan) -> Vec<String> {
     (plan.tasks.iter())
         .filter(|t| match t.args.split_last() {
             Some((out, ins)) => ins.iter().any(|a| a.buffer == out.buffer),
@@ -76,7 +76,7 @@ fn small_ints(inputs: HashMap<String, Tensor>) -> HashMap<String, Tensor> {
 
 /// Runs graph 0 of `src` (after the default pipeline) natively on 1 and 2 threads against
 /// the interpreter; returns the in-place tasks and, per thread count, (planned, counted) peak.
-fn run_checked(name: &str, src: &str) -> (Vec<String>, Vec<(u64, u64)>) {
+pub(crate) fn run_checked(name: &str, src: &str) -> (Vec<String>, Vec<(u64, u64)>) {
     let (m, facts) = common::after_pipeline(name, src, tapc::passes::manager::DEFAULT_PIPELINE);
     let ins = inputs_for(name, &m);
     let want = common::run(&m, &facts, 0, &ins);
@@ -136,7 +136,7 @@ fn every_example_plans_the_peak_the_executor_counts_and_matches_the_interpreter(
 }
 
 /// The schedule of graph 0 of `src` as `tapc FILE -o prog` builds it, before reuse.
-fn schedule_of(src: &str) -> Schedule {
+pub(crate) fn schedule_of(src: &str) -> Schedule {
     let (m, facts) = common::compile_ok("graph", src);
     let lanes = target::host().unwrap().lanes;
     schedule::build(&m, &m.graphs[0], &facts[0], lanes).unwrap()

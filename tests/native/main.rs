@@ -29,6 +29,7 @@ mod native_cli;
 mod oracle;
 mod oracle_sizes;
 mod scatter;
+mod share;
 mod softmax_edges;
 mod steps;
 mod train_block;

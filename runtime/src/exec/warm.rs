@@ -1,15 +1,17 @@
 //! A compiled program's cold start (issue 22): while the main thread reads the inputs, the
-//! worker threads are started and the big buffers the inputs are copied into (sources and
-//! constants) are mapped and page-faulted in parallel, then kept for the run to take (the
-//! executor's spare buffers), so that the run neither waits for a thread to be created nor
-//! copies its inputs into pages it faults one by one. Their memory is held from the start of
-//! the run anyway, so faulting them early adds nothing to the planned peak.
+//! worker threads are started and the big buffers the run allocates first (the sources and
+//! constants the inputs are copied into, and the outputs of the tasks that wait for nothing)
+//! are mapped and page-faulted in parallel, then kept for the run to take (the executor's spare
+//! buffers), so that the run neither waits for a thread to be created nor takes a page fault
+//! (a kernel-zeroed 2 MiB page) on the first write of each huge page of those buffers. Their
+//! memory is held from the start of the run anyway, so faulting them early adds nothing to the
+//! planned peak. A later task's output is first touched by the kernel chunks that write it
+//! (or takes a dead buffer's faulted pages, `codegen::share`).
 //!
-//! Task outputs are first touched by the kernel chunks that write them: faulting them ahead
-//! (tried) made GELU over 8M slower cold (2 threads: 7.1–12 ms with the outputs left to their
-//! writers, 10.0–15 ms faulted ahead, alternated), most likely because a page the kernel zeroes
-//! at the writer's fault is still in cache when the writer stores to it, where one zeroed ahead
-//! has been evicted by the input read and is fetched again.
+//! Measured (2026-11-28, `perf record -g` of fresh 2-thread runs with the outputs left to
+//! their writers): 83% of the samples inside GELU over 8M's kernel, 88% of layernorm
+//! 8192×768's and 93% of the outer product 2048×1×2048's were the page faults zeroing their
+//! outputs (docs/benchmarks.md, "Cold runs").
 
 use super::{pool, spare, AlignedBuf, HUGE, KEEP_FREED};
 use crate::plan::Plan;
@@ -23,14 +25,27 @@ pub struct WarmStart {
     bytes: u64,
 }
 
-/// The bytes of every buffer [`WarmStart::begin`] faults ahead for `plan`: the big sources
-/// and constants (see the module docs), in buffer order, up to what the executor keeps.
+/// The bytes of every buffer [`WarmStart::begin`] faults ahead for `plan`: the big sources,
+/// constants and outputs of the first tasks (see the module docs), in buffer order, up to
+/// what the executor keeps.
 pub fn ahead(plan: &Plan) -> Vec<u64> {
+    let (pending, _) = plan.waits();
+    let mut first = vec![false; plan.buffers.len()];
+    for (b, buf) in plan.buffers.iter().enumerate() {
+        first[b] = !matches!(buf.init, crate::plan::Init::Scratch);
+    }
+    for (t, task) in plan.tasks.iter().enumerate() {
+        if pending[t] == 0 {
+            for b in task.buffers() {
+                first[b as usize] = true;
+            }
+        }
+    }
     // No more than the spare buffers keep (the rest would be unmapped again at once).
     let mut total = 0u64;
-    (plan.buffers.iter())
-        .filter(|buf| !matches!(buf.init, crate::plan::Init::Scratch) && buf.bytes >= HUGE)
-        .map(|buf| buf.bytes)
+    (plan.buffers.iter().zip(first))
+        .filter(|(buf, f)| *f && buf.bytes >= HUGE)
+        .map(|(buf, _)| buf.bytes)
         .take_while(|&b| {
             total = total.saturating_add(b);
             total <= spare::CAP as u64
@@ -55,7 +70,9 @@ impl WarmStart {
             .then(|| {
                 std::thread::Builder::new()
                     .name("tapc-prefault".into())
-                    .spawn(move || fault_all(&sizes, threads))
+                    .spawn(move || {
+                        fault(&sizes, threads);
+                    })
                     .ok()
             })
             .flatten();
@@ -84,13 +101,17 @@ impl Drop for WarmStart {
 struct Addr(usize);
 
 /// Maps each buffer of `sizes`, writes one byte of every page of it (split into `threads`
-/// contiguous parts faulted in parallel) and keeps it for the run. A buffer that cannot be
-/// allocated is left to the run, which reports it.
-fn fault_all(sizes: &[u64], threads: usize) {
+/// contiguous parts faulted in parallel) and keeps it for the run (among the spare buffers);
+/// returns their addresses. A buffer that cannot be allocated (and any after it) is left to
+/// the run, which reports it.
+pub fn fault(sizes: &[u64], threads: usize) -> Vec<usize> {
     const PAGE: usize = 4096;
+    // Held until all are faulted: a buffer dropped into the spare ones at once would be taken
+    // again by the next of the same size, which then faulted the same pages twice.
+    let mut held = Vec::with_capacity(sizes.len());
     for &bytes in sizes {
         let Ok(buf) = AlignedBuf::new(bytes) else {
-            return;
+            break;
         };
         let (base, len) = (Addr(buf.ptr as usize), buf.layout.size());
         let part = len.div_ceil(threads).next_multiple_of(PAGE);
@@ -106,7 +127,10 @@ fn fault_all(sizes: &[u64], threads: usize) {
                 });
             }
         });
-        // Dropped into the spare buffers (kept: big, and freed buffers are kept).
-        drop(buf);
+        held.push(buf);
     }
+    let addrs = held.iter().map(|b| b.ptr as usize).collect();
+    // Dropped into the spare buffers (kept: big, and freed buffers are kept).
+    drop(held);
+    addrs
 }
