@@ -83,8 +83,9 @@ fn lp_body(cx: &Cx, n: &Node) -> R<String> {
         2 => "sqrt(sum[j](x[a, j, c] * x[a, j, c]))",
         p => return Err(cx.invalid(n, format!("p = {p} (1 or 2)"))),
     };
+    // A zero norm gives zeros, as the ONNX reference does.
     Ok(format!(
-        "  s[a, c] = {norm}\n  y[a, i, c] = x[a, i, c] / s[a, c]\n"
+        "  s[a, c] = {norm}\n  y[a, i, c] = select(s[a, c] == 0.0, 0.0, x[a, i, c] / s[a, c])\n"
     ))
 }
 

@@ -19,13 +19,17 @@ pub(super) fn lowering(op: &str) -> Option<super::Lower> {
 /// and the spatial dims of an `[N, C, H, W]` input.
 fn plan(n: &Node, s: &[usize], b: usize) -> Option<(Vec<usize>, Vec<usize>, Vec<usize>)> {
     let [bn, c, hh, w] = s.try_into().ok()?;
+    let crd = n.string("mode").as_deref() == Some("CRD");
     if n.op_type == "SpaceToDepth" {
         let split = vec![bn, c, hh / b, b, w / b, b];
         let out = vec![bn, c * b * b, hh / b, w / b];
-        return (hh % b == 0 && w % b == 0).then_some((split, vec![0, 3, 5, 1, 2, 4], out));
+        let perm = match crd {
+            true => vec![0, 1, 3, 5, 2, 4],
+            false => vec![0, 3, 5, 1, 2, 4],
+        };
+        return (hh % b == 0 && w % b == 0).then_some((split, perm, out));
     }
     let out = vec![bn, c / (b * b), hh * b, w * b];
-    let crd = n.string("mode").as_deref() == Some("CRD");
     let (split, perm) = match crd {
         true => (vec![bn, c / (b * b), b, b, hh, w], vec![0, 1, 4, 2, 5, 3]),
         false => (vec![bn, b, b, c / (b * b), hh, w], vec![0, 3, 4, 1, 5, 2]),
