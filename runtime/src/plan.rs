@@ -28,7 +28,7 @@ pub use crate::mpi::dist::{Dist, Leaf, ReduceOp, Reduction, Replica, Transfer, W
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 /// Bytes of the checksum that ends an encoded plan.
 const SUM: usize = 8;
 
@@ -103,6 +103,28 @@ pub struct Source {
     pub dtype: DType,
     pub shape: Vec<usize>,
     pub buffer: u32,
+    /// A *source window* (an `--mpi` plan's dense copy of a box of another source, read from
+    /// that source's file; `shape` is the box's): see [`SourceWindow`]. `None`: a declared
+    /// source, bound to an input.
+    pub window: Option<SourceWindow>,
+}
+
+/// The box of source `of` (a declared source, before every window in the plan's list) that a
+/// source window holds, dense in C order: its first element is at `origin` and its shape is
+/// the window's. A kernel reading a column block of a source reads the window instead, with
+/// the window's own strides, so a rank holds only the block (issue 17). A window is never
+/// bound to an input of its own and has no state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceWindow {
+    pub of: u32,
+    pub origin: Vec<usize>,
+}
+
+impl Source {
+    /// The declared source whose file this source reads: itself, or a window's `of`.
+    pub fn file(&self, k: usize) -> usize {
+        self.window.as_ref().map_or(k, |w| w.of as usize)
+    }
 }
 
 /// A tensor view passed to a kernel: its element 0 lives at `offset` bytes into `buffer`, and
@@ -219,6 +241,13 @@ impl Plan {
             w.dtype(s.dtype);
             w.shape(&s.shape);
             w.u32(s.buffer);
+            match &s.window {
+                None => w.u32(u32::MAX),
+                Some(win) => {
+                    w.u32(win.of);
+                    w.shape(&win.origin);
+                }
+            }
         }
         w.u32(self.tasks.len() as u32);
         for t in &self.tasks {
@@ -354,6 +383,12 @@ impl Plan {
                 (Some(b), Some(n)) if n as u64 <= b.bytes && b.init == Init::Source(k as u32) => {}
                 _ => return bad(format!("source @{} has no fitting buffer", s.name)),
             }
+            if !self.window_fits(k, s) {
+                return bad(format!(
+                    "source window {k} (@{}) is not a box of a declared source before it",
+                    s.name
+                ));
+            }
         }
         for (i, t) in self.tasks.iter().enumerate() {
             if t.kernel as usize >= kernels {
@@ -418,6 +453,26 @@ impl Plan {
         self.validate_states()?;
         let sizes: Vec<u64> = self.buffers.iter().map(|b| b.bytes).collect();
         self.dist.validate(self.tasks.len(), &sizes)
+    }
+
+    /// Whether source `k`, if a window, is a box of a declared source listed before every
+    /// window, of its dtype and rank; and a declared source is not listed after a window.
+    fn window_fits(&self, k: usize, s: &Source) -> bool {
+        let Some(w) = &s.window else {
+            return self.sources[..k].iter().all(|p| p.window.is_none());
+        };
+        let Some(of) = self.sources.get(w.of as usize) else {
+            return false;
+        };
+        let inside = (w.origin.iter().zip(&s.shape).zip(&of.shape))
+            .all(|((&o, &n), &m)| o.checked_add(n).is_some_and(|e| e <= m));
+        of.window.is_none()
+            && (w.of as usize) < k
+            && of.dtype == s.dtype
+            && w.origin.len() == of.shape.len()
+            && s.shape.len() == of.shape.len()
+            && inside
+            && !self.states.iter().any(|&(j, _)| j as usize == k)
     }
 
     /// Each state pairs a source and a sink of one type, each in at most one pair.
@@ -555,6 +610,13 @@ impl<'a> R<'a> {
             dtype: self.dtype()?,
             shape: self.shape()?,
             buffer: self.u32()?,
+            window: match self.u32()? {
+                u32::MAX => None,
+                of => Some(SourceWindow {
+                    of,
+                    origin: self.shape()?,
+                }),
+            },
         })
     }
 
@@ -763,6 +825,7 @@ mod tests {
                 dtype: DType::F32,
                 shape: vec![2, 3],
                 buffer: 0,
+                window: None,
             }],
             tasks: vec![Task {
                 name: "apply @f -> %y".into(),

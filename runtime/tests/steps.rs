@@ -37,6 +37,7 @@ fn plan() -> Plan {
             dtype: DType::F32,
             shape: vec![N],
             buffer: 0,
+            window: None,
         }],
         tasks: vec![Task {
             name: "apply @double -> %h".into(),

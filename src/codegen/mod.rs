@@ -148,7 +148,7 @@ fn build<'ctx>(
 ) -> Result<(LModule<'ctx>, Schedule, inkwell::targets::TargetMachine), Diagnostic> {
     let host = target::host().map_err(backend_error)?;
     let g = &m.graphs[gi];
-    let mut sched = schedule::build(m, g, facts, host.lanes)?;
+    let mut sched = schedule::build_for(m, g, facts, host.lanes, rt == Runtime::Mpi)?;
     match rt {
         // A distributed plan moves pieces of buffers between ranks: no buffer is reused there.
         Runtime::Mpi => sched.plan.dist = distribute::plan(&sched),
