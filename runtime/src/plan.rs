@@ -173,6 +173,17 @@ pub struct Sink {
     pub shape: Vec<usize>,
     pub view: View,
     pub deps: Vec<u32>,
+    /// The view's own shape when it is not `shape`: a *blocked* sink (an `--mpi` plan's grid
+    /// of blocks, each dense in the buffer: `[R, h, C, w]` for a `[R·h, C·w]` sink), whose C
+    /// order is the sink's. `None`: the view has the sink's shape.
+    pub blocks: Option<Vec<usize>>,
+}
+
+impl Sink {
+    /// The shape the view is walked in (C order: the file's order).
+    pub fn dims(&self) -> &[usize] {
+        self.blocks.as_deref().unwrap_or(&self.shape)
+    }
 }
 
 impl Task {
@@ -282,6 +293,10 @@ impl Plan {
                 w.i64(x);
             }
             w.u32s(&s.deps);
+            w.u32(u32::from(s.blocks.is_some()));
+            if let Some(b) = &s.blocks {
+                w.shape(b);
+            }
         }
         w.u32s(&self.dist.nodes);
         w.u32(self.dist.transfers.len() as u32);
@@ -431,12 +446,16 @@ impl Plan {
             let Some(b) = self.buffers.get(s.view.buffer as usize) else {
                 return bad(format!("sink @{} names a missing buffer", s.name));
             };
-            if s.view.strides.len() != s.shape.len()
+            let same = s.blocks.as_ref().is_none_or(|b| {
+                crate::tensor::checked_numel(b) == crate::tensor::checked_numel(&s.shape)
+            });
+            if s.view.strides.len() != s.dims().len()
+                || !same
                 || s.deps.iter().any(|&d| d as usize >= self.tasks.len())
             {
                 return bad(format!("sink @{} is malformed", s.name));
             }
-            let shape: Option<Vec<i64>> = s.shape.iter().map(|&d| i64::try_from(d).ok()).collect();
+            let shape: Option<Vec<i64>> = s.dims().iter().map(|&d| i64::try_from(d).ok()).collect();
             let inside = crate::tensor::checked_numel(&s.shape)
                 .and_then(|n| n.checked_mul(s.dtype.size_bytes()))
                 .and(shape)
@@ -654,6 +673,10 @@ impl<'a> R<'a> {
                 strides: self.list(R::i64)?,
             },
             deps: self.u32s()?,
+            blocks: match self.u32()? {
+                0 => None,
+                _ => Some(self.shape()?),
+            },
         })
     }
 
@@ -860,6 +883,7 @@ mod tests {
                     strides: vec![1, 3],
                 },
                 deps: vec![0],
+                blocks: None,
             }],
             dist: Dist::default(),
             states: vec![],

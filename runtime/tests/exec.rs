@@ -80,6 +80,7 @@ fn plan_of(n: usize) -> Plan {
                 strides: vec![-2],
             },
             deps: vec![1],
+            blocks: None,
         }],
         dist: Default::default(),
         states: vec![],

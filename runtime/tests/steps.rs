@@ -28,6 +28,7 @@ fn plan() -> Plan {
             strides,
         },
         deps: vec![0],
+        blocks: None,
     };
     Plan {
         graph: "g".into(),

@@ -17,6 +17,7 @@ pub mod collective;
 pub mod copy;
 pub mod distribute;
 pub mod epilogue;
+pub mod grid;
 pub mod kernel;
 pub mod link;
 pub mod loops;

@@ -259,6 +259,9 @@ struct Builder<'a> {
     declared: u32,
     /// The source windows made so far (appended to the plan's sources at the end).
     windows: Vec<plan::Source>,
+    /// Concat results laid out as grids of dense blocks (`grid.rs`), read only by sinks:
+    /// the shape and strides of their blocked view.
+    blocked: HashMap<ValueId, (Vec<i64>, Vec<i64>)>,
 }
 
 /// Per value of `g`: used, and only as an apply's argument (not one it gathers from: a gathered
@@ -361,8 +364,12 @@ pub fn build_for(
             .filter(|n| matches!(n.kind, NodeKind::Source { .. }))
             .count() as u32,
         windows: vec![],
+        blocked: HashMap::new(),
     };
     b.place_regions();
+    if windowed {
+        b.block_grids();
+    }
     for (i, n) in g.nodes.iter().enumerate() {
         b.node(i, &n.kind, facts)?;
     }
@@ -465,6 +472,32 @@ impl Builder<'_> {
                     self.placed.insert(a, (i, k));
                 }
             }
+        }
+    }
+
+    /// Lays out every grid of blocks ([`super::grid`]) dense, block by block, in its
+    /// concat's buffer, and gives the concat its blocked view (for its sinks).
+    fn block_grids(&mut self) {
+        for i in 0..self.g.nodes.len() {
+            let Some(rows) = super::grid::grid(self.g, &self.placed, i) else {
+                continue;
+            };
+            let r = self.g.nodes[i].results[0];
+            let Some(whole) = self.locs[r.index()].clone() else {
+                continue;
+            };
+            let (nr, nc) = (rows.len() as i64, rows[0].len() as i64);
+            let (h, w) = (whole.shape[0] / nr, whole.shape[1] / nc);
+            for (bi, row) in (0..).zip(&rows) {
+                for (bj, &v) in (0..).zip(row) {
+                    let Some(l) = self.locs[v.index()].as_mut() else {
+                        continue;
+                    };
+                    l.offset = whole.offset + (bi * nc + bj) * h * w;
+                    l.strides = vec![w, 1];
+                }
+            }
+            (self.blocked).insert(r, super::grid::blocked_view(nr, nc, h, w));
         }
     }
 
@@ -780,17 +813,23 @@ impl Builder<'_> {
 
     /// A sink: reads its value's view once everything that writes it has run.
     fn sink(&mut self, name: &str, value: ValueId) {
-        let l = self.loc(value);
+        let mut l = self.loc(value);
+        let shape = l.shape.iter().map(|&d| d as usize).collect();
+        let blocks = self.blocked.get(&value).map(|(dims, strides)| {
+            (l.shape, l.strides) = (dims.clone(), strides.clone());
+            dims.iter().map(|&d| d as usize).collect()
+        });
         self.plan.sinks.push(plan::Sink {
             name: name.to_string(),
             dtype: l.dtype,
-            shape: l.shape.iter().map(|&d| d as usize).collect(),
+            shape,
             view: plan::View {
                 buffer: l.buffer,
                 offset: l.offset,
                 strides: l.strides.clone(),
             },
             deps: l.producers.clone(),
+            blocks,
         });
         self.sink_reads.push(l.whole(format!("@{name}")));
     }
