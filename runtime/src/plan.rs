@@ -980,6 +980,48 @@ mod tests {
     }
 
     #[test]
+    fn source_windows_and_blocked_sinks_round_trip_and_are_checked() {
+        // Source 1: the box [0..2, 1..3) of source 0 (f32[2, 3]), in buffer 3.
+        let mut p = sample();
+        p.buffers.push(Buffer {
+            bytes: 16,
+            init: Init::Source(1),
+        });
+        p.sources.push(Source {
+            name: "x".into(),
+            dtype: DType::F32,
+            shape: vec![2, 2],
+            buffer: 3,
+            window: Some(SourceWindow {
+                of: 0,
+                origin: vec![0, 1],
+            }),
+        });
+        // The sink's [2, 3] read as [1, 2, 1, 3] (one row of blocks).
+        p.sinks[0].blocks = Some(vec![1, 2, 1, 3]);
+        p.sinks[0].view.strides = vec![6, 3, 6, 1];
+        assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
+        p.validate(1).unwrap();
+        type Corrupt = fn(&mut Plan);
+        let cases: [(Corrupt, &str); 5] = [
+            (
+                |p| p.sources[1].window.as_mut().unwrap().origin = vec![1, 1],
+                "window 1",
+            ),
+            (|p| p.sources[1].window.as_mut().unwrap().of = 1, "window 1"),
+            (|p| p.sources[1].dtype = DType::I32, "window 1"),
+            (|p| p.sinks[0].blocks = Some(vec![2, 2, 1, 3]), "malformed"),
+            (|p| p.sinks[0].view.strides = vec![6, 3, 1], "malformed"),
+        ];
+        for (corrupt, want) in cases {
+            let mut q = p.clone();
+            corrupt(&mut q);
+            let e = q.validate(1).expect_err(want);
+            assert!(e.starts_with("corrupt plan: ") && e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
     fn corrupt_bytes_are_errors() {
         let bytes = sample().encode();
         for n in 0..bytes.len() {
