@@ -11,7 +11,7 @@
 
 use super::mpi::{files, mpi_and_want, per_rank, scratch};
 use crate::common::mpi::{heat, matmul, mpirun, Btl};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tapc_runtime::tensor::{Data, Tensor};
 
 /// Row-sharded on 4 nodes (the shard pass lines the later steps up with the first).
@@ -27,6 +27,24 @@ fn write_f32(dir: &Path, name: &str, rows: usize, cols: usize) {
         .collect();
     let t = Tensor::new(vec![rows, cols], Data::F32(v)).unwrap();
     tapc_runtime::npy::write(&dir.join(format!("{name}.npy")), &t).unwrap();
+}
+
+/// Writes program `teg` as `dir/NAME.teg` and its f32 `sources` (name, rows, columns) into
+/// `dir/in`; returns both paths.
+fn program_and_inputs(
+    dir: &Path,
+    name: &str,
+    teg: &str,
+    sources: &[(&str, usize, usize)],
+) -> (PathBuf, PathBuf) {
+    let file = dir.join(format!("{name}.teg"));
+    std::fs::write(&file, teg).unwrap();
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    for &(source, rows, cols) in sources {
+        write_f32(&inputs, source, rows, cols);
+    }
+    (file, inputs)
 }
 
 /// The bytes of `N.N UNIT` (as `human_bytes` prints them) after `key` in `text`.
@@ -84,13 +102,7 @@ struct Case {
 /// planned ones); returns the ranks whose peaks were checked.
 fn runs_on_4_ranks_under_a_third_of_its_need(case: &Case) -> usize {
     let dir = scratch(&format!("memory-{}", case.name));
-    let file = dir.join(format!("{}.teg", case.name));
-    std::fs::write(&file, &case.teg).unwrap();
-    let inputs = dir.join("in");
-    std::fs::create_dir_all(&inputs).unwrap();
-    for &(name, rows, cols) in &case.sources {
-        write_f32(&inputs, name, rows, cols);
-    }
+    let (file, inputs) = program_and_inputs(&dir, case.name, &case.teg, &case.sources);
     let (prog, want) = mpi_and_want(&file, case.graph, ROWS, &inputs, &dir.join("build"));
     let (limit, limit_bytes) = case.limit;
     let out = dir.join("out");
@@ -234,13 +246,7 @@ struct Bounded {
 /// ranks checked.
 fn plans_within_the_bound(case: &Bounded) -> usize {
     let dir = scratch(&format!("bound-{}-{}", case.name, case.ranks));
-    let file = dir.join(format!("{}.teg", case.name));
-    std::fs::write(&file, &case.teg).unwrap();
-    let inputs = dir.join("in");
-    std::fs::create_dir_all(&inputs).unwrap();
-    for &(name, rows, cols) in &case.sources {
-        write_f32(&inputs, name, rows, cols);
-    }
+    let (file, inputs) = program_and_inputs(&dir, case.name, &case.teg, &case.sources);
     let build = dir.join("build");
     let (prog, want) = mpi_and_want(&file, case.graph, &case.passes, &inputs, &build);
     let out = dir.join("out");
@@ -317,4 +323,48 @@ fn a_grid_matmul_and_a_heat_stencil_plan_within_the_bound_on_2_and_4_ranks() {
     ];
     let checked: usize = cases.iter().map(plans_within_the_bound).sum();
     assert_eq!(checked, 12, "every rank of the four runs was checked");
+}
+
+#[test]
+fn a_grid_matmul_with_inputs_on_root_or_gathered_sinks_moves_only_its_blocks() {
+    // 2×2 blocks of 48×64 of `a`, 64×40 of `b` and 48×40 of `c` (f32).
+    let case = matmul_grid(96, 64, 80, (2, 2));
+    let dir = scratch("grid-moves");
+    let (file, inputs) = program_and_inputs(&dir, case.name, &case.teg, &case.sources);
+    let (prog, want) = mpi_and_want(&file, case.graph, &case.passes, &inputs, &dir.join("build"));
+    let (a, b, c) = (48 * 64 * 4, 64 * 40 * 4, 48 * 40 * 4);
+    // Rank 0 sends `a`'s first row block to rank 1 and its second to ranks 2 and 3, `b`'s
+    // column blocks to ranks 1, 2 and 3 (each dense, one message); gathered, the three other
+    // blocks of `c` reach rank 0.
+    let runs: [(&[&str], u64); 4] = [
+        (&[], 0),
+        (&["--inputs-on-root"], 3 * a + 3 * b),
+        (&["--gather-sinks"], 3 * c),
+        (&["--inputs-on-root", "--gather-sinks"], 3 * (a + b + c)),
+    ];
+    let mut checked = 0;
+    for (k, (flags, moved)) in runs.into_iter().enumerate() {
+        let out = dir.join(format!("out{k}"));
+        let args: Vec<String> = [
+            "--input-dir",
+            inputs.to_str().unwrap(),
+            "--time",
+            "--out-dir",
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain([out.display().to_string()])
+        .chain(flags.iter().map(|f| f.to_string()))
+        .collect();
+        let o = mpirun(4, Btl::SharedMemory, &prog, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{flags:?}:\n{err}");
+        assert_eq!(files(&out), want, "{flags:?}: the single-process sinks");
+        let line = (err.lines().find_map(|l| l.strip_prefix("bytes moved: ")))
+            .unwrap_or_else(|| panic!("no bytes moved:\n{err}"));
+        assert_eq!(line.trim(), moved.to_string(), "{flags:?}:\n{err}");
+        checked += 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(checked, 4);
 }

@@ -37,17 +37,8 @@ pub fn read_piece_into(
             ),
         ));
     }
-    let direct = for_source(source, dtype, shape, |x| {
-        let mut file = File::open(path).map_err(|e| NpyError::io("cannot read", path, e))?;
-        let meta = (file.metadata()).map_err(|e| NpyError::io("cannot read", path, e))?;
-        if !meta.is_file() {
-            return Ok(None);
-        }
-        let h = read_header(&mut file, Some(meta.len()), path, Some(x))?;
-        if h.fortran_order {
-            return Ok(None);
-        }
-        runs_into(&mut file, &h, piece, runs, dst, path).map(Some)
+    let direct = seekable(path, source, (dtype, shape), |file, h| {
+        runs_into(file, h, piece, runs, dst, path)
     })?;
     if let Some(n) = direct {
         return Ok(n);
@@ -63,6 +54,28 @@ pub fn read_piece_into(
     }
     crate::exec::copy_in(&t.data, dst.as_mut_ptr());
     Ok(n)
+}
+
+/// `read` of the C-order file at `path` (checked against the source's declared type) after its
+/// header; `None` for a stream or a Fortran-order file, which are read otherwise.
+fn seekable(
+    path: &Path,
+    source: &str,
+    (dtype, shape): (DType, &[usize]),
+    read: impl FnOnce(&mut File, &Header) -> Result<u64, NpyError>,
+) -> Result<Option<u64>, NpyError> {
+    for_source(source, dtype, shape, |x| {
+        let mut file = File::open(path).map_err(|e| NpyError::io("cannot read", path, e))?;
+        let meta = (file.metadata()).map_err(|e| NpyError::io("cannot read", path, e))?;
+        if !meta.is_file() {
+            return Ok(None);
+        }
+        let h = read_header(&mut file, Some(meta.len()), path, Some(x))?;
+        if h.fortran_order {
+            return Ok(None);
+        }
+        read(&mut file, &h).map(Some)
+    })
 }
 
 /// The window of a source window ([`crate::plan::SourceWindow`]): the box at `origin`, of
@@ -88,18 +101,9 @@ pub fn read_window_into(
 ) -> Result<u64, NpyError> {
     let segs = window_segments(shape, w, piece.0, runs);
     let file_runs: Vec<(i64, i64)> = segs.iter().map(|&(a, n, _)| (a, n)).collect();
-    let direct = for_source(source, dtype, shape, |x| {
-        let mut file = File::open(path).map_err(|e| NpyError::io("cannot read", path, e))?;
-        let meta = (file.metadata()).map_err(|e| NpyError::io("cannot read", path, e))?;
-        if !meta.is_file() {
-            return Ok(None);
-        }
-        let h = read_header(&mut file, Some(meta.len()), path, Some(x))?;
-        if h.fortran_order {
-            return Ok(None);
-        }
-        check_runs(&h, (0, h.numel), &file_runs, path)?;
-        segments_into(&mut file, &h, &segs, dst, path).map(Some)
+    let direct = seekable(path, source, (dtype, shape), |file, h| {
+        check_runs(h, (0, h.numel), &file_runs, path)?;
+        segments_into(file, h, &segs, dst, path)
     })?;
     if let Some(n) = direct {
         return Ok(n);
