@@ -52,7 +52,8 @@ pub fn node_peaks(
     machine: &Machine,
 ) -> Result<Vec<RankPeak>, String> {
     let lanes = target::host()?.lanes;
-    let mut sched = schedule::build(m, &m.graphs[gi], facts, lanes).map_err(|d| d.message)?;
+    let mut sched =
+        schedule::build_for(m, &m.graphs[gi], facts, lanes, true).map_err(|d| d.message)?;
     sched.plan.dist = distribute::plan(&sched);
     let sources: Vec<String> = sched.plan.sources.iter().map(|s| s.name.clone()).collect();
     let flags = run_flags(machine, &sources)?;

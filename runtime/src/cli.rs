@@ -204,7 +204,8 @@ pub fn args_or_usage<S: AsRef<OsStr>>(
 /// `--help`: the usage, the graph, and the type of every source and sink.
 pub fn help(plan: &Plan) -> String {
     let mut s = format!("{USAGE}\ncomputes graph @{}\n", plan.graph);
-    let sources = plan.sources.iter().enumerate().map(|(k, p)| {
+    let declared = plan.sources.iter().filter(|p| p.window.is_none());
+    let sources = declared.enumerate().map(|(k, p)| {
         let state = plan.states.iter().any(|&(s, _)| s as usize == k);
         let kind = if state { "state" } else { "source" };
         (kind, &p.name, p.dtype, &p.shape)
@@ -228,9 +229,11 @@ pub struct Declared<'a> {
 }
 
 impl<'a> Declared<'a> {
-    /// The sources of `plan`, in declaration order.
+    /// The sources of `plan`, in declaration order (its source windows, which read the files
+    /// of declared sources and come after them, are not bound to inputs).
     pub fn of(plan: &'a Plan) -> Vec<Declared<'a>> {
         (plan.sources.iter())
+            .filter(|s| s.window.is_none())
             .map(|s| Declared {
                 name: &s.name,
                 dtype: s.dtype,

@@ -455,6 +455,8 @@ pub struct SinkView<'a> {
     base: *const u8,
     offset: i64,
     strides: &'a [i64],
+    /// The shape the view is walked in (`plan::Sink::dims`: a blocked sink's grid).
+    dims: &'a [usize],
 }
 
 impl SinkView<'_> {
@@ -469,7 +471,7 @@ impl SinkView<'_> {
         let data = copy_out(
             self.dtype,
             n,
-            self.shape,
+            self.dims,
             self.base,
             self.offset,
             self.strides,
@@ -501,7 +503,7 @@ impl SinkView<'_> {
         let mut result = Ok(());
         runs(
             self.numel(),
-            self.shape,
+            self.dims,
             self.offset,
             self.strides,
             |off, len, step| {
@@ -738,6 +740,7 @@ fn sink_views<'p>(
             base,
             offset: s.view.offset,
             strides: &s.view.strides,
+            dims: s.dims(),
         })
     };
     plan.sinks.iter().map(view).collect()

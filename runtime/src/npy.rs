@@ -15,7 +15,7 @@
 mod header;
 mod into;
 
-pub use into::read_piece_into;
+pub use into::{read_piece_into, read_window_into, WindowBox};
 
 use std::fmt;
 use std::fs::File;

@@ -28,7 +28,7 @@ pub use crate::mpi::dist::{Dist, Leaf, ReduceOp, Reduction, Replica, Transfer, W
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 /// Bytes of the checksum that ends an encoded plan.
 const SUM: usize = 8;
 
@@ -103,6 +103,28 @@ pub struct Source {
     pub dtype: DType,
     pub shape: Vec<usize>,
     pub buffer: u32,
+    /// A *source window* (an `--mpi` plan's dense copy of a box of another source, read from
+    /// that source's file; `shape` is the box's): see [`SourceWindow`]. `None`: a declared
+    /// source, bound to an input.
+    pub window: Option<SourceWindow>,
+}
+
+/// The box of source `of` (a declared source, before every window in the plan's list) that a
+/// source window holds, dense in C order: its first element is at `origin` and its shape is
+/// the window's. A kernel reading a column block of a source reads the window instead, with
+/// the window's own strides, so a rank holds only the block (issue 17). A window is never
+/// bound to an input of its own and has no state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceWindow {
+    pub of: u32,
+    pub origin: Vec<usize>,
+}
+
+impl Source {
+    /// The declared source whose file this source reads: itself, or a window's `of`.
+    pub fn file(&self, k: usize) -> usize {
+        self.window.as_ref().map_or(k, |w| w.of as usize)
+    }
 }
 
 /// A tensor view passed to a kernel: its element 0 lives at `offset` bytes into `buffer`, and
@@ -151,6 +173,17 @@ pub struct Sink {
     pub shape: Vec<usize>,
     pub view: View,
     pub deps: Vec<u32>,
+    /// The view's own shape when it is not `shape`: a *blocked* sink (an `--mpi` plan's grid
+    /// of blocks, each dense in the buffer: `[R, h, C, w]` for a `[R·h, C·w]` sink), whose C
+    /// order is the sink's. `None`: the view has the sink's shape.
+    pub blocks: Option<Vec<usize>>,
+}
+
+impl Sink {
+    /// The shape the view is walked in (C order: the file's order).
+    pub fn dims(&self) -> &[usize] {
+        self.blocks.as_deref().unwrap_or(&self.shape)
+    }
 }
 
 impl Task {
@@ -219,6 +252,13 @@ impl Plan {
             w.dtype(s.dtype);
             w.shape(&s.shape);
             w.u32(s.buffer);
+            match &s.window {
+                None => w.u32(u32::MAX),
+                Some(win) => {
+                    w.u32(win.of);
+                    w.shape(&win.origin);
+                }
+            }
         }
         w.u32(self.tasks.len() as u32);
         for t in &self.tasks {
@@ -253,6 +293,10 @@ impl Plan {
                 w.i64(x);
             }
             w.u32s(&s.deps);
+            w.u32(u32::from(s.blocks.is_some()));
+            if let Some(b) = &s.blocks {
+                w.shape(b);
+            }
         }
         w.u32s(&self.dist.nodes);
         w.u32(self.dist.transfers.len() as u32);
@@ -354,6 +398,12 @@ impl Plan {
                 (Some(b), Some(n)) if n as u64 <= b.bytes && b.init == Init::Source(k as u32) => {}
                 _ => return bad(format!("source @{} has no fitting buffer", s.name)),
             }
+            if !self.window_fits(k, s) {
+                return bad(format!(
+                    "source window {k} (@{}) is not a box of a declared source before it",
+                    s.name
+                ));
+            }
         }
         for (i, t) in self.tasks.iter().enumerate() {
             if t.kernel as usize >= kernels {
@@ -396,12 +446,16 @@ impl Plan {
             let Some(b) = self.buffers.get(s.view.buffer as usize) else {
                 return bad(format!("sink @{} names a missing buffer", s.name));
             };
-            if s.view.strides.len() != s.shape.len()
+            let same = s.blocks.as_ref().is_none_or(|b| {
+                crate::tensor::checked_numel(b) == crate::tensor::checked_numel(&s.shape)
+            });
+            if s.view.strides.len() != s.dims().len()
+                || !same
                 || s.deps.iter().any(|&d| d as usize >= self.tasks.len())
             {
                 return bad(format!("sink @{} is malformed", s.name));
             }
-            let shape: Option<Vec<i64>> = s.shape.iter().map(|&d| i64::try_from(d).ok()).collect();
+            let shape: Option<Vec<i64>> = s.dims().iter().map(|&d| i64::try_from(d).ok()).collect();
             let inside = crate::tensor::checked_numel(&s.shape)
                 .and_then(|n| n.checked_mul(s.dtype.size_bytes()))
                 .and(shape)
@@ -418,6 +472,26 @@ impl Plan {
         self.validate_states()?;
         let sizes: Vec<u64> = self.buffers.iter().map(|b| b.bytes).collect();
         self.dist.validate(self.tasks.len(), &sizes)
+    }
+
+    /// Whether source `k`, if a window, is a box of a declared source listed before every
+    /// window, of its dtype and rank; and a declared source is not listed after a window.
+    fn window_fits(&self, k: usize, s: &Source) -> bool {
+        let Some(w) = &s.window else {
+            return self.sources[..k].iter().all(|p| p.window.is_none());
+        };
+        let Some(of) = self.sources.get(w.of as usize) else {
+            return false;
+        };
+        let inside = (w.origin.iter().zip(&s.shape).zip(&of.shape))
+            .all(|((&o, &n), &m)| o.checked_add(n).is_some_and(|e| e <= m));
+        of.window.is_none()
+            && (w.of as usize) < k
+            && of.dtype == s.dtype
+            && w.origin.len() == of.shape.len()
+            && s.shape.len() == of.shape.len()
+            && inside
+            && !self.states.iter().any(|&(j, _)| j as usize == k)
     }
 
     /// Each state pairs a source and a sink of one type, each in at most one pair.
@@ -555,6 +629,13 @@ impl<'a> R<'a> {
             dtype: self.dtype()?,
             shape: self.shape()?,
             buffer: self.u32()?,
+            window: match self.u32()? {
+                u32::MAX => None,
+                of => Some(SourceWindow {
+                    of,
+                    origin: self.shape()?,
+                }),
+            },
         })
     }
 
@@ -592,6 +673,10 @@ impl<'a> R<'a> {
                 strides: self.list(R::i64)?,
             },
             deps: self.u32s()?,
+            blocks: match self.u32()? {
+                0 => None,
+                _ => Some(self.shape()?),
+            },
         })
     }
 
@@ -763,6 +848,7 @@ mod tests {
                 dtype: DType::F32,
                 shape: vec![2, 3],
                 buffer: 0,
+                window: None,
             }],
             tasks: vec![Task {
                 name: "apply @f -> %y".into(),
@@ -797,6 +883,7 @@ mod tests {
                     strides: vec![1, 3],
                 },
                 deps: vec![0],
+                blocks: None,
             }],
             dist: Dist::default(),
             states: vec![],
@@ -890,6 +977,48 @@ mod tests {
         p.dist.reductions[0].targets = vec![1];
         p.dist.reductions[0].dtype = DType::BF16;
         assert!(p.validate(1).unwrap_err().contains("MPI cannot reduce"));
+    }
+
+    #[test]
+    fn source_windows_and_blocked_sinks_round_trip_and_are_checked() {
+        // Source 1: the box [0..2, 1..3) of source 0 (f32[2, 3]), in buffer 3.
+        let mut p = sample();
+        p.buffers.push(Buffer {
+            bytes: 16,
+            init: Init::Source(1),
+        });
+        p.sources.push(Source {
+            name: "x".into(),
+            dtype: DType::F32,
+            shape: vec![2, 2],
+            buffer: 3,
+            window: Some(SourceWindow {
+                of: 0,
+                origin: vec![0, 1],
+            }),
+        });
+        // The sink's [2, 3] read as [1, 2, 1, 3] (one row of blocks).
+        p.sinks[0].blocks = Some(vec![1, 2, 1, 3]);
+        p.sinks[0].view.strides = vec![6, 3, 6, 1];
+        assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
+        p.validate(1).unwrap();
+        type Corrupt = fn(&mut Plan);
+        let cases: [(Corrupt, &str); 5] = [
+            (
+                |p| p.sources[1].window.as_mut().unwrap().origin = vec![1, 1],
+                "window 1",
+            ),
+            (|p| p.sources[1].window.as_mut().unwrap().of = 1, "window 1"),
+            (|p| p.sources[1].dtype = DType::I32, "window 1"),
+            (|p| p.sinks[0].blocks = Some(vec![2, 2, 1, 3]), "malformed"),
+            (|p| p.sinks[0].view.strides = vec![6, 3, 1], "malformed"),
+        ];
+        for (corrupt, want) in cases {
+            let mut q = p.clone();
+            corrupt(&mut q);
+            let e = q.validate(1).expect_err(want);
+            assert!(e.starts_with("corrupt plan: ") && e.contains(want), "{e}");
+        }
     }
 
     #[test]

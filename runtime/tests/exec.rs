@@ -64,6 +64,7 @@ fn plan_of(n: usize) -> Plan {
             dtype: DType::F32,
             shape: vec![n],
             buffer: 0,
+            window: None,
         }],
         tasks: vec![
             task(0, "apply @double -> %h"),
@@ -79,6 +80,7 @@ fn plan_of(n: usize) -> Plan {
                 strides: vec![-2],
             },
             deps: vec![1],
+            blocks: None,
         }],
         dist: Default::default(),
         states: vec![],

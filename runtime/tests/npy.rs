@@ -1116,3 +1116,53 @@ fn tensor_bytes(x: &Tensor) -> Vec<u8> {
         std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(&v[..])).to_vec()
     })
 }
+
+// ---------------------------------------------------------------- source windows (issue 17)
+
+/// The f32 elements of `bytes`.
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    (bytes.chunks_exact(4))
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn reads_a_window_dense_from_c_and_fortran_order_files() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 4×5 f32 tensor holding 0..20 in C order, written both ways.
+    let c: Vec<u8> = (0..20).flat_map(|v| (v as f32).to_le_bytes()).collect();
+    let f: Vec<u8> = (0..5)
+        .flat_map(|j| (0..4).map(move |i| (i * 5 + j) as f32))
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let dict = |fortran: &str| {
+        format!("{{'descr': '<f4', 'fortran_order': {fortran}, 'shape': (4, 5), }}")
+    };
+    let files = [
+        write_bytes(dir.path(), "c.npy", &raw_npy(&dict("False"), &c)),
+        write_bytes(dir.path(), "f.npy", &raw_npy(&dict("True"), &f)),
+    ];
+    // The box of rows 1..4 and columns 2..4: [[7, 8], [12, 13], [17, 18]].
+    let w = npy::WindowBox {
+        origin: &[1, 2],
+        bx: &[3, 2],
+    };
+    let mut checked = 0;
+    for p in &files {
+        let ty = (DType::F32, &[4usize, 5][..]);
+        let mut dst = vec![0u8; 24];
+        let n = npy::read_window_into(p, "x", ty, &w, (0, 6), &[(0, 6)], &mut dst).unwrap();
+        assert_eq!(f32s(&dst), [7.0, 8.0, 12.0, 13.0, 17.0, 18.0], "{p:?}");
+        // Part of the window (its elements 1..4) into a piece from its element 1: the rest
+        // stays zero.
+        let mut dst = vec![0u8; 16];
+        npy::read_window_into(p, "x", ty, &w, (1, 4), &[(1, 3)], &mut dst).unwrap();
+        assert_eq!(f32s(&dst), [8.0, 12.0, 13.0, 0.0], "{p:?}");
+        // The C-order file is read row by row of the box: only its 6 elements.
+        if p.ends_with("c.npy") {
+            assert_eq!(n, 24);
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 2);
+}

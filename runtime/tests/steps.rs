@@ -28,6 +28,7 @@ fn plan() -> Plan {
             strides,
         },
         deps: vec![0],
+        blocks: None,
     };
     Plan {
         graph: "g".into(),
@@ -37,6 +38,7 @@ fn plan() -> Plan {
             dtype: DType::F32,
             shape: vec![N],
             buffer: 0,
+            window: None,
         }],
         tasks: vec![Task {
             name: "apply @double -> %h".into(),

@@ -17,6 +17,7 @@ pub mod collective;
 pub mod copy;
 pub mod distribute;
 pub mod epilogue;
+pub mod grid;
 pub mod kernel;
 pub mod link;
 pub mod loops;
@@ -149,7 +150,7 @@ fn build<'ctx>(
 ) -> Result<(LModule<'ctx>, Schedule, inkwell::targets::TargetMachine), Diagnostic> {
     let host = target::host().map_err(backend_error)?;
     let g = &m.graphs[gi];
-    let mut sched = schedule::build(m, g, facts, host.lanes)?;
+    let mut sched = schedule::build_for(m, g, facts, host.lanes, rt == Runtime::Mpi)?;
     match rt {
         // A distributed plan moves pieces of buffers between ranks: no buffer is reused there.
         Runtime::Mpi => sched.plan.dist = distribute::plan(&sched),

@@ -18,11 +18,12 @@ use super::scatter::ScatterSpec;
 pub use super::view::{row_major, Padding, SView};
 use crate::diag::{codes, Diagnostic};
 use crate::ir::footprint::volume;
-use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, PadMode, Scatter, View};
+use crate::ir::graph::{Apply, GenKind, Generator, NodeKind, PadMode, Scatter, SliceDim, View};
 use crate::ir::instance::{walk, CKind, Instance, Scalar};
 use crate::ir::{DType, Graph, Module, TensorType, ValueId};
 use crate::verify::GraphFacts;
 use std::collections::HashMap;
+use tapc_runtime::mpi::dist::region_runs;
 use tapc_runtime::plan::{self, Arg, Buffer, Init, Plan, Task};
 
 /// How one output coordinate of a gather maps to its source coordinate.
@@ -252,6 +253,15 @@ struct Builder<'a> {
     kernel_ids: HashMap<String, u32>,
     /// Per value: read only by kernels (so a constant `pad` of it can be folded into them).
     kernel_only: Vec<bool>,
+    /// Whether column blocks of sources become source windows (`--mpi` plans).
+    windowed: bool,
+    /// The graph's sources: plan sources `0..declared`; the windows follow them.
+    declared: u32,
+    /// The source windows made so far (appended to the plan's sources at the end).
+    windows: Vec<plan::Source>,
+    /// Concat results laid out as grids of dense blocks (`grid.rs`), read only by sinks:
+    /// the shape and strides of their blocked view.
+    blocked: HashMap<ValueId, (Vec<i64>, Vec<i64>)>,
 }
 
 /// Per value of `g`: used, and only as an apply's argument (not one it gathers from: a gathered
@@ -316,6 +326,18 @@ pub fn build(
     facts: &GraphFacts,
     lanes: u32,
 ) -> Result<Schedule, Diagnostic> {
+    build_for(m, g, facts, lanes, false)
+}
+
+/// [`build`]; with `windowed` (a distributed plan), a kernel reading a column block of a
+/// source reads a source window ([`plan::SourceWindow`]) instead.
+pub fn build_for(
+    m: &Module,
+    g: &Graph,
+    facts: &GraphFacts,
+    lanes: u32,
+    windowed: bool,
+) -> Result<Schedule, Diagnostic> {
     let _ = m;
     let mut b = Builder {
         g,
@@ -337,11 +359,21 @@ pub fn build(
         kernel_only: kernel_only(g, facts),
         access: vec![],
         sink_reads: vec![],
+        windowed,
+        declared: (g.nodes.iter())
+            .filter(|n| matches!(n.kind, NodeKind::Source { .. }))
+            .count() as u32,
+        windows: vec![],
+        blocked: HashMap::new(),
     };
     b.place_regions();
+    if windowed {
+        b.block_grids();
+    }
     for (i, n) in g.nodes.iter().enumerate() {
         b.node(i, &n.kind, facts)?;
     }
+    b.plan.sources.append(&mut b.windows);
     b.plan.states = states(g, &b.plan);
     Ok(Schedule {
         plan: b.plan,
@@ -440,6 +472,32 @@ impl Builder<'_> {
                     self.placed.insert(a, (i, k));
                 }
             }
+        }
+    }
+
+    /// Lays out every grid of blocks ([`super::grid`]) dense, block by block, in its
+    /// concat's buffer, and gives the concat its blocked view (for its sinks).
+    fn block_grids(&mut self) {
+        for i in 0..self.g.nodes.len() {
+            let Some(rows) = super::grid::grid(self.g, &self.placed, i) else {
+                continue;
+            };
+            let r = self.g.nodes[i].results[0];
+            let Some(whole) = self.locs[r.index()].clone() else {
+                continue;
+            };
+            let (nr, nc) = (rows.len() as i64, rows[0].len() as i64);
+            let (h, w) = (whole.shape[0] / nr, whole.shape[1] / nc);
+            for (bi, row) in (0..).zip(&rows) {
+                for (bj, &v) in (0..).zip(row) {
+                    let Some(l) = self.locs[v.index()].as_mut() else {
+                        continue;
+                    };
+                    l.offset = whole.offset + (bi * nc + bj) * h * w;
+                    l.strides = vec![w, 1];
+                }
+            }
+            (self.blocked).insert(r, super::grid::blocked_view(nr, nc, h, w));
         }
     }
 
@@ -566,6 +624,7 @@ impl Builder<'_> {
             dtype: ty.dtype,
             shape: ty.shape.iter().map(|&d| d as usize).collect(),
             buffer,
+            window: None,
         });
         Loc {
             buffer,
@@ -754,17 +813,23 @@ impl Builder<'_> {
 
     /// A sink: reads its value's view once everything that writes it has run.
     fn sink(&mut self, name: &str, value: ValueId) {
-        let l = self.loc(value);
+        let mut l = self.loc(value);
+        let shape = l.shape.iter().map(|&d| d as usize).collect();
+        let blocks = self.blocked.get(&value).map(|(dims, strides)| {
+            (l.shape, l.strides) = (dims.clone(), strides.clone());
+            dims.iter().map(|&d| d as usize).collect()
+        });
         self.plan.sinks.push(plan::Sink {
             name: name.to_string(),
             dtype: l.dtype,
-            shape: l.shape.iter().map(|&d| d as usize).collect(),
+            shape,
             view: plan::View {
                 buffer: l.buffer,
                 offset: l.offset,
                 strides: l.strides.clone(),
             },
             deps: l.producers.clone(),
+            blocks,
         });
         self.sink_reads.push(l.whole(format!("@{name}")));
     }
@@ -782,12 +847,68 @@ impl Builder<'_> {
             View::Repeat { axis, .. } => return self.repeat(&a0, r, *axis, name),
             View::Pad { widths, mode, .. } => return self.pad(&a0, r, widths, mode, name),
             View::Reshape { .. } => self.reshape(&a0, &out_ty, &name),
+            View::Slice { dims, .. } => match self.window(&a0, v, dims, &out_ty) {
+                Some(w) => w,
+                None => strided(v, &a0, &out_ty),
+            },
             _ => strided(v, &a0, &out_ty),
         };
         if out_ty.elements() == 0 {
             l.offset = 0;
         }
         Ok(l)
+    }
+
+    /// Under `--mpi`, a unit-step slice of a whole declared source (not a state) that is not
+    /// one run of it, such as a column block: a source window, a dense buffer of its own that
+    /// the ranks reading it fill from the source's file, so a rank holds only the block and
+    /// its kernels are compiled with the block's own strides.
+    fn window(
+        &mut self,
+        a0: &Loc,
+        v: &View,
+        dims: &[SliceDim],
+        out_ty: &TensorType,
+    ) -> Option<Loc> {
+        let Init::Source(k) = self.plan.buffers[a0.buffer as usize].init else {
+            return None;
+        };
+        let whole = a0.offset == 0 && a0.pad.is_none() && a0.strides == row_major(&a0.shape);
+        let unit = dims.iter().all(|d| d.step.unwrap_or(1) == 1);
+        if !self.windowed || !whole || !unit || k >= self.declared || out_ty.elements() == 0 {
+            return None;
+        }
+        let src = self.plan.sources[k as usize].clone();
+        if self.g.updates().any(|(name, _)| name == src.name) {
+            return None;
+        }
+        let view = strided(v, a0, out_ty);
+        let runs = region_runs(view.offset, &view.shape, &view.strides);
+        if runs.len() <= 1 {
+            return None;
+        }
+        // `offset = Σ start_d · stride_d` with every `start_d < shape_d`.
+        let origin = (a0.strides.iter().zip(&a0.shape))
+            .map(|(&st, &n)| ((view.offset / st.max(1)) % n.max(1)) as usize)
+            .collect();
+        let index = self.declared + self.windows.len() as u32;
+        let buffer = self.new_buffer(out_ty.bytes(), Init::Source(index));
+        self.windows.push(plan::Source {
+            name: src.name.clone(),
+            dtype: src.dtype,
+            shape: out_ty.shape.iter().map(|&d| d as usize).collect(),
+            buffer,
+            window: Some(plan::SourceWindow { of: k, origin }),
+        });
+        Some(Loc {
+            buffer,
+            offset: 0,
+            strides: row_major(&out_ty.shape),
+            shape: out_ty.shape.clone(),
+            dtype: a0.dtype,
+            producers: vec![],
+            pad: None,
+        })
     }
 
     /// A reshape: a strided view when the merged dims are contiguous among themselves (or

@@ -388,7 +388,14 @@ fn the_cost_pass_under_max_memory_applies_a_plan_that_fits() {
     let (_, report) = run("cost{nodes=4,sources=shared,evals=4000}");
     assert!(report.contains("chosen: %c: i/4 on"), "{report}");
     assert_eq!(node_peak(&report), 108.0 * MIB, "{report}");
-    let (printed, report) = run("cost{nodes=4,max_memory=96MiB,sources=shared,evals=4000}");
+    // With the sinks gathered, node 0 holds `c` and the partials it receives: the `k` split
+    // fits in exactly 96 MiB, as its other nodes read their column blocks of `a` as source
+    // windows (before, each held the hull of its block's rows, all of `a`, and no plan fit);
+    // nothing fits in 95 MiB.
+    let (_, report) = run("cost{nodes=4,max_memory=96MiB,sources=shared,evals=4000}");
+    assert!(report.contains("chosen: %c: k/3"), "{report}");
+    assert_eq!(node_peak(&report), 96.0 * MIB, "{report}");
+    let (printed, report) = run("cost{nodes=4,max_memory=95MiB,sources=shared,evals=4000}");
     assert!(report.contains("chosen: none"), "{report}");
     assert!(!printed.contains(" on 1 "), "{printed}");
     let (printed, report) =

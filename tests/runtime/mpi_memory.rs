@@ -4,11 +4,14 @@
 //! measured peak and its resident high-water mark. A program whose single-process need is at
 //! least 3× `--max-memory` runs on 4 ranks, each under that limit (planned, and what the run
 //! added to the resident set as the system saw it), and gives the single-process sinks; on 1
-//! rank it is refused before any input is read.
+//! rank it is refused before any input is read. A matmul sharded as a grid (2×1 and 2×2) and the
+//! stencil on 2 and 4 ranks plan each rank within 1.1 × issue 17's bound (its share of the data,
+//! halos and replicated operands): a grid's column blocks are held dense (source windows and
+//! blocked sinks), not as the hull of their rows.
 
 use super::mpi::{files, mpi_and_want, per_rank, scratch};
 use crate::common::mpi::{heat, matmul, mpirun, Btl};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tapc_runtime::tensor::{Data, Tensor};
 
 /// Row-sharded on 4 nodes (the shard pass lines the later steps up with the first).
@@ -24,6 +27,24 @@ fn write_f32(dir: &Path, name: &str, rows: usize, cols: usize) {
         .collect();
     let t = Tensor::new(vec![rows, cols], Data::F32(v)).unwrap();
     tapc_runtime::npy::write(&dir.join(format!("{name}.npy")), &t).unwrap();
+}
+
+/// Writes program `teg` as `dir/NAME.teg` and its f32 `sources` (name, rows, columns) into
+/// `dir/in`; returns both paths.
+fn program_and_inputs(
+    dir: &Path,
+    name: &str,
+    teg: &str,
+    sources: &[(&str, usize, usize)],
+) -> (PathBuf, PathBuf) {
+    let file = dir.join(format!("{name}.teg"));
+    std::fs::write(&file, teg).unwrap();
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    for &(source, rows, cols) in sources {
+        write_f32(&inputs, source, rows, cols);
+    }
+    (file, inputs)
 }
 
 /// The bytes of `N.N UNIT` (as `human_bytes` prints them) after `key` in `text`.
@@ -81,13 +102,7 @@ struct Case {
 /// planned ones); returns the ranks whose peaks were checked.
 fn runs_on_4_ranks_under_a_third_of_its_need(case: &Case) -> usize {
     let dir = scratch(&format!("memory-{}", case.name));
-    let file = dir.join(format!("{}.teg", case.name));
-    std::fs::write(&file, &case.teg).unwrap();
-    let inputs = dir.join("in");
-    std::fs::create_dir_all(&inputs).unwrap();
-    for &(name, rows, cols) in &case.sources {
-        write_f32(&inputs, name, rows, cols);
-    }
+    let (file, inputs) = program_and_inputs(&dir, case.name, &case.teg, &case.sources);
     let (prog, want) = mpi_and_want(&file, case.graph, ROWS, &inputs, &dir.join("build"));
     let (limit, limit_bytes) = case.limit;
     let out = dir.join("out");
@@ -208,4 +223,148 @@ fn heat_stencils_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_it
         checked, 12,
         "every rank's peak of the three programs was checked"
     );
+}
+
+/// A program sharded for `ranks` ranks, with issue 17's bound on each rank's planned peak.
+struct Bounded {
+    name: &'static str,
+    teg: String,
+    graph: &'static str,
+    /// f32 sources: name, rows, columns.
+    sources: Vec<(&'static str, usize, usize)>,
+    passes: String,
+    ranks: usize,
+    /// One rank's share of the data one process holds at once, plus halos and replicated
+    /// operands, in bytes (the bar is 1.1 times it).
+    bound: u64,
+    /// The bytes of the sources each rank holds: exactly its windows.
+    held: Vec<u64>,
+}
+
+/// Runs `case` on its ranks: the single-process sinks, each rank's source windows exactly
+/// `held` and its planned peak (buffers and messages) within 1.1 × the bound; returns the
+/// ranks checked.
+fn plans_within_the_bound(case: &Bounded) -> usize {
+    let dir = scratch(&format!("bound-{}-{}", case.name, case.ranks));
+    let (file, inputs) = program_and_inputs(&dir, case.name, &case.teg, &case.sources);
+    let build = dir.join("build");
+    let (prog, want) = mpi_and_want(&file, case.graph, &case.passes, &inputs, &build);
+    let out = dir.join("out");
+    let args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--out-dir"]
+        .map(String::from)
+        .into_iter()
+        .chain([out.display().to_string()])
+        .chain(["--threads", "1", "--time"].map(String::from))
+        .collect();
+    let o = mpirun(case.ranks, Btl::SharedMemory, &prog, &args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let what = format!("{} on {} ranks", case.name, case.ranks);
+    assert!(o.status.success(), "{what}:\n{err}");
+    assert_eq!(files(&out), want, "{what}: the single-process sinks");
+    let mut checked = 0;
+    for (r, [planned, _, held, _, _]) in peaks(&err, case.ranks).into_iter().enumerate() {
+        assert_eq!(held, case.held[r], "{what}: rank {r} holds its windows");
+        assert!(
+            planned as f64 <= 1.1 * case.bound as f64,
+            "{what}: rank {r} plans {planned} B, more than 1.1 × {} B:\n{err}",
+            case.bound
+        );
+        checked += 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    checked
+}
+
+/// The heat stencil (a zero boundary, 4 steps) on `ranks` ranks, rows split: two grids live
+/// at once, each the rank's rows plus a halo row on each inner side.
+fn heat_rows(rows: usize, cols: usize, ranks: usize, held_rows: Vec<usize>) -> Bounded {
+    let row = cols as u64 * 4;
+    Bounded {
+        name: "heat",
+        teg: heat(rows, cols, 4, true),
+        graph: "heat",
+        sources: vec![("u", rows, cols)],
+        passes: format!("canonicalize,shard{{parts={ranks},dim=i}},fuse,canonicalize"),
+        ranks,
+        bound: 2 * (rows as u64 / ranks as u64 + 2) * row,
+        held: held_rows.into_iter().map(|r| r as u64 * row).collect(),
+    }
+}
+
+/// `c = a · b` (`m × k` by `k × n`) as a `gr × gc` grid of blocks: a rank holds `a`'s row
+/// block, `b`'s column block (each also held by the other blocks of its row or column) and
+/// its block of `c`.
+fn matmul_grid(m: usize, k: usize, n: usize, (gr, gc): (usize, usize)) -> Bounded {
+    let (rows, cols) = ((m / gr) as u64, (n / gc) as u64);
+    let held = 4 * (rows * k as u64 + k as u64 * cols);
+    Bounded {
+        name: "matmul",
+        teg: matmul(m, k, n),
+        graph: "mm",
+        sources: vec![("a", m, k), ("b", k, n)],
+        passes: format!("canonicalize,shard{{parts={gr}x{gc},dim=i*j}},canonicalize"),
+        ranks: gr * gc,
+        bound: held + 4 * rows * cols,
+        held: vec![held; gr * gc],
+    }
+}
+
+#[test]
+fn a_grid_matmul_and_a_heat_stencil_plan_within_the_bound_on_2_and_4_ranks() {
+    // A column block of `b` is read into a dense window of its own and each block of `c` is
+    // computed dense and written from there: a rank of the 2×2 grid holds a quarter of `c`,
+    // not the hull of its rows (half of it).
+    let cases = [
+        matmul_grid(512, 384, 256, (2, 1)),
+        matmul_grid(512, 384, 256, (2, 2)),
+        // 256 rows each, plus a halo row on each inner side.
+        heat_rows(512, 256, 2, vec![257, 257]),
+        heat_rows(512, 256, 4, vec![129, 130, 130, 129]),
+    ];
+    let checked: usize = cases.iter().map(plans_within_the_bound).sum();
+    assert_eq!(checked, 12, "every rank of the four runs was checked");
+}
+
+#[test]
+fn a_grid_matmul_with_inputs_on_root_or_gathered_sinks_moves_only_its_blocks() {
+    // 2×2 blocks of 48×64 of `a`, 64×40 of `b` and 48×40 of `c` (f32).
+    let case = matmul_grid(96, 64, 80, (2, 2));
+    let dir = scratch("grid-moves");
+    let (file, inputs) = program_and_inputs(&dir, case.name, &case.teg, &case.sources);
+    let (prog, want) = mpi_and_want(&file, case.graph, &case.passes, &inputs, &dir.join("build"));
+    let (a, b, c) = (48 * 64 * 4, 64 * 40 * 4, 48 * 40 * 4);
+    // Rank 0 sends `a`'s first row block to rank 1 and its second to ranks 2 and 3, `b`'s
+    // column blocks to ranks 1, 2 and 3 (each dense, one message); gathered, the three other
+    // blocks of `c` reach rank 0.
+    let runs: [(&[&str], u64); 4] = [
+        (&[], 0),
+        (&["--inputs-on-root"], 3 * a + 3 * b),
+        (&["--gather-sinks"], 3 * c),
+        (&["--inputs-on-root", "--gather-sinks"], 3 * (a + b + c)),
+    ];
+    let mut checked = 0;
+    for (k, (flags, moved)) in runs.into_iter().enumerate() {
+        let out = dir.join(format!("out{k}"));
+        let args: Vec<String> = [
+            "--input-dir",
+            inputs.to_str().unwrap(),
+            "--time",
+            "--out-dir",
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain([out.display().to_string()])
+        .chain(flags.iter().map(|f| f.to_string()))
+        .collect();
+        let o = mpirun(4, Btl::SharedMemory, &prog, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{flags:?}:\n{err}");
+        assert_eq!(files(&out), want, "{flags:?}: the single-process sinks");
+        let line = (err.lines().find_map(|l| l.strip_prefix("bytes moved: ")))
+            .unwrap_or_else(|| panic!("no bytes moved:\n{err}"));
+        assert_eq!(line.trim(), moved.to_string(), "{flags:?}:\n{err}");
+        checked += 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(checked, 4);
 }

@@ -50,7 +50,7 @@ pub enum SinkData {
 /// row-major).
 fn c_order(s: &Sink) -> bool {
     let mut step = 1i64;
-    for (&d, &stride) in s.shape.iter().zip(&s.view.strides).rev() {
+    for (&d, &stride) in s.dims().iter().zip(&s.view.strides).rev() {
         if d > 1 && stride != step {
             return false;
         }

@@ -353,7 +353,12 @@ fn sources(plan: &Plan, at: Place, tasks: &[Task], sinks: &[Sink], on_root: bool
             continue;
         }
         buf.init = Init::Source(local.len() as u32);
-        local.push(plan.sources[k as usize].clone());
+        // What a window reads of its file is in `reads` (by global index): locally it is a
+        // source like the others (its `of` indexes the whole plan).
+        local.push(Source {
+            window: None,
+            ..plan.sources[k as usize].clone()
+        });
         // Rank 0 reading for everyone reads what any node reads.
         let mine =
             |w: &&Window| w.buffer as usize == b && (on_root || at.rank_of(w.node) == at.rank);

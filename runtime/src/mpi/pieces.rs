@@ -84,7 +84,7 @@ pub(crate) fn split(mut plan: Plan, reads: &[(usize, Option<Runs>)]) -> (Plan, V
 /// The byte extent of a sink's view in its buffer.
 fn sink_bytes(s: &crate::plan::Sink) -> (i64, i64) {
     let elem = s.dtype.size_bytes();
-    let shape: Vec<i64> = s.shape.iter().map(|&d| d as i64).collect();
+    let shape: Vec<i64> = s.dims().iter().map(|&d| d as i64).collect();
     let (lo, hi) = extent(&shape, &s.view.strides, elem).unwrap_or((0, 0));
     let at = s.view.offset * elem as i64;
     (at + lo, at + hi)

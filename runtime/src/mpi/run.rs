@@ -187,13 +187,25 @@ impl Mode for Rank {
         let local = self.local.as_ref().ok_or_else(not_prepared)?;
         for (k, r) in local.reads.iter().enumerate() {
             let s = &job.plan.sources[r.source];
-            let file = &files[r.source];
+            // A source window reads its declared source's file.
+            let of = s.file(r.source);
+            let (file, declared) = (&files[of], &job.plan.sources[of]);
             let piece = &local.plan.buffers[local.plan.sources[k].buffer as usize];
             let mut buf = SourceBuf::zeroed(piece.bytes)
                 .map_err(|e| format!("input for source @{}: {e}", s.name))?;
-            let ty = (s.dtype, &s.shape[..]);
-            let n = npy::read_piece_into(file, &s.name, ty, r.piece, &r.runs, buf.bytes_mut())
-                .map_err(|e| e.to_string())?;
+            let ty = (s.dtype, &declared.shape[..]);
+            let dst = buf.bytes_mut();
+            let n = match &s.window {
+                None => npy::read_piece_into(file, &s.name, ty, r.piece, &r.runs, dst),
+                Some(w) => {
+                    let w = npy::WindowBox {
+                        origin: &w.origin,
+                        bx: &s.shape,
+                    };
+                    npy::read_window_into(file, &s.name, ty, &w, r.piece, &r.runs, dst)
+                }
+            }
+            .map_err(|e| e.to_string())?;
             self.inputs.push(Mutex::new(Some(buf)));
             self.input_bytes += n;
         }

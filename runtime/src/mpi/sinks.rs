@@ -63,7 +63,7 @@ pub(super) fn direct(plan: &Plan, gather: bool) -> Vec<bool> {
 
 /// The buffer elements of sink `s` (a direct one) that rank `at` writes.
 fn owned(plan: &Plan, at: Place, s: &Sink) -> Runs {
-    let shape: Vec<i64> = s.shape.iter().map(|&d| d as i64).collect();
+    let shape: Vec<i64> = s.dims().iter().map(|&d| d as i64).collect();
     let view = region_runs(s.view.offset, &shape, &s.view.strides);
     let remote = |mine: &dyn Fn(u32) -> bool| -> Runs {
         let runs = (plan.dist.transfers.iter())
@@ -157,7 +157,7 @@ fn add_runs(
     let mut file = 0i64;
     runs(
         n,
-        &base.shape,
+        base.dims(),
         base.view.offset,
         &base.view.strides,
         |off, len, step| {
@@ -195,6 +195,7 @@ fn push_run(
             offset: at,
             strides: vec![step],
         },
+        blocks: None,
         ..base.clone()
     });
     outs.push(out);
