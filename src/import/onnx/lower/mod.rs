@@ -9,6 +9,7 @@ mod ew;
 mod fold;
 mod index;
 mod linalg;
+mod loss;
 mod nn;
 mod norm;
 mod resize;
@@ -249,6 +250,7 @@ fn lowering(op_type: &str) -> Option<Lower> {
         .or_else(|| index::lowering(op_type))
         .or_else(|| norm::lowering(op_type))
         .or_else(|| space::lowering(op_type))
+        .or_else(|| loss::lowering(op_type))
 }
 
 fn lower_node(cx: &mut Cx, n: &Node) -> R<()> {
