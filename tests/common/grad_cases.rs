@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 40;
+pub const CASES: usize = 44;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -222,6 +222,7 @@ pub fn cases() -> Vec<Case> {
             .to_string(),
         wrt: &["a", "b"],
     });
+    c.extend(softmax_forms());
     c.push(Case {
         construct: "layernorm (temporaries, scale and shift)",
         src: "op @ln(x: f64[M, N], g: f64[N], h: f64[N]) -> (y: f64[M, N]) {\n  \
@@ -263,6 +264,53 @@ pub fn cases() -> Vec<Case> {
     ]);
     c
 }
+
+/// A graph over `a: f64[3, 4, 2]` and `b` of its type: `%y = apply @f(%a)` with the kernel
+/// `body` (`x` to `y`, both `f64[A, N, B]`), the loss `sum(y·b)`.
+fn rowwise(construct: &'static str, body: &str) -> Case {
+    let src = format!(
+        "op @f(x: f64[A, N, B]) -> (y: f64[A, N, B]) {{\n{body}}}\n\
+         op @dot(y: f64[A, N, B], t: f64[A, N, B]) -> (l: f64[]) {{\n  l[] = sum[i, j, k](y[i, j, k] * t[i, j, k])\n}}\n\
+         graph @g {{\n  %a = source @a : f64[3, 4, 2]\n  %b = source @b : f64[3, 4, 2]\n  %y = apply @f(%a)\n\
+         %l = apply @dot(%y, %b)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+    );
+    Case {
+        construct,
+        src,
+        wrt: &["a", "b"],
+    }
+}
+
+/// The softmax forms `grad` gives a row-local adjoint (docs/passes/grad.md rule 10), along the
+/// middle axis, and one that only looks like them (a scaled exponent: the generic path).
+/// `SOFTMAX_FORMS` says which is which.
+pub fn softmax_forms() -> Vec<Case> {
+    vec![
+        rowwise(
+            "softmax along a middle axis, exp(x - m) a temporary",
+            "  m[a, b] = max[k](x[a, k, b])\n  e[a, j, b] = exp(x[a, j, b] - m[a, b])\n  \
+             s[a, b] = sum[k](exp(x[a, k, b] - m[a, b]))\n  y[a, j, b] = e[a, j, b] / s[a, b]\n",
+        ),
+        rowwise(
+            "log-softmax (x - m - log s)",
+            "  m[a, j] = max[k](x[a, j, k])\n  s[a, j] = sum[k](exp(x[a, j, k] - m[a, j]))\n  \
+             y[a, j, b] = x[a, j, b] - m[a, j] - log(s[a, j])\n",
+        ),
+        rowwise(
+            "log-softmax through a log-sum-exp temporary (x - (log s + m)), first axis",
+            "  m[j, b] = max[k](x[k, j, b])\n  s[j, b] = sum[k](exp(x[k, j, b] - m[j, b]))\n  \
+             lse[j, b] = log(s[j, b]) + m[j, b]\n  y[a, j, b] = x[a, j, b] - lse[j, b]\n",
+        ),
+        rowwise(
+            "a softmax of 0.5·x (looks like one, differentiated generically)",
+            "  m[a, j] = max[k](x[a, j, k])\n  s[a, j] = sum[k](exp((x[a, j, k] - m[a, j]) * 0.5))\n  \
+             y[a, j, b] = exp((x[a, j, b] - m[a, j]) * 0.5) / s[a, j]\n",
+        ),
+    ]
+}
+
+/// Per case of [`softmax_forms`]: whether `grad` recognises it (a row-local adjoint).
+pub const SOFTMAX_FORMS: [bool; 4] = [true, true, true, false];
 
 /// `src` compiled and lowered by the `grad` pass; asserts that the printed result re-parses to
 /// the same module (so the text is what the callers run).
