@@ -18,6 +18,7 @@ mod rules;
 mod scatter;
 mod softmax;
 mod symbols;
+mod unroll;
 mod views;
 
 use crate::diag::{codes, Diagnostic, Span};

@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 44;
+pub const CASES: usize = 49;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -223,6 +223,7 @@ pub fn cases() -> Vec<Case> {
         wrt: &["a", "b"],
     });
     c.extend(softmax_forms());
+    c.extend(convolutions());
     c.push(Case {
         construct: "layernorm (temporaries, scale and shift)",
         src: "op @ln(x: f64[M, N], g: f64[N], h: f64[N]) -> (y: f64[M, N]) {\n  \
@@ -311,6 +312,74 @@ pub fn softmax_forms() -> Vec<Case> {
 
 /// Per case of [`softmax_forms`]: whether `grad` recognises it (a row-local adjoint).
 pub const SOFTMAX_FORMS: [bool; 4] = [true, true, true, false];
+
+/// A loss `sum(y²)` over the rank-4 result of `%y = apply @conv(%a, %b)` (after the graph
+/// lines `pre`), the gradients with respect to both operands.
+fn conv_case(construct: &'static str, op: &str, shapes: (&str, &str), pre: &str) -> Case {
+    let rank = if op.contains("kw") { 4 } else { 2 };
+    let vars: Vec<String> = (0..rank).map(|d| format!("i{d}")).collect();
+    let dims: Vec<String> = (0..rank).map(|d| format!("Z{d}")).collect();
+    let (v, dims) = (vars.join(", "), dims.join(", "));
+    let src = format!(
+        "{op}\nop @sq(y: f64[{dims}]) -> (l: f64[]) {{\n  l[] = sum[{v}](y[{v}] * y[{v}])\n}}\n\
+         graph @g {{\n  %a = source @a : f64[{}]\n  %b = source @b : f64[{}]\n{pre}  %y = apply @conv(%x, %b)\n\
+         %l = apply @sq(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n",
+        shapes.0, shapes.1
+    );
+    Case {
+        construct,
+        src,
+        wrt: &["a", "b"],
+    }
+}
+
+const CONV1: &str = "op @conv(x: f64[C, H], f: f64[O, C, K]) -> (y: f64[O, (H - K) / S + 1]) {\n  \
+                     y[o, h] = sum[c, k](x[c, S * h + D * k] * f[o, c, k])\n}\n";
+const CONV2: &str = "op @conv(x: f64[N, C, H, W], f: f64[O, C, KH, KW])\n    \
+                     -> (y: f64[N, O, (H - KH) / S + 1, (W - KW) / S + 1]) {\n  \
+                     y[n, o, h, w] = sum[c, kh, kw](x[n, c, S * h + kh, S * w + kw] * f[o, c, kh, kw])\n}\n";
+
+/// Convolutions: loads with two variables in one index and strides (`unroll.rs`).
+fn convolutions() -> Vec<Case> {
+    let op = |t: &str, s: &str, d: &str| {
+        t.replace("S * ", &format!("{s} * "))
+            .replace("/ S", &format!("/ {s}"))
+            .replace("D * ", &format!("{d} * "))
+    };
+    let x = "  %x = reshape %a [2, 7]\n";
+    vec![
+        conv_case(
+            "1-D convolution, stride 1 (x[c, h + k])",
+            &op(CONV1, "1", "1"),
+            ("14", "3, 2, 3"),
+            x,
+        ),
+        conv_case(
+            "1-D convolution, stride 2, dilation 2 (x[c, 2 * h + 2 * k])",
+            &op(CONV1, "2", "2").replace("(H - K) / 2", "(H - 2 * K + 1) / 2"),
+            ("14", "2, 2, 2"),
+            x,
+        ),
+        conv_case(
+            "2-D convolution, stride 1",
+            &op(CONV2, "1", "1"),
+            ("2, 2, 5, 4", "3, 2, 3, 2"),
+            "  %x = reshape %a [2, 2, 5, 4]\n",
+        ),
+        conv_case(
+            "2-D convolution, stride 2",
+            &op(CONV2, "2", "1"),
+            ("2, 2, 7, 6", "3, 2, 3, 2"),
+            "  %x = reshape %a [2, 2, 7, 6]\n",
+        ),
+        conv_case(
+            "2-D convolution, stride 2, over a zero-padded input",
+            &op(CONV2, "2", "1"),
+            ("1, 2, 5, 4", "2, 2, 3, 3"),
+            "  %x = pad %a [0:0, 0:0, 1:1, 1:1] constant 0.0\n",
+        ),
+    ]
+}
 
 /// `src` compiled and lowered by the `grad` pass; asserts that the printed result re-parses to
 /// the same module (so the text is what the callers run).
