@@ -6,7 +6,7 @@
 //! re-parsed) and the JIT (after the standard pipeline).
 
 use crate::common;
-use common::tolerance::first_mismatch;
+use common::jax_fixtures;
 use std::collections::HashMap;
 use tapc_runtime::Tensor;
 
@@ -51,57 +51,19 @@ graph @cnn {
 
 const SINKS: [&str; 6] = ["l", "d_x", "d_f1", "d_f2", "d_s", "d_g"];
 
-fn fixture(name: &str) -> Tensor {
-    let dir = format!("{}/tests/data/train/cnn", env!("CARGO_MANIFEST_DIR"));
-    tapc_runtime::npy::read(std::path::Path::new(&format!("{dir}/{name}.npy")))
-        .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
-}
-
-/// Checks every sink against JAX's; returns how many were compared.
-fn check(runtime: &str, got: &HashMap<String, Tensor>) -> usize {
-    for name in SINKS {
-        let want = fixture(&format!("expected_{name}"));
-        let g = got
-            .get(name)
-            .unwrap_or_else(|| panic!("{runtime}: no sink @{name}"));
-        assert_eq!(g.shape, want.shape, "{runtime}: @{name}'s shape");
-        let at = first_mismatch(&want, g);
-        assert!(
-            at.is_none(),
-            "{runtime}: @{name} differs from JAX's at element {at:?}: {:?} against {:?}",
-            at.map(|i| common::f64s(g)[i]),
-            at.map(|i| common::f64s(&want)[i])
-        );
-    }
-    SINKS.len()
-}
-
 #[test]
 fn cnn_gradients_match_jax_in_the_interpreter_and_the_jit() {
     let (m, facts) = common::grad_cases::lowered("cnn", SRC);
     let ins: HashMap<String, Tensor> = ["x", "f1", "f2", "s", "g"]
         .iter()
-        .map(|n| (n.to_string(), fixture(n)))
+        .map(|n| (n.to_string(), jax_fixtures::read("cnn", n)))
         .collect();
+    let names: Vec<String> = SINKS.iter().map(|s| s.to_string()).collect();
     let interp = common::run(&m, &facts, 0, &ins);
-    assert_eq!(check("interpreter", &interp), 6);
-
-    let (mut lm, lfacts) = common::compile_ok("cnn", SRC);
-    let facts = tapc::passes::manager::run_pipeline(
-        &mut lm,
-        lfacts,
-        tapc::passes::manager::DEFAULT_PIPELINE,
-        &Default::default(),
-        &mut String::new(),
-    )
-    .unwrap_or_else(|d| panic!("the standard pipeline: {}", d.message))
-    .facts;
-    let opts = tapc_runtime::exec::Options {
-        threads: 2,
-        ..Default::default()
-    };
-    let (sinks, _) = tapc::codegen::run_jit(&lm, 0, &facts[0], &ins, &Default::default(), &opts)
-        .unwrap_or_else(|d| panic!("the JIT: {}", d.message));
-    let jit: HashMap<String, Tensor> = sinks.into_iter().collect();
-    assert_eq!(check("JIT", &jit), 6);
+    assert_eq!(
+        jax_fixtures::check("cnn", "interpreter", &interp, &names),
+        6
+    );
+    let jit = jax_fixtures::jit("cnn", SRC, &ins);
+    assert_eq!(jax_fixtures::check("cnn", "JIT", &jit, &names), 6);
 }
