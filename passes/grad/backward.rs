@@ -108,6 +108,9 @@ impl Lowering<'_> {
         let NodeKind::Apply(a) = &node.kind else {
             return Ok(vec![]);
         };
+        if let Some(&(old, r)) = self.rowwise.get(&j) {
+            return Ok(self.rowwise_adjoint(old, r, a, node, dy, dep));
+        }
         let Some(sr) = self.stmts.get(&j).cloned() else {
             let what = format!("`@{}` is sharded or has no kernel (an extern op)", a.op);
             return Err(unsupported(what, node.span));
@@ -153,5 +156,29 @@ impl Lowering<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// The adjoint of a softmax or log-softmax kept whole: one row-local op of its output
+    /// and `dy` (passes/grad/softmax.rs).
+    fn rowwise_adjoint(
+        &mut self,
+        old: usize,
+        r: super::softmax::Rowwise,
+        a: &crate::ir::graph::Apply,
+        node: &Node,
+        dy: ValueId,
+        dep: &[bool],
+    ) -> Vec<(ValueId, ValueId)> {
+        let x = a.args[0];
+        if !dep[x.index()] {
+            return vec![];
+        }
+        let xname = self.e.name(x);
+        let name = self.e.op_name(&format!("grad_{xname}"));
+        let op = super::softmax::adjoint_op(self.inst(old), r, &name);
+        let d = self
+            .e
+            .apply(op, vec![node.results[0], dy], &[format!("d_{xname}")])[0];
+        vec![(x, d)]
     }
 }

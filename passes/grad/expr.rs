@@ -355,3 +355,39 @@ pub fn mentions(e: &KExpr, v: &str) -> (bool, bool) {
         KExprKind::Int(_) | KExprKind::Float(_) | KExprKind::Bool(_) => (false, false),
     }
 }
+
+/// Replaces index variable `v` by the constant `c` in `e` (in values and in indices).
+pub fn substitute(e: &mut KExpr, v: &str, c: i64) {
+    match &mut e.kind {
+        KExprKind::Name(n) if n == v => e.kind = KExprKind::Int(c),
+        KExprKind::Access(_, idx) => idx.iter_mut().for_each(|i| match i {
+            Index::Expr(x) => substitute_index(x, v, c),
+            Index::Gather(g) => {
+                g.indices.iter_mut().for_each(|x| substitute_index(x, v, c));
+                if let Some((_, x)) = &mut g.offset {
+                    substitute_index(x, v, c);
+                }
+            }
+            Index::Variadic(..) => {}
+        }),
+        KExprKind::Reduce(_, _, b) | KExprKind::Unary(_, b) => substitute(b, v, c),
+        KExprKind::Call(_, args) => args.iter_mut().for_each(|a| substitute(a, v, c)),
+        KExprKind::Binary(_, a, b) => {
+            substitute(a, v, c);
+            substitute(b, v, c);
+        }
+        _ => {}
+    }
+}
+
+fn substitute_index(x: &mut IExpr, v: &str, c: i64) {
+    match x {
+        IExpr::Name(n, sp) if n == v => *x = IExpr::Int(c, *sp),
+        IExpr::Neg(a, _) => substitute_index(a, v, c),
+        IExpr::Bin(_, a, b, _) => {
+            substitute_index(a, v, c);
+            substitute_index(b, v, c);
+        }
+        IExpr::Name(..) | IExpr::Int(..) => {}
+    }
+}

@@ -34,8 +34,8 @@ pub struct StmtCx<'a> {
 /// Where a piece of an adjoint lands in its source, per dimension.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Place {
-    /// The piece's next dimension, at `lo..lo + len`.
-    Var { lo: i64, len: i64 },
+    /// The piece's next dimension, at `lo, lo + step, ..` (`len` positions).
+    Var { lo: i64, len: i64, step: i64 },
     /// A single index (the piece has no dimension for it).
     Const(i64),
 }
@@ -137,7 +137,13 @@ impl StmtCx<'_> {
             &mut self.st.vars.clone(),
             true,
         );
-        let found = b.out;
+        let mut found = Vec::new();
+        for c in b.out {
+            match c.gather {
+                Some(_) => found.push(c),
+                None => found.extend(super::unroll::unroll(c, self.inst, &self.var_names())?),
+            }
+        }
         let x = self.src_name(source);
         let xty = (self.src_ty)(source);
         let out = fresh_port(&format!("d_{x}"), &self.port_names(&target));
@@ -191,10 +197,10 @@ impl StmtCx<'_> {
         n
     }
 
-    /// Where a load reads its source: per dimension, a variable (coefficient 1) over its range
-    /// shifted by a constant, or a constant; and those variables in dimension order. Anything
-    /// else (a stride, two variables in one index, a repeated variable) is an error: its
-    /// adjoint would be a scatter.
+    /// Where a load reads its source: per dimension, a variable with a positive step over its
+    /// range shifted by a constant, or a constant; and those variables in dimension order.
+    /// Anything else (a negative step, a repeated variable; two variables in one index are
+    /// unrolled before, `unroll.rs`) is an error: its adjoint would be a scatter.
     fn window(
         &self,
         c: &Contribution,
@@ -207,20 +213,24 @@ impl StmtCx<'_> {
         for (d, a) in c.index.iter().enumerate() {
             match a.terms.as_slice() {
                 [] => places.push(Place::Const(a.constant)),
-                [(v, 1)] if !own.contains(v) => {
+                [(v, step)] if *step >= 1 && !own.contains(v) => {
                     let r = self.inst.vars[*v].range;
-                    let lo = a.constant + r.0;
+                    let lo = a.constant + step * r.0;
                     let len = r.1 - r.0;
-                    if lo < 0 || lo + len > xty.shape[d] {
+                    if lo < 0 || lo + step * (len - 1) >= xty.shape[d] {
                         return Err(format!("the load of `{x}` at dimension {d} leaves it"));
                     }
-                    places.push(Place::Var { lo, len });
+                    places.push(Place::Var {
+                        lo,
+                        len,
+                        step: *step,
+                    });
                     own.push(*v);
                 }
                 _ => {
                     let text = expr::affine(a, &|v| names[v].clone());
                     return Err(format!(
-                        "the load of `{x}` at dimension {d} is indexed by `{}`, not by one variable plus a constant (its adjoint would be a scatter)",
+                        "the load of `{x}` at dimension {d} is indexed by `{}`, not by a variable with a positive step that no other dimension reads, plus a constant (its adjoint would be a scatter)",
                         crate::print::iexpr_text(&text)
                     ));
                 }

@@ -16,7 +16,9 @@ mod expr;
 mod kernel;
 mod rules;
 mod scatter;
+mod softmax;
 mod symbols;
+mod unroll;
 mod views;
 
 use crate::diag::{codes, Diagnostic, Span};
@@ -79,6 +81,9 @@ struct Lowering<'a> {
     facts: &'a GraphFacts,
     /// Per node of the rebuilt graph: the statement an apply computes.
     stmts: HashMap<usize, StmtRef>,
+    /// Per node of the rebuilt graph: a softmax or log-softmax kept whole (its old node and
+    /// form), whose adjoint is one row-local op.
+    rowwise: HashMap<usize, (usize, softmax::Rowwise)>,
 }
 
 fn lower_graph(
@@ -96,6 +101,7 @@ fn lower_graph(
         },
         facts,
         stmts: HashMap::new(),
+        rowwise: HashMap::new(),
     };
     let first = old
         .nodes
@@ -193,6 +199,15 @@ impl<'a> Lowering<'a> {
             .enumerate()
             .map(|(k, v)| (Src::Input(k), self.e.b.mapped(*v)))
             .collect();
+        let rowwise = (split && nstmts > 1)
+            .then(|| softmax::recognise(inst))
+            .flatten();
+        if let Some(r) = rowwise {
+            self.e.b.copy_node(n)?;
+            let node = self.e.b.new.nodes.len() - 1;
+            self.rowwise.insert(node, (i, r));
+            return Ok(());
+        }
         if nstmts == 1 || (nstmts > 1 && !split) {
             self.e.b.copy_node(n)?;
             if nstmts == 1 {

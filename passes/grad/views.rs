@@ -323,10 +323,13 @@ impl Emitter<'_> {
     /// unsqueezed, the window padded with zeros (nothing to do for a whole-tensor window).
     pub fn place(&mut self, d: ValueId, places: &[Place], x: ValueId, name: &str) -> ValueId {
         let xt = self.ty(x);
-        let whole = places
-            .iter()
-            .zip(&xt.shape)
-            .all(|(p, n)| *p == Place::Var { lo: 0, len: *n });
+        let whole = places.iter().zip(&xt.shape).all(|(p, n)| {
+            *p == Place::Var {
+                lo: 0,
+                len: *n,
+                step: 1,
+            }
+        });
         if whole {
             return d;
         }
@@ -334,12 +337,23 @@ impl Emitter<'_> {
             .filter(|k| matches!(places[*k], Place::Const(_)))
             .collect();
         let mut r = d;
+        let mut dim = 0;
+        for p in places {
+            match p {
+                Place::Var { len, step, .. } if *step > 1 && *len > 1 => {
+                    r = self.spread(r, dim, *step, name);
+                    dim += 1;
+                }
+                Place::Var { .. } => dim += 1,
+                Place::Const(_) => {}
+            }
+        }
         if !consts.is_empty() {
-            let mut t = self.ty(d);
+            let mut t = self.ty(r);
             consts.iter().for_each(|k| t.shape.insert(*k, 1));
             r = self.view(
                 View::Unsqueeze {
-                    arg: d,
+                    arg: r,
                     dims: consts,
                 },
                 name,
@@ -350,7 +364,7 @@ impl Emitter<'_> {
             .iter()
             .zip(&xt.shape)
             .map(|(p, n)| match p {
-                Place::Var { lo, len } => (*lo, n - lo - len),
+                Place::Var { lo, len, step } => (*lo, n - lo - ((len - 1) * step + 1).max(0)),
                 Place::Const(c) => (*c, n - c - 1),
             })
             .collect();

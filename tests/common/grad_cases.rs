@@ -5,7 +5,7 @@
 //! `tests/native/grad.rs` through the JIT.
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 40;
+pub const CASES: usize = 49;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -222,6 +222,8 @@ pub fn cases() -> Vec<Case> {
             .to_string(),
         wrt: &["a", "b"],
     });
+    c.extend(softmax_forms());
+    c.extend(convolutions());
     c.push(Case {
         construct: "layernorm (temporaries, scale and shift)",
         src: "op @ln(x: f64[M, N], g: f64[N], h: f64[N]) -> (y: f64[M, N]) {\n  \
@@ -262,6 +264,121 @@ pub fn cases() -> Vec<Case> {
         selector("interleave", "%w = reverse %a [1]\n  %v = interleave %a, %w axis 1", 2),
     ]);
     c
+}
+
+/// A graph over `a: f64[3, 4, 2]` and `b` of its type: `%y = apply @f(%a)` with the kernel
+/// `body` (`x` to `y`, both `f64[A, N, B]`), the loss `sum(y·b)`.
+fn rowwise(construct: &'static str, body: &str) -> Case {
+    let src = format!(
+        "op @f(x: f64[A, N, B]) -> (y: f64[A, N, B]) {{\n{body}}}\n\
+         op @dot(y: f64[A, N, B], t: f64[A, N, B]) -> (l: f64[]) {{\n  l[] = sum[i, j, k](y[i, j, k] * t[i, j, k])\n}}\n\
+         graph @g {{\n  %a = source @a : f64[3, 4, 2]\n  %b = source @b : f64[3, 4, 2]\n  %y = apply @f(%a)\n\
+         %l = apply @dot(%y, %b)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n"
+    );
+    Case {
+        construct,
+        src,
+        wrt: &["a", "b"],
+    }
+}
+
+/// The softmax forms `grad` gives a row-local adjoint (docs/passes/grad.md rule 10), along the
+/// middle axis, and one that only looks like them (a scaled exponent: the generic path).
+/// `SOFTMAX_FORMS` says which is which.
+pub fn softmax_forms() -> Vec<Case> {
+    vec![
+        rowwise(
+            "softmax along a middle axis, exp(x - m) a temporary",
+            "  m[a, b] = max[k](x[a, k, b])\n  e[a, j, b] = exp(x[a, j, b] - m[a, b])\n  \
+             s[a, b] = sum[k](exp(x[a, k, b] - m[a, b]))\n  y[a, j, b] = e[a, j, b] / s[a, b]\n",
+        ),
+        rowwise(
+            "log-softmax (x - m - log s)",
+            "  m[a, j] = max[k](x[a, j, k])\n  s[a, j] = sum[k](exp(x[a, j, k] - m[a, j]))\n  \
+             y[a, j, b] = x[a, j, b] - m[a, j] - log(s[a, j])\n",
+        ),
+        rowwise(
+            "log-softmax through a log-sum-exp temporary (x - (log s + m)), first axis",
+            "  m[j, b] = max[k](x[k, j, b])\n  s[j, b] = sum[k](exp(x[k, j, b] - m[j, b]))\n  \
+             lse[j, b] = log(s[j, b]) + m[j, b]\n  y[a, j, b] = x[a, j, b] - lse[j, b]\n",
+        ),
+        rowwise(
+            "a softmax of 0.5·x (looks like one, differentiated generically)",
+            "  m[a, j] = max[k](x[a, j, k])\n  s[a, j] = sum[k](exp((x[a, j, k] - m[a, j]) * 0.5))\n  \
+             y[a, j, b] = exp((x[a, j, b] - m[a, j]) * 0.5) / s[a, j]\n",
+        ),
+    ]
+}
+
+/// Per case of [`softmax_forms`]: whether `grad` recognises it (a row-local adjoint).
+pub const SOFTMAX_FORMS: [bool; 4] = [true, true, true, false];
+
+/// A loss `sum(y²)` over the rank-4 result of `%y = apply @conv(%a, %b)` (after the graph
+/// lines `pre`), the gradients with respect to both operands.
+fn conv_case(construct: &'static str, op: &str, shapes: (&str, &str), pre: &str) -> Case {
+    let rank = if op.contains("kw") { 4 } else { 2 };
+    let vars: Vec<String> = (0..rank).map(|d| format!("i{d}")).collect();
+    let dims: Vec<String> = (0..rank).map(|d| format!("Z{d}")).collect();
+    let (v, dims) = (vars.join(", "), dims.join(", "));
+    let src = format!(
+        "{op}\nop @sq(y: f64[{dims}]) -> (l: f64[]) {{\n  l[] = sum[{v}](y[{v}] * y[{v}])\n}}\n\
+         graph @g {{\n  %a = source @a : f64[{}]\n  %b = source @b : f64[{}]\n{pre}  %y = apply @conv(%x, %b)\n\
+         %l = apply @sq(%y)\n  %da, %db = grad %l wrt %a, %b\n  sink @l %l\n  sink @da %da\n  sink @db %db\n}}\n",
+        shapes.0, shapes.1
+    );
+    Case {
+        construct,
+        src,
+        wrt: &["a", "b"],
+    }
+}
+
+const CONV1: &str = "op @conv(x: f64[C, H], f: f64[O, C, K]) -> (y: f64[O, (H - K) / S + 1]) {\n  \
+                     y[o, h] = sum[c, k](x[c, S * h + D * k] * f[o, c, k])\n}\n";
+const CONV2: &str = "op @conv(x: f64[N, C, H, W], f: f64[O, C, KH, KW])\n    \
+                     -> (y: f64[N, O, (H - KH) / S + 1, (W - KW) / S + 1]) {\n  \
+                     y[n, o, h, w] = sum[c, kh, kw](x[n, c, S * h + kh, S * w + kw] * f[o, c, kh, kw])\n}\n";
+
+/// Convolutions: loads with two variables in one index and strides (`unroll.rs`).
+fn convolutions() -> Vec<Case> {
+    let op = |t: &str, s: &str, d: &str| {
+        t.replace("S * ", &format!("{s} * "))
+            .replace("/ S", &format!("/ {s}"))
+            .replace("D * ", &format!("{d} * "))
+    };
+    let x = "  %x = reshape %a [2, 7]\n";
+    vec![
+        conv_case(
+            "1-D convolution, stride 1 (x[c, h + k])",
+            &op(CONV1, "1", "1"),
+            ("14", "3, 2, 3"),
+            x,
+        ),
+        conv_case(
+            "1-D convolution, stride 2, dilation 2 (x[c, 2 * h + 2 * k])",
+            &op(CONV1, "2", "2").replace("(H - K) / 2", "(H - 2 * K + 1) / 2"),
+            ("14", "2, 2, 2"),
+            x,
+        ),
+        conv_case(
+            "2-D convolution, stride 1",
+            &op(CONV2, "1", "1"),
+            ("2, 2, 5, 4", "3, 2, 3, 2"),
+            "  %x = reshape %a [2, 2, 5, 4]\n",
+        ),
+        conv_case(
+            "2-D convolution, stride 2",
+            &op(CONV2, "2", "1"),
+            ("2, 2, 7, 6", "3, 2, 3, 2"),
+            "  %x = reshape %a [2, 2, 7, 6]\n",
+        ),
+        conv_case(
+            "2-D convolution, stride 2, over a zero-padded input",
+            &op(CONV2, "2", "1"),
+            ("1, 2, 5, 4", "2, 2, 3, 3"),
+            "  %x = pad %a [0:0, 0:0, 1:1, 1:1] constant 0.0\n",
+        ),
+    ]
 }
 
 /// `src` compiled and lowered by the `grad` pass; asserts that the printed result re-parses to

@@ -3,6 +3,7 @@
 
 pub mod grad_cases;
 pub mod graphgen;
+pub mod jax_fixtures;
 pub mod mpi;
 pub mod pyenv;
 pub mod rng;

@@ -16,6 +16,7 @@ mod embed;
 mod fast_math;
 mod gather;
 mod grad;
+mod grad_cnn;
 mod grid;
 mod halo;
 mod in_place;

@@ -6,7 +6,7 @@
 //! the JIT (after the standard pipeline).
 
 use crate::common;
-use common::tolerance::first_mismatch;
+use common::jax_fixtures;
 use common::train_block::{params, source, Sizes};
 use std::collections::HashMap;
 use tapc_runtime::Tensor;
@@ -19,9 +19,7 @@ const SMALL: Sizes = Sizes {
 };
 
 fn fixture(name: &str) -> Tensor {
-    let dir = format!("{}/tests/data/train/block", env!("CARGO_MANIFEST_DIR"));
-    tapc_runtime::npy::read(std::path::Path::new(&format!("{dir}/{name}.npy")))
-        .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+    jax_fixtures::read("block", name)
 }
 
 /// The program's inputs: every source and state, read from the fixture directory.
@@ -36,21 +34,7 @@ fn inputs(m: &tapc::ir::Module) -> HashMap<String, Tensor> {
 fn check(runtime: &str, got: &HashMap<String, Tensor>) -> usize {
     let mut names = vec!["loss".to_string()];
     names.extend(params(SMALL).iter().map(|(p, _)| format!("d_{p}")));
-    for name in &names {
-        let want = fixture(&format!("expected_{name}"));
-        let g = got
-            .get(name)
-            .unwrap_or_else(|| panic!("{runtime}: no sink @{name}"));
-        assert_eq!(g.shape, want.shape, "{runtime}: @{name}'s shape");
-        let at = first_mismatch(&want, g);
-        assert!(
-            at.is_none(),
-            "{runtime}: @{name} differs from JAX's at element {at:?}: {:?} against {:?}",
-            at.map(|i| common::f64s(g)[i]),
-            at.map(|i| common::f64s(&want)[i])
-        );
-    }
-    names.len()
+    jax_fixtures::check("block", runtime, got, &names)
 }
 
 #[test]
@@ -66,22 +50,6 @@ fn block_gradients_match_jax_in_the_interpreter_and_the_jit() {
     let interp = common::run(&m, &facts, 0, &ins);
     assert_eq!(check("interpreter", &interp), 13);
 
-    let (mut lm, lfacts) = common::compile_ok("train_block", &src);
-    let facts = tapc::passes::manager::run_pipeline(
-        &mut lm,
-        lfacts,
-        tapc::passes::manager::DEFAULT_PIPELINE,
-        &Default::default(),
-        &mut String::new(),
-    )
-    .unwrap_or_else(|d| panic!("the standard pipeline: {}", d.message))
-    .facts;
-    let opts = tapc_runtime::exec::Options {
-        threads: 2,
-        ..Default::default()
-    };
-    let (sinks, _) = tapc::codegen::run_jit(&lm, 0, &facts[0], &ins, &Default::default(), &opts)
-        .unwrap_or_else(|d| panic!("the JIT: {}", d.message));
-    let jit: HashMap<String, Tensor> = sinks.into_iter().collect();
+    let jit = jax_fixtures::jit("train_block", &src, &ins);
     assert_eq!(check("JIT", &jit), 13);
 }

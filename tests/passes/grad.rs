@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::grad_cases::{cases, lowered, Case, CASES};
+use common::grad_cases::{cases, lowered, softmax_forms, Case, CASES, SOFTMAX_FORMS};
 use std::collections::HashMap;
 use tapc_runtime::{Data, Tensor};
 
@@ -126,4 +126,35 @@ fn a_later_grad_differentiates_an_earlier_ones_ops() {
     assert_eq!(dv, common::f64s(&sinks["d2"]), "a repeated wrt value");
     let ddv = common::f64s(&sinks["ddv"]);
     assert!(close(&ddv, v.iter().map(|x| x / 32.0).collect()), "{ddv:?}");
+}
+
+/// The softmax and log-softmax forms keep their forward apply whole and get one row-local
+/// adjoint op `(y, d_y) -> d_x` (two statements: the row sum, then `d_x`); a kernel that only
+/// looks like one is split and differentiated per statement. Their values are checked against
+/// central differences by `gradients_match_central_differences`.
+#[test]
+fn softmax_forms_get_a_row_local_adjoint() {
+    let forms = softmax_forms();
+    assert_eq!(forms.len(), SOFTMAX_FORMS.len());
+    let mut checked = 0;
+    for (c, want) in forms.iter().zip(SOFTMAX_FORMS) {
+        let (m, _) = lowered(c.construct, &c.src);
+        let adj: Vec<_> = m
+            .ops
+            .iter()
+            .filter(|o| o.name.starts_with("g_grad_a"))
+            .collect();
+        let split = m.ops.iter().any(|o| o.name == "g_f_m");
+        let row_local = adj.len() == 1
+            && adj[0]
+                .inputs
+                .iter()
+                .map(|p| p.name.as_str())
+                .eq(["y", "d_y"])
+            && matches!(&adj[0].body, tapc::ir::OpBody::Kernel(s) if s.len() == 2);
+        assert_eq!(row_local, want, "{}: row-local adjoint", c.construct);
+        assert_eq!(split, !want, "{}: forward split per statement", c.construct);
+        checked += 1;
+    }
+    assert_eq!(checked, 4, "every form was checked");
 }
