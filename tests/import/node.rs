@@ -33,6 +33,7 @@ fn every_onnx_node_test_matches_or_is_refused_with_a_code() {
     let work = scratch("import-node");
     let dirs = generate(&work.join("cases"));
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut unsupported: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Vec::new();
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
@@ -42,7 +43,13 @@ fn every_onnx_node_test_matches_or_is_refused_with_a_code() {
             Outcome::MatchedOrt => {
                 "matched onnxruntime, which differs from the reference".to_string()
             }
-            Outcome::Refused(code) => format!("refused {code}"),
+            Outcome::Refused(code) => match code.strip_prefix("E0122 ") {
+                Some(op) => {
+                    *unsupported.entry(op.to_string()).or_default() += 1;
+                    "refused E0122".to_string()
+                }
+                None => format!("refused {code}"),
+            },
             Outcome::Outside(why) => format!(
                 "outside TEG's values: {}",
                 why.split(" is a").last().unwrap_or(&why).trim()
@@ -55,6 +62,9 @@ fn every_onnx_node_test_matches_or_is_refused_with_a_code() {
         *counts.entry(key).or_default() += 1;
     }
     println!("{} ONNX node tests: {counts:#?}", dirs.len());
+    let mut ops: Vec<(usize, String)> = unsupported.into_iter().map(|(o, k)| (k, o)).collect();
+    ops.sort_by(|a, b| b.cmp(a));
+    println!("unsupported operators (E0122), by cases: {ops:?}");
     let _ = std::fs::remove_dir_all(&work);
     assert!(
         failures.is_empty(),
@@ -111,6 +121,9 @@ fn check(dir: &Path, work: &Path) -> Outcome {
         Ok(()) => {}
         Err((1, stderr)) => {
             return match error_code(&stderr) {
+                Some(code) if code == "E0122" => {
+                    Outcome::Refused(format!("E0122 {}", operator(&stderr)))
+                }
                 Some(code) => Outcome::Refused(code),
                 None => Outcome::Failed(format!("import refused without a code: {stderr}")),
             }
@@ -211,6 +224,11 @@ fn tapc(args: &[&str]) -> Result<(), (i32, String)> {
         Ok(o) => Err((o.code, o.stderr)),
         Err(_) => Err((101, "panicked".to_string())),
     }
+}
+
+/// The operator an E0122 names (`unsupported ONNX operator `X` ...`).
+fn operator(stderr: &str) -> &str {
+    stderr.split('`').nth(1).unwrap_or("?")
 }
 
 /// The first `E0123`-style code in a diagnostic.
