@@ -18,6 +18,7 @@ mod gather;
 mod grad;
 mod grid;
 mod halo;
+mod implicit_gemm;
 mod in_place;
 mod link;
 mod lowp;
