@@ -145,29 +145,8 @@ impl<'ctx> K<'_, '_, 'ctx> {
         EMITTED.with(|c| c.set((c.get().0 + 1, c.get().1)));
         let g = self.g;
         let pos: Vec<usize> = outer.iter().copied().chain([t.i]).collect();
-        let mut n = g.i64c(1);
-        for &v in &pos {
-            let e = g.b.build_int_sub(self.hi_of(v), self.lo_of(v), "");
-            n =
-                g.b.build_int_mul(n, e.expect("positioned"), "")
-                    .expect("positioned");
-        }
-        let (src, index, rvars, d) = row;
-        let depth: i64 = rvars.iter().map(|&v| self.inst.extent(v)).product();
-        let bytes =
-            g.b.build_int_mul(n, g.i64c(depth * d.size_bytes() as i64), "");
-        let a = self.malloc_bytes(bytes.expect("positioned"));
-        let rp = RowPack {
-            src,
-            index,
-            rvars,
-            ptr: ptr::cast(g.b, a, g.mty(d)),
-            tile: None,
-            flat: None,
-            rows_of: None,
-        };
-        self.flat_tiles(n, t.rows, &mut |k, s, r| k.gather_tile(&rp, &pos, d, s, r))?;
-        self.rowpack = Some(rp);
+        let depth: i64 = row.2.iter().map(|&v| self.inst.extent(v)).product();
+        let (n, a) = self.gather_input(row, &pos, t.rows, false)?;
         let jb = t.u * g.w as i64;
         let packs = self.alloc_packs(packs, jb);
         let (lo, hi) = (self.lo_of(t.j), self.hi_of(t.j));
@@ -189,6 +168,44 @@ impl<'ctx> K<'_, '_, 'ctx> {
         }
         self.free(a);
         Ok(())
+    }
+
+    /// Gathers input `x` at every position of the chunk (variables `pos`, flattened) into a
+    /// new buffer, in tiles of `rows` positions (`by_rows`: one row of reduction points per
+    /// position instead), and makes it the kernel's gathered input; returns the number of
+    /// positions and the buffer (for `free`).
+    fn gather_input(
+        &mut self,
+        x: PackCand,
+        pos: &[usize],
+        rows: i64,
+        by_rows: bool,
+    ) -> R<(IntValue<'ctx>, PointerValue<'ctx>)> {
+        let g = self.g;
+        let b = g.b;
+        let mut n = g.i64c(1);
+        for &v in pos {
+            let e = b.build_int_sub(self.hi_of(v), self.lo_of(v), "");
+            n = b
+                .build_int_mul(n, e.expect("positioned"), "")
+                .expect("positioned");
+        }
+        let (src, index, rvars, d) = x;
+        let depth: i64 = rvars.iter().map(|&v| self.inst.extent(v)).product();
+        let bytes = b.build_int_mul(n, g.i64c(depth * d.size_bytes() as i64), "");
+        let a = self.malloc_bytes(bytes.expect("positioned"));
+        let rp = RowPack {
+            src,
+            index,
+            rvars,
+            ptr: ptr::cast(b, a, g.mty(d)),
+            tile: None,
+            flat: None,
+            rows_of: by_rows.then(|| pos.to_vec()),
+        };
+        self.flat_tiles(n, rows, &mut |k, s, r| k.gather_tile(&rp, pos, d, s, r))?;
+        self.rowpack = Some(rp);
+        Ok((n, a))
     }
 
     /// Positions `0..n` in tiles of `rows`, the rest in tiles of `rows / 2`, `rows / 4`, ...
@@ -424,30 +441,8 @@ impl<'ctx> K<'_, '_, 'ctx> {
             return Ok(false);
         };
         EMITTED.with(|c| c.set((c.get().0, c.get().1 + 1)));
-        let g = self.g;
-        let (src, index, rvars, d) = x;
-        let mut n = g.i64c(1);
-        for &v in &pos {
-            let e = g.b.build_int_sub(self.hi_of(v), self.lo_of(v), "");
-            n =
-                g.b.build_int_mul(n, e.expect("positioned"), "")
-                    .expect("positioned");
-        }
-        let depth = self.inst.extent(rvars[0]);
-        let bytes =
-            g.b.build_int_mul(n, g.i64c(depth * d.size_bytes() as i64), "");
-        let a = self.malloc_bytes(bytes.expect("positioned"));
-        let rp = RowPack {
-            src,
-            index,
-            rvars,
-            ptr: ptr::cast(g.b, a, g.mty(d)),
-            tile: None,
-            flat: None,
-            rows_of: Some(pos.clone()),
-        };
-        self.flat_tiles(n, 4, &mut |k, s, r| k.gather_tile(&rp, &pos, d, s, r))?;
-        self.rowpack = Some(rp);
+        // (Any tile size: the rows layout does not depend on it.)
+        let (_, a) = self.gather_input(x, &pos, 4, true)?;
         self.stream_rows(st, lv, i)?;
         self.rowpack = None;
         self.free(a);
