@@ -104,24 +104,28 @@ op @Relu(a: f32[..S]) -> (y: f32[..S]) {
 }
 ";
 
-/// Deep 1×1 convs on tiny maps (at most 64 positions, at least 32 input channels: dot
-/// products along the channels, 4 positions at a time) at edge shapes: positions 2, 3, 5, 8,
-/// 17, 64; input channels 32, 33, 97, 384; output channels 1, 3, 17, 384; batch 1 and 3 (3
-/// splits along the batch on 2 threads). Not on that path: one position, 65 positions, 17
-/// input channels.
+/// Deep 1×1 convs on tiny maps (at most 64 positions, rows narrower than a vector, at least
+/// 32 input channels: dot products along the channels, 4 positions at a time) at edge
+/// shapes: positions 2, 3, 5, 8, 15; batch 1, 3 and 8 (8 × 8 = 64 positions, the detector at
+/// batch 8; 3 splits along the batch on 2 threads); input channels 32, 33, 97, 384; output
+/// channels 1, 3, 5, 17, 33, 384. Not on that path: one position, 65 or 72 positions, a row of
+/// 17 or 64 (as wide as a vector: lanes along it), 17 input channels.
 #[test]
 fn deep_pointwise_convs_on_tiny_maps_match_the_interpreter() {
     // ((batch, in channels, out channels, positions), whether it takes the path)
-    let cases: [((i64, i64, i64, i64), bool); 10] = [
+    let cases: [((i64, i64, i64, i64), bool); 13] = [
         ((1, 32, 1, 2), true),
         ((1, 33, 3, 3), true),
         ((3, 97, 17, 5), true),
         ((1, 384, 384, 8), true),
-        ((1, 33, 17, 17), true),
         ((3, 32, 33, 2), true),
-        ((1, 97, 3, 64), true),
+        ((8, 33, 17, 8), true),
+        ((3, 33, 5, 15), true),
+        ((1, 33, 17, 17), false),
+        ((1, 97, 3, 64), false),
         ((1, 33, 5, 1), false),
         ((1, 33, 5, 65), false),
+        ((9, 33, 5, 8), false),
         ((1, 17, 33, 8), false),
     ];
     let (mut taken, mut wrong) = (0, Vec::new());

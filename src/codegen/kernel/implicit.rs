@@ -429,7 +429,7 @@ const TINY_MAP: i64 = 64;
 
 impl<'ctx> K<'_, '_, 'ctx> {
     /// A deep conv on a tiny map (`y[n, o, p] = sum[c](x[n, c, p] · w[o, c])` with at most
-    /// [`TINY_MAP`] positions, a 2×4 map of 384 channels): the input's rows gathered once,
+    /// [`TINY_MAP`] positions and rows narrower than a vector, a 2×4 map of 384 channels): the input's rows gathered once,
     /// one row of input channels per position, then each output point a dot product along
     /// the channels, contiguous in both the filter and the gathered rows, 4 positions at a
     /// time sharing the filter's loads (the documented reassociation of a vectorised
@@ -480,8 +480,11 @@ impl<'ctx> K<'_, '_, 'ctx> {
         if self.inst.extent(c) < 2 * w || reads_var(&st.value) {
             return None;
         }
+        // Only where the output's rows are narrower than a vector (where lanes would run
+        // along the filter's rows, packing it transposed), and not under
+        // `--fp-contract=off`, which promises a contraction in the interpreter's order.
         let i = self.stream_rows_var(st, lv).filter(|i| pos.contains(i))?;
-        Some((x, pos, i))
+        (self.inst.extent(i) < w && self.g.contract).then_some((x, pos, i))
     }
 
     /// The gathered rows' values for each group: its position's row at the current

@@ -22,7 +22,9 @@
 //!   combined pairwise at the end. For `max`/`min` and integer sums this is exact; for float
 //!   `sum`/`prod` it is a reassociation whose rounding differs from the interpreter's
 //!   sequential order by at most a few ulps times the reduction length (tests use a relative
-//!   tolerance of 1e-4 for floats).
+//!   tolerance of 1e-4 for floats). A deep 1×1 conv on a tiny map is reassociated the same
+//!   way (dot products along its input channels, see `implicit`), except with
+//!   `--fp-contract=off`.
 //!
 //! Files: [`plan`] (fusion and split decided before code generation, also used by the
 //! scheduler), `access` (loads and stores through strided views and folded pads), `reduce`
