@@ -19,6 +19,7 @@ mod grad;
 mod grad_cnn;
 mod grid;
 mod halo;
+mod implicit_gemm;
 mod in_place;
 mod link;
 mod lowp;

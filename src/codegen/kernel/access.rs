@@ -225,6 +225,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
         cx: &Cx<'ctx>,
     ) -> Vec<V<'ctx>> {
         let g = self.g;
+        if let Some(v) = self.tile_load(src, index, d, cx) {
+            return v;
+        }
         if let Some(p) = self
             .packed
             .iter()

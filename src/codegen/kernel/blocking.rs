@@ -171,35 +171,43 @@ impl<'ctx> K<'_, '_, 'ctx> {
             let outer = outer.to_vec();
             return self.point_loops(&outer, &mut |k| k.panels(st, t, &[]));
         }
-        let mut bufs = Vec::new();
-        for (_, _, rvars, d) in &packs {
-            let points: i64 = rvars.iter().map(|&v| self.inst.extent(v)).product();
-            let bytes = points * jb * d.size_bytes() as i64;
-            let p = self.malloc_or_fail(bytes);
-            bufs.push(ptr::cast(g.b, p, g.mty(*d)));
+        if hoist {
+            let tile = Shape { j, u, i, rows };
+            if let Some(row) = self.row_operand(st, &packs, tile, outer) {
+                return self.implicit(st, tile, outer, packs, row);
+            }
         }
-        let packs: Vec<Packed> = packs
-            .into_iter()
-            .zip(&bufs)
-            .map(|((src, index, rvars, dtype), &ptr)| Packed {
-                src,
-                index,
-                rvars,
-                ptr,
-                width: jb,
-                dtype,
-            })
-            .collect();
+        let packs = self.alloc_packs(packs, jb);
         self.lane_blocks(lo, hi, jb, &mut |k, j0, rem| {
             k.pack(&packs, j, u, j0, rem)?;
             k.point_loops(outer, &mut |k| k.rows_at(st, t, j0, rem))?;
             k.packed.clear();
             Ok(())
         })?;
-        for p in bufs {
-            self.free(p);
+        for p in packs {
+            self.free(p.ptr);
         }
         Ok(())
+    }
+
+    /// A buffer of `reduction points × jb` elements for each operand of `packs`.
+    pub(super) fn alloc_packs(&mut self, packs: Vec<PackCand>, jb: i64) -> Vec<Packed<'ctx>> {
+        let g = self.g;
+        packs
+            .into_iter()
+            .map(|(src, index, rvars, dtype)| {
+                let points: i64 = rvars.iter().map(|&v| self.inst.extent(v)).product();
+                let p = self.malloc_or_fail(points * jb * dtype.size_bytes() as i64);
+                Packed {
+                    src,
+                    index,
+                    rvars,
+                    ptr: ptr::cast(g.b, p, g.mty(dtype)),
+                    width: jb,
+                    dtype,
+                }
+            })
+            .collect()
     }
 
     /// The lane variable from `lo` to `hi` in blocks of `jb` lanes: `f(block start, None)`
@@ -251,6 +259,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                         .into_vector_value()
                 }),
                 slot: s,
+                row: 0,
             })
             .collect()
     }

@@ -22,7 +22,9 @@
 //!   combined pairwise at the end. For `max`/`min` and integer sums this is exact; for float
 //!   `sum`/`prod` it is a reassociation whose rounding differs from the interpreter's
 //!   sequential order by at most a few ulps times the reduction length (tests use a relative
-//!   tolerance of 1e-4 for floats).
+//!   tolerance of 1e-4 for floats). A deep 1×1 conv on a tiny map is reassociated the same
+//!   way (dot products along its input channels, see `implicit`), except with
+//!   `--fp-contract=off`.
 //!
 //! Files: [`plan`] (fusion and split decided before code generation, also used by the
 //! scheduler), `access` (loads and stores through strided views and folded pads), `reduce`
@@ -31,7 +33,9 @@
 //! blocks, edge tiles), `stream` (reductions streamed along whole rows of a wide operand,
 //! 4 rows at a time), `share` (a row's math-function values computed once for a row sum and
 //! a later statement: softmax's `exp`), `pack` (panels of a reused operand copied
-//! contiguous) and `dot` (bf16 and u8×i8 contractions on the host's dot-product
+//! contiguous), `implicit` (a convolution over a small map as an implicit GEMM over its
+//! flattened positions, and a deep 1×1 conv on a tiny map as dot products along the input
+//! channels) and `dot` (bf16 and u8×i8 contractions on the host's dot-product
 //! instructions, tried first). This file holds the kernel's state and the statement loops.
 //! It imports only `plan` and `share` (which import nothing of it); the other files extend
 //! [`K`] with methods, so no two files import each other.
@@ -40,12 +44,14 @@ mod access;
 mod blocking;
 mod dot;
 pub mod gather;
+mod implicit;
 mod pack;
 pub mod plan;
 mod reduce;
 mod share;
 mod stream;
 
+pub use implicit::implicit_gemms;
 pub use plan::KernelPlan;
 
 use super::epilogue::{has_reduce, inline_epilogues};
@@ -74,6 +80,9 @@ struct Group<'ctx> {
     mask: Option<VectorValue<'ctx>>,
     /// Which vector of a panel this group is (selects its part of a packed panel).
     slot: i64,
+    /// Which row of a position tile this group is (selects its column of a packed input
+    /// tile, see `implicit`).
+    row: i64,
 }
 
 /// A panel of a reused operand copied to a contiguous buffer (see [`K::panels`]).
@@ -87,6 +96,20 @@ struct Packed<'ctx> {
     /// Elements per reduction point (the panel width).
     width: i64,
     dtype: DType,
+}
+
+/// An operand worth packing: its source and index, the reduction variables it moves with
+/// (outermost first) and its dtype.
+type PackCand = (Src, Vec<Affine>, Vec<usize>, DType);
+
+/// A register tile: lane variable `j` in panels of `u` vectors, times `rows` points of block
+/// variable `i` (or, for an implicit GEMM, of the flattened positions).
+#[derive(Clone, Copy)]
+struct Shape {
+    j: usize,
+    u: i64,
+    i: usize,
+    rows: i64,
 }
 
 /// What one evaluation computes: `groups.len()` results, vectors along `lane`.
@@ -138,6 +161,8 @@ struct K<'k, 'a, 'ctx> {
     memo: Vec<(CExpr, usize, Vec<V<'ctx>>)>,
     /// How many reductions enclose the expression being evaluated.
     depth: usize,
+    /// The input gathered into position tiles for an implicit GEMM (see `implicit`).
+    rowpack: Option<implicit::RowPack<'ctx>>,
 }
 
 /// See [`K::pad_safe`]: the first corner of the inner box a padded view can read.
@@ -210,6 +235,7 @@ pub fn emit<'ctx>(
         packed: vec![],
         memo: vec![],
         depth: 0,
+        rowpack: None,
     };
     k.alloc_temps(stmts)?;
     // The fused variables loop once around all statements.
@@ -261,9 +287,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
     /// `malloc(bytes)`, leaving the kernel with status 1 (see [`K::fail`]) when it returns
     /// null.
     fn malloc_or_fail(&mut self, bytes: i64) -> PointerValue<'ctx> {
+        self.malloc_bytes(self.g.i64c(bytes))
+    }
+
+    /// [`K::malloc_or_fail`] of a size known at run time.
+    fn malloc_bytes(&mut self, bytes: IntValue<'ctx>) -> PointerValue<'ctx> {
         let g = self.g;
         let (malloc, _) = ptr::libc_alloc(g.cx, g.m);
-        let p = g.call(malloc, &[g.i64c(bytes).into()]).into_pointer_value();
+        let p = g.call(malloc, &[bytes.into()]).into_pointer_value();
         let null = g.b.build_is_null(p, "").expect("positioned");
         let fail = *self
             .fail
@@ -421,6 +452,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
         if red && self.try_dot(st, &lv)? {
             return Ok(());
         }
+        if red && self.tiny_map_rows(st, &lv)? {
+            return Ok(());
+        }
         if let Some(j) = self.lane_var(st, &lv, red) {
             return self.lanes(st, &lv, j, red);
         }
@@ -435,6 +469,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 lane_base: None,
                 mask: None,
                 slot: 0,
+                row: 0,
             }],
         };
         self.point_loops(&lv, &mut |k| {

@@ -11,9 +11,22 @@ impl<'ctx> K<'_, '_, 'ctx> {
     /// The element offset, in packed panel `p`, of the row for the current reduction point
     /// (its variables are bound by the enclosing loops).
     pub(super) fn packed_row(&self, p: &Packed<'ctx>) -> IntValue<'ctx> {
+        let flat = self.point_index(&p.rvars);
+        self.g
+            .b
+            .build_int_mul(flat, self.g.i64c(p.width), "")
+            .expect("positioned")
+    }
+
+    /// The row-major index of the current point of reduction variables `rvars` (bound by the
+    /// enclosing loops), counted from 0.
+    pub(super) fn point_index(&self, rvars: &[usize]) -> IntValue<'ctx> {
+        if let Some(flat) = self.flat_point(rvars) {
+            return flat;
+        }
         let g = self.g;
         let mut flat = g.i64c(0);
-        for &v in &p.rvars {
+        for &v in rvars {
             let (lo, hi) = self.inst.vars[v].range;
             let x = self.env[v].expect("reduction variables are bound");
             let x = g.b.build_int_sub(x, g.i64c(lo), "").expect("positioned");
@@ -22,21 +35,14 @@ impl<'ctx> K<'_, '_, 'ctx> {
                     .expect("positioned");
             flat = g.b.build_int_add(f, x, "").expect("positioned");
         }
-        g.b.build_int_mul(flat, g.i64c(p.width), "")
-            .expect("positioned")
+        flat
     }
 
     /// Loads worth packing: in a top-level reduction, varying along `j` (contiguous, or
     /// strided: a transposed operand, gathered once into the panel), independent of `i`,
     /// moving with the reduction (so the panel is reused by every value of `i`).
-    #[allow(clippy::type_complexity)]
-    pub(super) fn pack_candidates(
-        &self,
-        e: &CExpr,
-        j: usize,
-        i: usize,
-    ) -> Vec<(Src, Vec<Affine>, Vec<usize>, DType)> {
-        let mut out: Vec<(Src, Vec<Affine>, Vec<usize>, DType)> = Vec::new();
+    pub(super) fn pack_candidates(&self, e: &CExpr, j: usize, i: usize) -> Vec<PackCand> {
+        let mut out: Vec<PackCand> = Vec::new();
         let mut stack = vec![e];
         while let Some(e) = stack.pop() {
             match &e.kind {

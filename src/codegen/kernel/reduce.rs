@@ -61,6 +61,9 @@ impl<'ctx> K<'_, '_, 'ctx> {
             }
             return self.arg_reduce(max, v, body, cx);
         }
+        if let Some(r) = self.tile_reduce(kind, vars, body, d, cx) {
+            return r;
+        }
         if let (None, Some(&r)) = (cx.lane, vars.last()) {
             if cx.groups.len() <= ROW_STREAMS as usize && self.along(vars, body, d) {
                 return self.reduce_along(kind, vars, r, body, d, cx);
@@ -406,6 +409,7 @@ impl<'ctx> K<'_, '_, 'ctx> {
                             lane_base: None,
                             mask: None,
                             slot: 0,
+                            row: 0,
                         })
                         .collect();
                     let cx = Cx { lane: None, groups };
