@@ -85,16 +85,6 @@ pub struct Report {
     pub faults: u64,
 }
 
-/// The process's minor page faults so far.
-fn minor_faults() -> u64 {
-    // SAFETY: getrusage writes into the zeroed struct.
-    unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u.ru_minflt as u64
-    }
-}
-
 /// The value of one source: a tensor, copied into an aligned buffer of the run, or caller
 /// memory read in place.
 #[derive(Clone, Copy)]
@@ -620,13 +610,13 @@ fn execute_core<T>(
         signal: AtomicU64::new(0),
         t0: Instant::now(),
     };
-    let faults0 = minor_faults();
+    let faults0 = warm::minor_faults();
     shared.start();
     let helpers = if shared.parallel() { threads - 1 } else { 0 };
     let work = |w: usize| shared.work(w, opts.record, test_fault.as_ref());
     let mut events = pool::run(helpers, &work, &|e| shared.fail(e));
     let wall = shared.t0.elapsed();
-    let faults = minor_faults().saturating_sub(faults0);
+    let faults = warm::minor_faults().saturating_sub(faults0);
     let mut st = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
     if let Some(e) = st.error.take() {
         return Err(e);

@@ -5,7 +5,8 @@
 //! start in it or lie wholly inside it, and after `shard` into 2, 3 and 5 parts.
 
 use crate::common;
-use crate::native::{assert_pipelines, task_names};
+use crate::conv_pad::task_names;
+use crate::native::assert_pipelines;
 
 const STENCIL: &str = "op @stencil(x: f32[M, N]) -> (y: f32[M - 2, N - 2]) {
   y[i, j] = 0.25 * (x[i, j + 1] + x[i + 2, j + 1] + x[i + 1, j] + x[i + 1, j + 2]) + x[i + 1, j + 1]

@@ -9,6 +9,7 @@ mod argmax;
 mod bitwise;
 mod cold;
 mod compile_scaling;
+mod conv_pad;
 mod depthwise;
 mod dtype_reductions;
 mod dtypes;

@@ -134,3 +134,13 @@ pub fn fault(sizes: &[u64], threads: usize) -> Vec<usize> {
     drop(held);
     addrs
 }
+
+/// The process's minor page faults so far (`--time` reports a run's).
+pub(super) fn minor_faults() -> u64 {
+    // SAFETY: getrusage writes into the zeroed struct.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u.ru_minflt as u64
+    }
+}
