@@ -83,11 +83,10 @@ fn views(cx: &mut Cx, n: &Node) -> R<Views> {
         return Err(cx.invalid(n, msg));
     }
     let h = out_hint(n, 0);
-    let d = x.shape[2..].iter().product();
-    let (bn, c) = (x.shape[0], x.shape[1]);
+    let x = cx.around_axis(&x, 1, &format!("{h}_scores"));
     Ok(Views {
-        x: cx.reshape(&x, &[bn, c, d], &format!("{h}_scores")),
-        t: cx.reshape(&t, &[bn, d], &format!("{h}_targets")),
+        t: cx.reshape(&t, &[x.shape[0], x.shape[2]], &format!("{h}_targets")),
+        x,
         w,
         t_shape: t.shape.clone(),
     })

@@ -61,10 +61,8 @@ fn along_axis(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     }
     let h = out_hint(n, 0);
     let a = axis(n.int("axis", -1), x.rank()).ok_or_else(|| cx.invalid(n, "axis out of range"))?;
-    let outer = x.shape[..a].iter().product();
-    let inner = x.shape[a + 1..].iter().product();
-    let shape = vec![outer, x.shape[a], inner];
-    let xv = cx.reshape(&x, &shape, &format!("{h}_view"));
+    let xv = cx.around_axis(&x, a, &format!("{h}_view"));
+    let shape = xv.shape.clone();
     let (base, body) = match n.op_type.as_str() {
         "Hardmax" => ("Hardmax", hardmax_body(&xv)),
         _ => ("LpNormalization", lp_body(cx, n)?),
