@@ -506,10 +506,11 @@ def bad_models():
     m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.save(m, os.path.join(bad, "undefined_value.onnx"))
-    # A supported operator in a form that is not: Div of run-time i64 values.
-    g = oh.make_graph([oh.make_node("Div", ["a", "b"], ["y"], name="idiv")], "form",
-                      [vi("a", I64, [3]), vi("b", I64, [3])], [vi("y", I64, None)])
-    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    # A supported operator in a form that is not: a ScatterElements that multiplies.
+    g = oh.make_graph([oh.make_node("ScatterElements", ["x", "i", "u"], ["y"], name="smul",
+                                    reduction="mul")], "form",
+                      [vi("x", F, [3]), vi("i", I64, [2]), vi("u", F, [2])], [vi("y", F, None)])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)])
     m.ir_version = 8
     onnx.save(m, os.path.join(bad, "unsupported_form.onnx"))
     # An output declared with a shape the node cannot give it.
