@@ -16,7 +16,8 @@
 //! prints the memory scaling of [`memory`] instead, `--cluster` the model's predictions for a
 //! cluster ([`cluster`]); set
 //! `TAPC_MPI_PROGRESS_US=0` for runs without the progress thread). Rank 0 reads the inputs
-//! and sends the windows (`--inputs-on-root`), which the cost model is told (`sources=root`).
+//! and sends the windows (`--inputs-on-root`), which the cost model is told (`sources=root`);
+//! every rank writes its own rows of the sink (the runtime's default, `sinks=distributed`).
 
 #[path = "mpi/cluster.rs"]
 mod cluster;
@@ -110,7 +111,7 @@ fn predict(dir: &Path, teg: &str, nodes: u32, toml: &str, tag: &str) -> (f64, f6
     let machine = dir.join(format!("machine-{nodes}-{tag}.toml"));
     std::fs::write(&machine, toml).unwrap();
     let passes = format!(
-        "{PASSES},cost{{nodes={nodes},evals=1,sources=root,machine={}}}",
+        "{PASSES},cost{{nodes={nodes},evals=1,sources=root,sinks=distributed,machine={}}}",
         machine.display()
     );
     let report = tapc(&["opt", teg, "--passes", &passes, "--emit", "cost"]);
