@@ -11,7 +11,11 @@ fn main() {
     if tapc::driver::is_lsp(&args) {
         std::process::exit(tapc::lsp::run_stdio());
     }
-    let out = tapc::driver::run_with(&args, std::io::stderr().is_terminal());
+    let console = tapc::driver::Console {
+        terminal: std::io::stderr().is_terminal(),
+        log: tapc_runtime::steps::LogTo::Stdout,
+    };
+    let out = tapc::driver::run_with(&args, console);
     let _ = std::io::stdout().write_all(out.stdout.as_bytes());
     let _ = std::io::stderr().write_all(out.stderr.as_bytes());
     std::process::exit(out.code);

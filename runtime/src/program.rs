@@ -22,7 +22,7 @@ use crate::memory;
 use crate::output::{self, Npy, Outputs};
 use crate::paths::{shown, Origin};
 use crate::plan::Plan;
-use crate::steps::log_step;
+use crate::steps::{log_step, LogTo, StepLog};
 use crate::tensor::{type_string, Tensor};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -210,11 +210,10 @@ pub fn options(args: &Args) -> Options {
 }
 
 /// The single process: it reads every input whole and runs the whole plan.
-#[derive(Default)]
 pub struct Local {
     inputs: Vec<Tensor>,
-    /// The `--log-every` lines so far.
-    log: String,
+    /// The `--log-every` lines, printed as each step ends.
+    log: StepLog,
 }
 
 impl Local {
@@ -234,7 +233,7 @@ impl Local {
         for (k, t) in next {
             self.inputs[k] = t;
         }
-        self.log.push_str(&log);
+        self.log.step_done(&log);
         Ok(())
     }
 }
@@ -280,7 +279,7 @@ impl Mode for Local {
                 views.iter().map(|v| (v.name, v as &dyn Npy)).collect();
             stage_sinks(job, outputs, &items)
         })?;
-        self.log.push_str(&log);
+        self.log.step_done(&log);
         // The inputs as read are held for the whole run.
         let inputs = Footprint::whole(job.plan).input_bytes;
         report.peak_bytes = report.peak_bytes.saturating_add(inputs);
@@ -289,7 +288,7 @@ impl Mode for Local {
             paths,
             trace: job.args.trace.as_ref().map(|_| report.trace_json()),
             time: job.args.time.then(|| report.time_summary()),
-            log: std::mem::take(&mut self.log),
+            log: self.log.finish(),
         }))
     }
 }
@@ -302,5 +301,9 @@ pub fn run_program(prog: &str, args: &Args, plan: &Plan, kernels: &[KernelFn]) -
         plan,
         kernels,
     };
-    run(&job, &mut Local::default())
+    let mut local = Local {
+        inputs: Vec::new(),
+        log: StepLog::new(&args.steps, LogTo::Stdout),
+    };
+    run(&job, &mut local)
 }

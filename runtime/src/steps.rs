@@ -2,13 +2,16 @@
 //! `N` times, each `state @w` taking the value its `update @w` had in the step before, in
 //! memory (no file is written between steps). The sinks of the last step, the updates among
 //! them, are the outputs. `--log-every K` prints the one-element sinks (not the updates) of
-//! every `K`-th step as CSV lines `step,name,value`. Every front end (the interpreter, the JIT, compiled programs)
-//! counts steps and prints the log lines through this module.
+//! every `K`-th step as CSV lines `step,name,value`, on stdout as each step ends ([`StepLog`]),
+//! and a run of several steps draws a progress bar on stderr when stderr is a terminal. Every
+//! front end (the interpreter, the JIT, compiled programs) counts steps and prints the log lines
+//! through this module.
 
 use crate::tensor::Tensor;
 use crate::with_data;
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
 
 /// How many steps to run, and how often to log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +76,81 @@ pub fn log_step<'a>(
     }
 }
 
+/// Where a run's log lines go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogTo {
+    /// Printed on stdout as each step ends, with a progress bar on stderr if it is a terminal.
+    Stdout,
+    /// Kept for the caller (a test driving `tapc` in-process, a rank that sends its lines on).
+    Kept,
+}
+
+/// The log lines of a run of several steps as they are produced, and its progress bar.
+pub struct StepLog {
+    to: LogTo,
+    kept: String,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl StepLog {
+    /// A log for a run of `steps`; the bar only for several steps on a terminal's stderr.
+    pub fn new(steps: &Steps, to: LogTo) -> StepLog {
+        let watched = to == LogTo::Stdout && steps.count > 1 && std::io::stderr().is_terminal();
+        let bar = watched.then(|| {
+            let b = indicatif::ProgressBar::new(steps.count);
+            b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            let style = "step {pos}/{len} {bar:30} {elapsed_precise} ({eta} left)";
+            b.set_style(
+                indicatif::ProgressStyle::with_template(style)
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b
+        });
+        StepLog {
+            to,
+            kept: String::new(),
+            bar,
+        }
+    }
+
+    /// A step has ended with log `lines` (possibly none): print or keep them, advance the bar.
+    pub fn step_done(&mut self, lines: &str) {
+        match self.to {
+            LogTo::Kept => self.kept.push_str(lines),
+            LogTo::Stdout if !lines.is_empty() => {
+                // A user watching a long run reads each loss as its step ends.
+                let print = || {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(lines.as_bytes()).and_then(|()| out.flush());
+                };
+                match &self.bar {
+                    Some(b) => b.suspend(print),
+                    None => print(),
+                }
+            }
+            LogTo::Stdout => {}
+        }
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+
+    /// Removes the bar and returns the kept lines (none when they went to stdout).
+    pub fn finish(&mut self) -> String {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        std::mem::take(&mut self.kept)
+    }
+}
+
+impl Drop for StepLog {
+    /// A failed run's message is printed on a clean line.
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 /// Runs `steps` applications of a graph whose inputs are held by name (`tapc run`): `step`
 /// computes the sinks of one application from `inputs`; after each step but the last, every
 /// state in `states` (a name both of a source and of its update sink) is bound to its update.
@@ -82,13 +160,15 @@ pub fn run_named<E>(
     inputs: &mut HashMap<String, Tensor>,
     states: &[String],
     mut step: impl FnMut(&HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>, E>,
-    log: &mut String,
+    log: &mut StepLog,
 ) -> Result<Vec<(String, Tensor)>, E> {
     let mut s = 1;
     loop {
         let sinks = step(inputs)?;
         let shown = sinks.iter().filter(|(n, _)| !states.contains(n));
-        log_step(steps, s, shown.map(|(n, t)| (n.as_str(), t)), log);
+        let mut lines = String::new();
+        log_step(steps, s, shown.map(|(n, t)| (n.as_str(), t)), &mut lines);
+        log.step_done(&lines);
         if s >= steps.count {
             return Ok(sinks);
         }

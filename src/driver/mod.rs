@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use tapc_runtime::cli::{self, Declared};
 use tapc_runtime::output::Outputs;
 use tapc_runtime::paths::{shown, Origin};
+use tapc_runtime::steps::{LogTo, StepLog};
 use tapc_runtime::Tensor;
 
 /// What one invocation printed, and its exit code.
@@ -355,13 +356,28 @@ fn opt_config(cost: &CostFlags, passes: &str, f: PassFlags) -> Result<RunConfig,
     })
 }
 
-/// Runs `tapc` with `args` (without the program name).
-pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Outcome {
-    run_with(args, false)
+/// What `tapc` prints to as it goes, besides the [`Outcome`] it returns.
+#[derive(Clone, Copy, Debug)]
+pub struct Console {
+    /// Whether stderr is a terminal (`--color auto`, progress bars).
+    pub terminal: bool,
+    /// Where `tapc run --log-every` lines go: stdout as each step ends (the binary), or the
+    /// outcome's stdout (in-process callers).
+    pub log: LogTo,
 }
 
-/// As [`run`]; `terminal` says whether stderr is a terminal (for `--color auto`).
-pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
+/// Runs `tapc` with `args` (without the program name), everything printed kept in the outcome.
+pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Outcome {
+    let console = Console {
+        terminal: false,
+        log: LogTo::Kept,
+    };
+    run_with(args, console)
+}
+
+/// As [`run`], printing as `console` says.
+pub fn run_with<S: AsRef<OsStr>>(args: &[S], console: Console) -> Outcome {
+    let terminal = console.terminal;
     let cli = match Cli::try_parse_from(argv(args)) {
         Ok(c) => c,
         Err(e) => return clap_outcome(&e),
@@ -376,6 +392,7 @@ pub fn run_with<S: AsRef<OsStr>>(args: &[S], terminal: bool) -> Outcome {
         format: cli.common.error_format,
         color,
         native: None,
+        log: console.log,
         runtime: if cli.mpi {
             crate::codegen::Runtime::Mpi
         } else {
@@ -479,6 +496,8 @@ struct Cx {
     color: bool,
     /// Backend options of `tapc run`.
     native: Option<NativeRun>,
+    /// Where `tapc run --log-every` lines go.
+    log: LogTo,
     /// The runtime `tapc FILE -o OUT` links (`--mpi`: the distributed one).
     runtime: crate::codegen::Runtime,
 }
@@ -680,7 +699,7 @@ impl Cx {
         };
         let states: Vec<String> = g.states().map(|(n, ..)| n.to_string()).collect();
         let mut tensors = tensors;
-        let mut log = String::new();
+        let mut log = StepLog::new(&steps, self.log);
         let mut run_steps = |step: &mut dyn FnMut(&HashMap<String, Tensor>) -> Result<_, _>| {
             tapc_runtime::steps::run_named(&steps, &mut tensors, &states, step, &mut log)
         };
@@ -707,6 +726,8 @@ impl Cx {
         } else {
             run_steps(&mut |ins| crate::interp::run(&l.module, g, &l.facts[gi], ins))
         };
+        // The steps that ran are logged, also when a later one failed.
+        self.out.stdout.push_str(&log.finish());
         let sinks = match sinks {
             Ok(s) => s,
             Err(d) => {
@@ -715,7 +736,6 @@ impl Cx {
                 return false;
             }
         };
-        self.out.stdout.push_str(&log);
         let outs: Vec<(&str, &tapc_runtime::Tensor)> =
             sinks.iter().map(|(n, t)| (n.as_str(), t)).collect();
         files.push(path.to_path_buf());

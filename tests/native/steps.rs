@@ -282,3 +282,116 @@ fn state_of_the_wrong_shape_is_a_clean_error_naming_the_file() {
     );
     assert!(!out.exists(), "an output directory was made");
 }
+
+/// A counter state `t` that logs `x[t]`: steps 1–3 log 3, 5 and 10, and step 4 gathers
+/// `x[3]` from `x: f32[3]` (a run-time error naming the task and the index).
+const FAILS_AT_STEP_4: &str = "op @count(t: i32[]) -> (u: i32[]) {
+  u[] = t[] + 1
+}
+op @probe(x: f32[N], t: i32[]) -> (l: f32[]) {
+  l[] = x[t[]]
+}
+graph @g {
+  %x = source @x : f32[3]
+  %t = state @t : i32[]
+  %u = apply @count(%t)
+  %l = apply @probe(%x, %t)
+  update @t %u
+  sink @loss %l
+}
+";
+
+/// The source of [`FAILS_AT_STEP_4`] and its inputs (`t` zero) in `dir`.
+fn failing_run(dir: &Path) -> String {
+    let file = dir.join("fails.teg");
+    std::fs::write(&file, FAILS_AT_STEP_4).unwrap();
+    let t = tapc_runtime::Tensor::new(vec![], tapc_runtime::Data::I32(vec![0])).unwrap();
+    tapc_runtime::npy::write(&dir.join("t.npy"), &t).unwrap();
+    let x = tapc_runtime::Data::F32(vec![3.0, 5.0, 10.0]);
+    tapc_runtime::npy::write(
+        &dir.join("x.npy"),
+        &tapc_runtime::Tensor::new(vec![3], x).unwrap(),
+    )
+    .unwrap();
+    file.display().to_string()
+}
+
+/// `--log-every` lines are printed as each step ends, not when the run does: a run that fails
+/// at step 4 has printed the lines of steps 1–3 (and writes no output), in every runtime.
+#[test]
+fn log_lines_are_printed_as_the_steps_end() {
+    let dir = crate::common::scratch("steps-live");
+    let file = failing_run(&dir);
+    let out = dir.join("out");
+    let (ins, outs) = (dir.to_str().unwrap(), out.to_str().unwrap());
+    let flags = [
+        "--input-dir",
+        ins,
+        "--out-dir",
+        outs,
+        "--steps",
+        "6",
+        "--log-every",
+        "1",
+    ];
+    let mut runs = Vec::new();
+    for backend in ["--interp", "--native"] {
+        runs.push((
+            backend,
+            tapc(&[&["run", &file, backend][..], &flags[..]].concat()),
+        ));
+    }
+    let exe = compile(&file, &dir, "fails");
+    runs.push(("compiled", Command::new(&exe).args(flags).output().unwrap()));
+    for (what, o) in &runs {
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", text(o));
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            stdout,
+            "1,loss,3\n2,loss,5\n3,loss,10\n",
+            "{what}: {}",
+            text(o)
+        );
+        assert!(text(o).contains("out of range"), "{what}: {}", text(o));
+        assert!(!out.exists(), "{what}: an output directory was made");
+    }
+    assert_eq!(runs.len(), 3);
+}
+
+/// On a terminal, a run of several steps draws a progress bar on stderr (`script` gives the
+/// program a pseudo-terminal) and clears it at the end; without one, stderr stays empty.
+#[test]
+fn a_run_of_several_steps_shows_a_progress_bar_on_a_terminal() {
+    let dir = crate::common::scratch("steps-bar");
+    let file = example("sgd_momentum.teg");
+    let exe = compile(&file, &dir, "sgd");
+    let run = format!(
+        "{} --input-dir {} --out-dir {} --steps 40",
+        exe.display(),
+        data().display(),
+        dir.join("out").display()
+    );
+    let o = Command::new("script")
+        .args(["-q", "-e", "-c", &run, "/dev/null"])
+        .output()
+        .expect(
+            "`script` (util-linux) runs a command on a pseudo-terminal: apt-get install util-linux",
+        );
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o));
+    // Drawing is rate-limited: some step's state was drawn, and the bar was cleared.
+    assert!(
+        shown.contains("step ") && shown.contains("/40 "),
+        "{shown:?}"
+    );
+    assert!(shown.contains("\x1b[2K"), "{shown:?}");
+    assert!(shown.contains("@w: f64[8] ->"), "{shown:?}");
+    let plain = Command::new(&exe)
+        .args(["--input-dir", data().to_str().unwrap(), "--out-dir"])
+        .arg(dir.join("plain"))
+        .args(["--steps", "40"])
+        .output()
+        .unwrap();
+    assert!(plain.status.success(), "{}", text(&plain));
+    assert!(plain.stderr.is_empty(), "{}", text(&plain));
+}

@@ -7,7 +7,7 @@ use crate::common;
 use common::{after_pipeline, before_after, compile_ok};
 use std::collections::HashMap;
 use tapc::ir::Module;
-use tapc_runtime::steps::{run_named, Steps};
+use tapc_runtime::steps::{run_named, LogTo, StepLog, Steps};
 use tapc_runtime::Tensor;
 
 const PIPELINES: &[&str] = &[
@@ -52,7 +52,7 @@ fn steps(m: &Module, facts: &[tapc::verify::GraphFacts], n: u64) -> Vec<(String,
         &mut ins,
         &states,
         |i| tapc::interp::run(m, g, &facts[0], i),
-        &mut String::new(),
+        &mut StepLog::new(&s, LogTo::Kept),
     )
     .unwrap()
 }
