@@ -37,6 +37,8 @@
 
 #[path = "native/cold.rs"]
 mod cold;
+#[path = "native/read.rs"]
+mod read;
 #[path = "native/report.rs"]
 mod report;
 #[path = "../tests/common/rng.rs"]
@@ -46,6 +48,7 @@ mod shapes;
 #[path = "../tests/common/train_block.rs"]
 mod train_block;
 
+use read::{print_paired, read_bandwidth, Probe};
 use report::{print_cpu, print_family, print_memory};
 use rng::Rng;
 use shapes::{odd_shapes, LOWP_SWEEP, ODD_COUNT, RESNET_CONVS, SWEEP};
@@ -468,46 +471,6 @@ fn copy_bandwidth(threads: usize) -> f64 {
     2.0 * (n * 4) as f64 / best
 }
 
-/// The maximum of `x` with four 16-lane AVX-512 accumulators: loads are the only limit.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn max_avx512(x: &[f32]) -> f32 {
-    use std::arch::x86_64::*;
-    let mut acc = [_mm512_set1_ps(f32::MIN); 4];
-    for c in x.chunks_exact(64) {
-        for (j, a) in acc.iter_mut().enumerate() {
-            // SAFETY: `c` has 64 floats, so lanes 16·j .. 16·j + 16 are in bounds.
-            *a = _mm512_max_ps(*a, unsafe { _mm512_loadu_ps(c.as_ptr().add(16 * j)) });
-        }
-    }
-    acc.iter()
-        .map(|&a| _mm512_reduce_max_ps(a))
-        .fold(f32::MIN, f32::max)
-}
-
-/// Bytes per second only read (the maximum of 1 GiB of f32, best of 5) on `threads` threads
-/// (0 without AVX-512).
-fn read_bandwidth(threads: usize) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
-        let n: usize = 256 << 20;
-        let src = vec![1.0f32; n];
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t0 = std::time::Instant::now();
-            std::thread::scope(|s| {
-                for c in src.chunks(n.div_ceil(threads)) {
-                    // SAFETY: AVX-512F was detected above.
-                    s.spawn(move || std::hint::black_box(unsafe { max_avx512(c) }));
-                }
-            });
-            best = best.min(t0.elapsed().as_secs_f64());
-        }
-        return (n * 4) as f64 / best;
-    }
-    0.0
-}
-
 fn measure_machine() -> Machine {
     Machine {
         peak: [fma_peak(1) / 1e9, fma_peak(2) / 1e9],
@@ -702,6 +665,8 @@ struct Row {
     bytes: f64,
     /// Most bytes of buffers live at once in a 2-thread run (the runtime's peak).
     peak_bytes: u64,
+    /// An argmax row's 2-thread runs: (bytes per second, the read probe's just before).
+    read_pairs: Vec<(f64, f64)>,
 }
 
 /// The bench's command line (unknown words are ignored: `cargo bench` passes `--bench`).
@@ -712,7 +677,7 @@ struct BenchArgs {
     json: bool,
     contract: tapc::codegen::FpContract,
     refs: bool,
-    /// `--jax-only`: time JAX but not numpy (numpy's integer matmul takes minutes at 2048³).
+    /// `--jax-only`: time JAX but not numpy.
     jax_only: bool,
     passes: String,
     /// `--cold N`: fresh compiled-program runs per thread count (0: none).
@@ -896,6 +861,9 @@ fn time_program(
 ) -> Row {
     let mut medians = Vec::new();
     let mut cpu1 = 0.0;
+    // Memory-bound against reads alone: each 2-thread run paired with a probe pass.
+    let probe = wl.name.starts_with("argmax").then(Probe::new).flatten();
+    let mut read_pairs = Vec::new();
     for threads in [1usize, 2] {
         let opts = Options {
             threads,
@@ -904,10 +872,14 @@ fn time_program(
         p.run(ins, &opts).unwrap(); // warm-up
         let (mut wall, mut cpu) = (Vec::new(), Vec::new());
         for _ in 0..runs {
+            let probed = probe.as_ref().filter(|_| threads == 2).map(|p| p.pass(2));
             let c0 = cpu_seconds();
             let (_, rep) = p.run(ins, &opts).unwrap();
             cpu.push(cpu_seconds() - c0);
             wall.push(rep.wall.as_secs_f64());
+            if let Some(bw) = probed {
+                read_pairs.push((bytes / rep.wall.as_secs_f64(), bw));
+            }
         }
         medians.push(median(wall));
         if threads == 1 {
@@ -929,6 +901,7 @@ fn time_program(
         flops: wl.flops,
         bytes,
         peak_bytes: rep.peak_bytes,
+        read_pairs,
     }
 }
 
@@ -1113,6 +1086,9 @@ fn main() {
     print_side_by_side(&rows, &np, &jx, &mach);
     print_memory(&rows, &jx);
     print_cpu(&rows, &jx);
+    for r in &rows {
+        print_paired(&r.name, &r.read_pairs);
+    }
     print_family("odd", ODD_COUNT, &rows, &np, &jx);
     if a.cold > 0 {
         let best = |r: &Row| {
