@@ -66,14 +66,14 @@ impl Cx {
                 .join(" ")
         );
         teg.push_str(&imported.teg);
-        // The weights directory is made when missing (as `--out-dir` is), and removed again
-        // if the outputs cannot be written.
-        let made = !imported.weights.is_empty() && !dir.exists();
-        if made {
-            if let Err(e) = tapc_runtime::output::ensure_dir(&dir) {
-                return self.fail(&name, Diagnostic::error(codes::IO, e.to_string()));
-            }
-        }
+        // The output's directory and the weights directory are made when missing (as
+        // `--out-dir` is), and removed again if the outputs cannot be written.
+        let parent = output.parent().filter(|p| !p.as_os_str().is_empty());
+        let weights = (!imported.weights.is_empty()).then_some(dir.as_path());
+        let made = match make_missing_dirs(parent.into_iter().chain(weights)) {
+            Ok(m) => m,
+            Err(e) => return self.fail(&name, Diagnostic::error(codes::IO, e.to_string())),
+        };
         let mut o = Outputs::new();
         o.protect(model);
         let staged = o
@@ -97,11 +97,30 @@ impl Cx {
                 true
             }
             Err(e) => {
-                if made {
-                    let _ = std::fs::remove_dir(&dir);
+                for d in made.iter().rev() {
+                    let _ = std::fs::remove_dir(d);
                 }
                 self.fail(&name, Diagnostic::error(codes::IO, e.to_string()))
             }
         }
     }
+}
+
+/// Makes each of `dirs` that does not exist; the ones it made, in order. On an error the ones
+/// made before it are removed again.
+fn make_missing_dirs<'a>(
+    dirs: impl Iterator<Item = &'a Path>,
+) -> Result<Vec<PathBuf>, tapc_runtime::npy::NpyError> {
+    let mut made = Vec::new();
+    for d in dirs {
+        if d.exists() || made.iter().any(|m: &PathBuf| m == d) {
+            continue;
+        }
+        if let Err(e) = tapc_runtime::output::ensure_dir(d) {
+            made.iter().rev().for_each(|m| drop(std::fs::remove_dir(m)));
+            return Err(e);
+        }
+        made.push(d.to_path_buf());
+    }
+    Ok(made)
 }

@@ -188,3 +188,43 @@ fn a_missing_weights_dir_is_made_and_an_unwritable_one_leaves_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&dir2);
 }
+
+/// `-o DIR/m.teg` makes a missing DIR, as the weights directory is made (it failed with E0100
+/// when the weights went elsewhere); when the import then fails, the directory made is removed.
+#[test]
+fn a_missing_output_dir_is_made_and_removed_again_on_failure() {
+    let dir = crate::common::scratch("import-output-dir");
+    let model = data_dir().join("ops/matmul_2d/model.onnx");
+    let out = dir.join("new/m.teg");
+    let weights = dir.join("w");
+    let args = [
+        "import",
+        &s(&model),
+        "-o",
+        &s(&out),
+        "--weights-dir",
+        &s(&weights),
+    ];
+    let o = tapc::driver::run(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(out.is_file() && weights.join("w.npy").is_file());
+    let file = dir.join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let out2 = dir.join("new2/m.teg");
+    let args = [
+        "import",
+        &s(&model),
+        "-o",
+        &s(&out2),
+        "--weights-dir",
+        &s(&file),
+    ];
+    let o = tapc::driver::run(&args);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("error[E0100]"), "{}", o.stderr);
+    assert!(
+        !dir.join("new2").exists(),
+        "the directory made for -o is left behind"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
