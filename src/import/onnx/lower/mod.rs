@@ -4,6 +4,7 @@
 //! them or from static shapes: the shape glue) are folded here and only materialized (as a
 //! weight source or a `full` generator) where an operator reads them as data.
 
+mod attention;
 mod emit;
 mod ew;
 mod fold;
@@ -251,6 +252,7 @@ fn lowering(op_type: &str) -> Option<Lower> {
         .or_else(|| norm::lowering(op_type))
         .or_else(|| space::lowering(op_type))
         .or_else(|| loss::lowering(op_type))
+        .or_else(|| attention::lowering(op_type))
 }
 
 fn lower_node(cx: &mut Cx, n: &Node) -> R<()> {
