@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use tapc_runtime::{Data, Tensor};
 
 /// Every construct the generator draws; a test counts each and fails when one never occurred.
-pub const CONSTRUCTS: [&str; 43] = [
+pub const CONSTRUCTS: [&str; 44] = [
     "add",
     "sub",
     "mul",
@@ -47,6 +47,7 @@ pub const CONSTRUCTS: [&str; 43] = [
     "select",
     "max of two",
     "min of two",
+    "nested elementwise",
     "contraction",
     "sum reduction",
     "max reduction",
@@ -89,11 +90,11 @@ pub struct Recipe {
     pub seed: u64,
 }
 
-/// Recipes of 1–3 sources and 2–8 steps.
+/// Recipes of 1–3 sources and 2–12 steps.
 pub fn recipe() -> impl Strategy<Value = Recipe> {
     (
         proptest::collection::vec(proptest::collection::vec(1i64..=5, 1..=3), 1..=3),
-        proptest::collection::vec((0..CONSTRUCTS.len(), any::<u64>()), 2..=8),
+        proptest::collection::vec((0..CONSTRUCTS.len(), any::<u64>()), 2..=12),
         any::<u64>(),
     )
         .prop_map(|(shapes, steps, seed)| Recipe {
@@ -395,6 +396,7 @@ impl Builder {
             "add" | "sub" | "mul" | "div" | "pow" => self.binary(c),
             "exp" | "log" | "tanh" | "erf" | "sqrt" | "sin" | "cos" => self.unary(c),
             "select" | "max of two" | "min of two" => self.gapped(c),
+            "nested elementwise" => self.nested(),
             "contraction" => self.contraction(),
             "sum reduction" | "max reduction" | "min reduction" | "prod reduction" => {
                 self.reduction(c)

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 
 /// How many graphs the test draws.
-const GRAPHS: u32 = 24;
+const GRAPHS: u32 = 12;
 
 /// The sinks and entries compared.
 fn check(g: &GradGraph) -> Result<(usize, usize), String> {

@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// How many graphs the test draws.
-const GRAPHS: u32 = 60;
+const GRAPHS: u32 = 200;
 
 /// What the run checked.
 #[derive(Default)]

@@ -3,8 +3,8 @@
 //! module's doc for how each keeps away from non-differentiable points).
 
 use super::{
-    at, bound, elems, iv_add, iv_mul, iv_scale, iv_sub, lit, syms, union, vars, with, without,
-    Builder, Iv, Kernel, MAX_ELEMS,
+    at, bound, elems, iv_add, iv_mul, iv_scale, iv_sub, lit, rescale, syms, union, vars, with,
+    without, Builder, Iv, Kernel, MAX_ELEMS,
 };
 
 /// `u` if its interval is ≥ 0.2, else `(u * u + 0.5)`: a positive operand, and its interval.
@@ -24,6 +24,60 @@ fn shrink(b: f64, to: f64) -> (String, f64) {
     } else {
         ("1.0".to_string(), 1.0)
     }
+}
+
+/// `a c b` for an arithmetic construct, or `pow`: each operand an expression (a load or a
+/// parenthesised one) and its interval.
+fn binary_expr(c: &str, (a, xi): (&str, Iv), (b, yi): (&str, Iv)) -> (String, Iv) {
+    match c {
+        "add" => (format!("{a} + {b}"), iv_add(xi, yi)),
+        "sub" => (format!("{a} - {b}"), iv_sub(xi, yi)),
+        "mul" => (format!("{a} * {b}"), iv_mul(xi, yi)),
+        "div" => {
+            let (d, di) = positive(b, yi);
+            (format!("{a} / {d}"), iv_mul(xi, (1.0 / di.1, 1.0 / di.0)))
+        }
+        _ => {
+            // pow: a positive base, the exponent scaled into [-2, 2].
+            let (p, pi) = positive(a, xi);
+            let (s, sv) = shrink(bound(yi), 2.0);
+            let ln = iv_mul(iv_scale(yi, sv), (pi.0.ln(), pi.1.ln()));
+            (format!("pow({p}, {b} * {s})"), (ln.0.exp(), ln.1.exp()))
+        }
+    }
+}
+
+/// A unary function of the expression `a` (a load or a parenthesised one) of interval `xi`.
+fn unary_expr(c: &str, (a, xi): (&str, Iv)) -> (String, Iv) {
+    match c {
+        "exp" => {
+            let (s, sv) = shrink(bound(xi), 2.0);
+            let iv = ((xi.0 * sv).exp(), (xi.1 * sv).exp());
+            (format!("exp({a} * {s})"), iv)
+        }
+        "log" => {
+            let (p, pi) = positive(a, xi);
+            (format!("log({p})"), (pi.0.ln(), pi.1.ln()))
+        }
+        "sqrt" => {
+            let (p, pi) = positive(a, xi);
+            (format!("sqrt({p})"), (pi.0.sqrt(), pi.1.sqrt()))
+        }
+        "tanh" => (format!("tanh({a})"), (xi.0.tanh(), xi.1.tanh())),
+        _ => (format!("{c}({a})"), (-1.0, 1.0)),
+    }
+}
+
+/// The elementwise constructs a nested kernel composes.
+const NESTED: [&str; 12] = [
+    "add", "sub", "mul", "div", "pow", "exp", "log", "tanh", "erf", "sqrt", "sin", "cos",
+];
+
+/// An expression's loads times its operators and brackets (a bound on its adjoint's size).
+fn size(e: &str) -> usize {
+    let loads = e.matches("a[").count() + e.matches("b[").count();
+    let ops = e.chars().filter(|c| "+-*/([".contains(*c)).count();
+    loads * ops
 }
 
 fn gcd(a: i64, b: i64) -> i64 {
@@ -65,23 +119,7 @@ impl Builder {
         let (xi, yi) = (self.vals[x].iv, self.vals[y].iv);
         let ports = vec![self.port('a', x), self.port('b', y)];
         let idx = vars(shape.len());
-        let (a, b) = (at("a", &idx), at("b", &idx));
-        let e = match c {
-            "add" => (format!("{a} + {b}"), iv_add(xi, yi)),
-            "sub" => (format!("{a} - {b}"), iv_sub(xi, yi)),
-            "mul" => (format!("{a} * {b}"), iv_mul(xi, yi)),
-            "div" => {
-                let (d, di) = positive(&b, yi);
-                (format!("{a} / {d}"), iv_mul(xi, (1.0 / di.1, 1.0 / di.0)))
-            }
-            _ => {
-                // pow: a positive base, the exponent scaled into [-2, 2].
-                let (p, pi) = positive(&a, xi);
-                let (s, sv) = shrink(bound(yi), 2.0);
-                let ln = iv_mul(iv_scale(yi, sv), (pi.0.ln(), pi.1.ln()));
-                (format!("pow({p}, {b} * {s})"), (ln.0.exp(), ln.1.exp()))
-            }
-        };
+        let e = binary_expr(c, (&at("a", &idx), xi), (&at("b", &idx), yi));
         self.elementwise(c, x, ports, e);
     }
 
@@ -90,26 +128,52 @@ impl Builder {
         let xi = self.vals[x].iv;
         let ports = vec![self.port('a', x)];
         let a = at("a", &vars(self.vals[x].shape.len()));
-        let e = match c {
-            "exp" => {
-                let (s, sv) = shrink(bound(xi), 2.0);
-                (
-                    format!("exp({a} * {s})"),
-                    ((xi.0 * sv).exp(), (xi.1 * sv).exp()),
-                )
-            }
-            "log" => {
-                let (p, pi) = positive(&a, xi);
-                (format!("log({p})"), (pi.0.ln(), pi.1.ln()))
-            }
-            "sqrt" => {
-                let (p, pi) = positive(&a, xi);
-                (format!("sqrt({p})"), (pi.0.sqrt(), pi.1.sqrt()))
-            }
-            "tanh" => (format!("tanh({a})"), (xi.0.tanh(), xi.1.tanh())),
-            _ => (format!("{c}({a})"), (-1.0, 1.0)),
-        };
+        let e = unary_expr(c, (&a, xi));
         self.elementwise(c, x, ports, e);
+    }
+
+    /// One kernel composing 2–4 of the elementwise constructs (an expression tree: the chain
+    /// rule inside a kernel), each stage's value scaled back like a kernel's, the second
+    /// operand of a binary stage `b` or `a` read again.
+    ///
+    /// The composition stops before its size (loads × operators, [`size`]) passes 100: `grad`
+    /// writes each adjoint as one statement, one term per load that recomputes the operands
+    /// along its path, so a kernel reading its input many times in a deep expression (five
+    /// loads of `a` in `a / (log(sin(a)² + 0.5)² + 0.5)`) gets an adjoint statement of more
+    /// than 256 operators, which `tapc opt --passes=grad` prints and the parser refuses
+    /// (E0005): the lowered module does not re-parse. Not fixed yet (docs/passes/grad.md,
+    /// "Known limits").
+    pub(super) fn nested(&mut self) {
+        let x = self.operand(&|_| true);
+        let shape = self.vals[x].shape.clone();
+        let y = self.partner(&shape);
+        let (xi, yi) = (self.vals[x].iv, self.vals[y].iv);
+        let ports = vec![self.port('a', x), self.port('b', y)];
+        let idx = vars(shape.len());
+        let (a, b) = (at("a", &idx), at("b", &idx));
+        let mut e = (a.clone(), xi);
+        for _ in 0..2 + self.rng.below(3) {
+            let c = NESTED[self.rng.below(NESTED.len())];
+            let inner = format!("({})", e.0);
+            let other = if self.rng.chance(2) {
+                (&b, yi)
+            } else {
+                (&a, xi)
+            };
+            let next = if ["exp", "log", "tanh", "erf", "sqrt", "sin", "cos"].contains(&c) {
+                unary_expr(c, (&inner, e.1))
+            } else if self.rng.chance(2) {
+                binary_expr(c, (&inner, e.1), (other.0, other.1))
+            } else {
+                binary_expr(c, (other.0, other.1), (&inner, e.1))
+            };
+            let next = rescale(next.0, next.1);
+            if size(&next.0) > 100 && e.0 != a {
+                break;
+            }
+            e = next;
+        }
+        self.elementwise("nested elementwise", x, ports, e);
     }
 
     /// `select`, `max` and `min` of two values, comparing `u` with `u + g` for a new gap
