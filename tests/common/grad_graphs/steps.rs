@@ -80,6 +80,17 @@ fn size(e: &str) -> usize {
     loads * ops
 }
 
+/// An operand, its shape, a dimension `d` of it and its extent `n`, its interval, and the
+/// index variables of its rank.
+struct Along {
+    x: usize,
+    shape: Vec<i64>,
+    d: usize,
+    n: i64,
+    xi: Iv,
+    idx: Vec<String>,
+}
+
 fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 {
         a
@@ -89,6 +100,21 @@ fn gcd(a: i64, b: i64) -> i64 {
 }
 
 impl Builder {
+    /// An operand whose shape satisfies `ok`, and a random dimension `d` of it.
+    fn along(&mut self, ok: &dyn Fn(&[i64]) -> bool) -> Along {
+        let x = self.operand(ok);
+        let shape = self.vals[x].shape.clone();
+        let d = self.rng.below(shape.len());
+        Along {
+            x,
+            n: shape[d],
+            xi: self.vals[x].iv,
+            idx: vars(shape.len()),
+            shape,
+            d,
+        }
+    }
+
     /// An elementwise kernel of `x` (port `a`) and the other ports, over `x`'s shape.
     fn elementwise(
         &mut self,
@@ -112,14 +138,21 @@ impl Builder {
         });
     }
 
-    pub(super) fn binary(&mut self, c: &'static str) {
+    /// An operand `x` and a partner of its shape, read through ports `a` and `b`: `x`, the
+    /// ports, and the loads `a[I]`, `b[I]` with their intervals.
+    fn pair(&mut self) -> (usize, Vec<(String, String)>, [(String, Iv); 2]) {
         let x = self.operand(&|_| true);
         let shape = self.vals[x].shape.clone();
         let y = self.partner(&shape);
-        let (xi, yi) = (self.vals[x].iv, self.vals[y].iv);
         let ports = vec![self.port('a', x), self.port('b', y)];
         let idx = vars(shape.len());
-        let e = binary_expr(c, (&at("a", &idx), xi), (&at("b", &idx), yi));
+        let (xi, yi) = (self.vals[x].iv, self.vals[y].iv);
+        (x, ports, [(at("a", &idx), xi), (at("b", &idx), yi)])
+    }
+
+    pub(super) fn binary(&mut self, c: &'static str) {
+        let (x, ports, [a, b]) = self.pair();
+        let e = binary_expr(c, (&a.0, a.1), (&b.0, b.1));
         self.elementwise(c, x, ports, e);
     }
 
@@ -144,13 +177,7 @@ impl Builder {
     /// (E0005): the lowered module does not re-parse. Not fixed yet (docs/passes/grad.md,
     /// "Known limits").
     pub(super) fn nested(&mut self) {
-        let x = self.operand(&|_| true);
-        let shape = self.vals[x].shape.clone();
-        let y = self.partner(&shape);
-        let (xi, yi) = (self.vals[x].iv, self.vals[y].iv);
-        let ports = vec![self.port('a', x), self.port('b', y)];
-        let idx = vars(shape.len());
-        let (a, b) = (at("a", &idx), at("b", &idx));
+        let (x, ports, [(a, xi), (b, yi)]) = self.pair();
         let mut e = (a.clone(), xi);
         for _ in 0..2 + self.rng.below(3) {
             let c = NESTED[self.rng.below(NESTED.len())];
@@ -247,14 +274,16 @@ impl Builder {
 
     /// A reduction over one dimension `d` of a value of rank ≥ 2 (`max`/`min` with a ladder).
     pub(super) fn reduction(&mut self, c: &'static str) {
-        let x = self.operand(&|s| s.len() >= 2);
-        let shape = self.vals[x].shape.clone();
+        let Along {
+            x,
+            shape,
+            d,
+            n: kk,
+            xi,
+            idx,
+        } = self.along(&|s| s.len() >= 2);
         let r = shape.len();
-        let d = self.rng.below(r);
-        let kk = shape[d];
-        let xi = self.vals[x].iv;
         let ports = vec![self.port('a', x)];
-        let idx = vars(r);
         let a = at("a", &with(&idx, d, "k"));
         let out = without(&idx, d);
         let (expr, iv) = match c {
@@ -305,15 +334,18 @@ impl Builder {
 
     /// A layernorm along dimension `d` (temporaries `mu`, `v`), scaled and shifted by vectors.
     pub(super) fn layernorm(&mut self) {
-        let x = self.operand(&|_| true);
-        let shape = self.vals[x].shape.clone();
+        let Along {
+            x,
+            shape,
+            d,
+            n: kk,
+            idx,
+            ..
+        } = self.along(&|_| true);
         let r = shape.len();
-        let d = self.rng.below(r);
-        let kk = shape[d];
         let (g, h) = (self.vector(kk), self.vector(kk));
         let (gi, hi) = (self.vals[g].iv, self.vals[h].iv);
         let ports = vec![self.port('a', x), self.port('b', g), self.port('c', h)];
-        let idx = vars(r);
         let (a, ak) = (at("a", &idx), at("a", &with(&idx, d, "k")));
         let rv = without(&idx, d);
         let (mu, v) = (at("mu", &rv), at("v", &rv));
@@ -337,14 +369,16 @@ impl Builder {
 
     /// A stabilised softmax or log-softmax along dimension `d` (never rescaled).
     pub(super) fn softmax(&mut self, c: &'static str) {
-        let x = self.operand(&|_| true);
-        let shape = self.vals[x].shape.clone();
+        let Along {
+            x,
+            shape,
+            d,
+            n: kk,
+            xi,
+            idx,
+        } = self.along(&|_| true);
         let r = shape.len();
-        let d = self.rng.below(r);
-        let kk = shape[d];
-        let xi = self.vals[x].iv;
         let ports = vec![self.port('a', x)];
-        let idx = vars(r);
         let (a, ak) = (at("a", &idx), at("a", &with(&idx, d, "k")));
         let rv = without(&idx, d);
         let (m, s) = (at("m", &rv), at("s", &rv));
