@@ -1,11 +1,11 @@
 //! Random differentiable f64 graphs for the `grad` property test (issue 19): a few sources of
 //! small random shapes (rank 1–3, dims 1–5, odd ones included), then a random DAG of steps, each
 //! one of [`CONSTRUCTS`] (every construct docs/passes/grad.md marks supported: elementwise
-//! math, alone and nested 2–4 deep in one kernel, contractions, reductions, kernels with temporaries, loads that broadcast, shift,
-//! stride, read a constant index or gather by integer ids, and every selector), then a scalar
-//! loss over every value no later step reads (a sum of squares, or an index-weighted sum) and
-//! `grad` with respect to a random non-empty subset of the sources and, in some graphs, one
-//! intermediate value.
+//! math, alone and nested 2–4 deep in one kernel, contractions, reductions, kernels with
+//! temporaries, loads that broadcast, shift, stride, read a constant index or gather by
+//! integer ids, and every selector), then a scalar loss over every value no later step reads
+//! (a sum of squares, or an index-weighted sum) and `grad` with respect to a random non-empty
+//! subset of the sources and, in some graphs, one intermediate value.
 //!
 //! **Away from non-differentiable points, by construction**, so that central differences are a
 //! fair oracle. The generator tracks a sound interval for every value: the sources `@s*` hold
