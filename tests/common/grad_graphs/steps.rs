@@ -80,6 +80,9 @@ fn size(e: &str) -> usize {
     loads * ops
 }
 
+/// An operand, the ports reading it and its partner, and their loads with their intervals.
+type Pair = (usize, Vec<(String, String)>, [(String, Iv); 2]);
+
 /// An operand, its shape, a dimension `d` of it and its extent `n`, its interval, and the
 /// index variables of its rank.
 struct Along {
@@ -140,7 +143,7 @@ impl Builder {
 
     /// An operand `x` and a partner of its shape, read through ports `a` and `b`: `x`, the
     /// ports, and the loads `a[I]`, `b[I]` with their intervals.
-    fn pair(&mut self) -> (usize, Vec<(String, String)>, [(String, Iv); 2]) {
+    fn pair(&mut self) -> Pair {
         let x = self.operand(&|_| true);
         let shape = self.vals[x].shape.clone();
         let y = self.partner(&shape);
