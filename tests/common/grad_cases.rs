@@ -4,6 +4,9 @@
 //! gradient. `tests/passes/grad.rs` checks them against central differences and
 //! `tests/native/grad.rs` through the JIT.
 
+use std::collections::HashMap;
+use tapc_runtime::{Data, Tensor};
+
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
 pub const CASES: usize = 49;
 
@@ -393,4 +396,45 @@ pub fn lowered(name: &str, src: &str) -> (tapc::ir::Module, Vec<tapc::verify::Gr
     let (m2, facts2) = super::compile_ok(&format!("{name} (lowered)"), &printed);
     assert_eq!(m, m2, "{name}: the lowered module re-parses to itself");
     (m2, facts2)
+}
+
+/// The step and the tolerance of the central differences (docs/passes/grad.md, "Tests").
+pub const FD_H: f64 = 1e-6;
+pub const FD_TOL: f64 = 1e-6;
+
+/// Compares `grad`, the gradient of `loss` with respect to the f64 input `w`, with central
+/// differences `(loss(w + h) − loss(w − h)) / 2h`, entry by entry:
+/// `|g − fd| ≤ tol·(1 + |fd|) + 8·ε·|loss| / h`, the last term the difference's own rounding
+/// (each loss is within a few ulps of its value). The number of entries compared, or the
+/// first one that is off.
+pub fn central_differences(
+    loss: &dyn Fn(&HashMap<String, Tensor>) -> f64,
+    inputs: &HashMap<String, Tensor>,
+    w: &str,
+    grad: &[f64],
+    (h, tol): (f64, f64),
+) -> Result<usize, String> {
+    let x = super::f64s(&inputs[w]);
+    if grad.len() != x.len() {
+        return Err(format!("d{w} has {} entries, {w} {}", grad.len(), x.len()));
+    }
+    for k in 0..x.len() {
+        let at = |v: f64| {
+            let mut i = inputs.clone();
+            if let Data::F64(d) = &mut i.get_mut(w).expect("an input").data {
+                d[k] = v;
+            }
+            loss(&i)
+        };
+        let (up, down) = (at(x[k] + h), at(x[k] - h));
+        let fd = (up - down) / (2.0 * h);
+        let noise = 8.0 * f64::EPSILON * up.abs().max(down.abs()) / h;
+        if (grad[k] - fd).abs() > tol * (1.0 + fd.abs()) + noise {
+            return Err(format!(
+                "d{w}[{k}] = {} but the central difference is {fd} (loss {up})",
+                grad[k]
+            ));
+        }
+    }
+    Ok(x.len())
 }

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod grad_cases;
+pub mod grad_graphs;
 pub mod graphgen;
 pub mod jax_fixtures;
 pub mod mpi;

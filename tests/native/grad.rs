@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::process::Command;
 use tapc_runtime::Tensor;
 
-fn jit(
+/// Graph 0 of `m` run by the JIT on 2 threads; sinks by name.
+pub(crate) fn jit(
     m: &tapc::ir::Module,
     f: &[tapc::verify::GraphFacts],
     inputs: &HashMap<String, Tensor>,

@@ -18,6 +18,7 @@ mod fast_math;
 mod gather;
 mod grad;
 mod grad_cnn;
+mod grad_random;
 mod grid;
 mod halo;
 mod implicit_gemm;

@@ -7,16 +7,19 @@
 
 use crate::common;
 
-use common::grad_cases::{cases, lowered, softmax_forms, Case, CASES, SOFTMAX_FORMS};
+use common::grad_cases::{
+    cases, central_differences, lowered, softmax_forms, Case, CASES, FD_H, FD_TOL, SOFTMAX_FORMS,
+};
 use std::collections::HashMap;
-use tapc_runtime::{Data, Tensor};
+use tapc_runtime::Tensor;
 
 /// The inputs of a case: every source `f64` in [-2, 2), fixed seed.
 fn case_inputs(m: &tapc::ir::Module) -> HashMap<String, Tensor> {
     common::inputs(m, 0)
 }
 
-fn loss(
+/// The loss `@l` of graph 0 of `m` at `inputs`.
+pub(crate) fn loss(
     m: &tapc::ir::Module,
     f: &[tapc::verify::GraphFacts],
     inputs: &HashMap<String, Tensor>,
@@ -24,50 +27,21 @@ fn loss(
     common::f64s(&common::run(m, f, 0, inputs)["l"])[0]
 }
 
-fn set(t: &mut Tensor, k: usize, v: f64) {
-    if let Data::F64(d) = &mut t.data {
-        d[k] = v;
-    }
-}
-
 /// Compares each gradient entry with a central difference; the number of entries compared.
 fn check_case(c: &Case) -> usize {
     let (m, f) = lowered(c.construct, &c.src);
     let inputs = case_inputs(&m);
     let sinks = common::run(&m, &f, 0, &inputs);
-    let (h, tol) = if c.construct == "float cast" {
+    let fd = if c.construct == "float cast" {
         (1e-3, 2e-3)
     } else {
-        (1e-6, 1e-6)
+        (FD_H, FD_TOL)
     };
     let mut checked = 0;
     for w in c.wrt {
         let grad = common::f64s(&sinks[&format!("d{w}")]);
-        let x = common::f64s(&inputs[*w]);
-        assert_eq!(
-            grad.len(),
-            x.len(),
-            "{}: d{w} has the shape of {w}",
-            c.construct
-        );
-        for k in 0..x.len() {
-            let at = |v: f64| {
-                let mut i = inputs.clone();
-                set(i.get_mut(*w).expect("source"), k, v);
-                loss(&m, &f, &i)
-            };
-            let (up, down) = (at(x[k] + h), at(x[k] - h));
-            let fd = (up - down) / (2.0 * h);
-            // The difference's own rounding: each loss is within a few ulps of its value.
-            let noise = 8.0 * f64::EPSILON * up.abs().max(down.abs()) / h;
-            assert!(
-                (grad[k] - fd).abs() <= tol * (1.0 + fd.abs()) + noise,
-                "{}: d{w}[{k}] = {} but the central difference is {fd} (loss {up})",
-                c.construct,
-                grad[k]
-            );
-            checked += 1;
-        }
+        checked += central_differences(&|i| loss(&m, &f, i), &inputs, w, &grad, fd)
+            .unwrap_or_else(|e| panic!("{}: {e}", c.construct));
     }
     checked
 }

@@ -12,6 +12,7 @@ mod cost_model;
 mod fuse;
 mod gather;
 mod grad;
+mod grad_random;
 mod scatter;
 mod shard;
 mod state;
