@@ -1,4 +1,4 @@
-//! `Attention` (opsets 23–25): scaled dot-product attention as three TEG ops over the heads
+//! `Attention` (opsets 23–25) and `RotaryEmbedding` (opset 23, [`rotary`]): scaled dot-product attention as three TEG ops over the heads
 //! grouped as `[B, G, R, ...]` (G key/value heads, R query heads per group, so multi-head,
 //! grouped-query and multi-query attention are one form with no repeated K or V):
 //! the scores `sum[d]((q·√s)·(k·√s))` (softcapped when asked), a softmax whose additive bias
@@ -16,6 +16,7 @@ use tapc_runtime::{DType, Tensor};
 pub(super) fn lowering(op: &str) -> Option<super::Lower> {
     match op {
         "Attention" => Some(attention),
+        "RotaryEmbedding" => Some(rotary),
         _ => None,
     }
 }
@@ -404,4 +405,115 @@ fn weighted(cx: &mut Cx, p: &D, v: &D, h: &str) -> D {
     let mut shape = p.shape[..4].to_vec();
     shape.push(v.shape[3]);
     cx.e.apply(h, &op, &[], &[p, v], p.dtype, shape)
+}
+
+/// `RotaryEmbedding` (opset 23): on `x` seen as `[B, S, H, D]`, the first `R` features rotated
+/// in pairs (halves, or even/odd with `interleaved`) by the cos/sin caches, gathered by
+/// `position_ids` when given, as one op writing `[B, S, H, 2, R/2]` (`[.., R/2, 2]`
+/// interleaved) and a reshape; the other `D − R` features are concatenated unchanged.
+fn rotary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let h = n.outputs.first().cloned().unwrap_or_default();
+    let x = cx.data(n, 0)?;
+    let (c, s) = (cx.data(n, 1)?, cx.data(n, 2)?);
+    let x4 = match x.rank() {
+        4 => cx.transpose(&x, &[0, 2, 1, 3], &format!("{h}_bshd")),
+        3 => {
+            let heads = n.int("num_heads", 0).max(0) as usize;
+            if heads == 0 || x.shape[2] % heads != 0 {
+                return Err(cx.invalid(n, format!("3-D input {:?} over {heads} heads", x.shape)));
+            }
+            let [b, sl, w] = x.shape[..] else {
+                unreachable!("rank 3")
+            };
+            cx.reshape(&x, &[b, sl, heads, w / heads], &format!("{h}_bshd"))
+        }
+        _ => return Err(cx.invalid(n, format!("input of shape {:?}", x.shape))),
+    };
+    let [b, sl, hs, d] = x4.shape[..] else {
+        unreachable!("rank 4")
+    };
+    let r = match n.int("rotary_embedding_dim", 0) {
+        0 => d,
+        r if r > 0 && r as usize <= d && r % 2 == 0 => r as usize,
+        r => return Err(cx.invalid(n, format!("rotary_embedding_dim {r} for head size {d}"))),
+    };
+    let half = r / 2;
+    let pos = match cx.opt(n, 3)? {
+        Some(_) => Some(cx.data(n, 3)?),
+        None => None,
+    };
+    let caches_fit = match &pos {
+        Some(p) => p.shape == [b, sl] && c.rank() == 2 && c.shape[1] == half,
+        None => c.shape == [b, sl, half],
+    };
+    if !caches_fit || c.shape != s.shape || c.dtype != x.dtype || s.dtype != x.dtype {
+        return Err(cx.invalid(
+            n,
+            format!(
+                "caches {:?} {:?} for half rotation {half}",
+                c.shape, s.shape
+            ),
+        ));
+    }
+    let rot = rotate(
+        cx,
+        &x4,
+        &c,
+        &s,
+        pos.as_ref(),
+        n.int("interleaved", 0) != 0,
+        &format!("{h}_rot"),
+    );
+    let rot = cx.reshape(&rot, &[b, sl, hs, r], &format!("{h}_rot_flat"));
+    let y4 = if r == d {
+        rot
+    } else {
+        let rest = format!("slice {} [:, :, :, {r}:{d}]", x4.v());
+        let rest =
+            cx.e.stmt(&format!("{h}_pass"), &rest, x.dtype, vec![b, sl, hs, d - r]);
+        let rhs = format!("concat {}, {} axis 3", rot.v(), rest.v());
+        cx.e.stmt(&format!("{h}_bshd_y"), &rhs, x.dtype, vec![b, sl, hs, d])
+    };
+    let y = if x.rank() == 4 {
+        cx.transpose(&y4, &[0, 2, 1, 3], &h)
+    } else {
+        cx.reshape(&y4, &x.shape, &h)
+    };
+    Ok(vec![Val::Data(y)])
+}
+
+/// The rotated pairs: `t = 0` the real part `c·x1 − s·x2`, `t = 1` the imaginary `s·x1 + c·x2`.
+fn rotate(cx: &mut Cx, x: &D, c: &D, s: &D, pos: Option<&D>, interleaved: bool, h: &str) -> D {
+    let tn = x.dtype.name();
+    let (x1, x2) = if interleaved {
+        ("x[b, q, h, 2 * k]", "x[b, q, h, 2 * k + 1]")
+    } else {
+        ("x[b, q, h, k]", "x[b, q, h, k + K]")
+    };
+    let (cache, at, pport) = match pos {
+        Some(p) => (
+            format!("{tn}[P, K]"),
+            "[p[b, q], k]",
+            format!(", p: {}[B, S]", p.dtype.name()),
+        ),
+        None => (format!("{tn}[B, S, K]"), "[b, q, k]", String::new()),
+    };
+    let (out, lhs) = if interleaved {
+        ("K, 2", "k, t")
+    } else {
+        ("2, K", "t, k")
+    };
+    let body = format!("select(t == 0, c{at} * {x1} - s{at} * {x2}, s{at} * {x1} + c{at} * {x2})");
+    let text = format!(
+        "op @{{NAME}}(x: {tn}[B, S, H, D], c: {cache}, s: {cache}{pport}) -> (y: {tn}[B, S, H, {out}]) {{\n  y[b, q, h, {lhs}] = {body}\n}}"
+    );
+    let op = cx.e.op("RotaryEmbedding", &text);
+    let half = c.shape[c.rank() - 1];
+    let mut shape = x.shape[..3].to_vec();
+    shape.extend(if interleaved { [half, 2] } else { [2, half] });
+    let args: Vec<&D> = [Some(x), Some(c), Some(s), pos]
+        .into_iter()
+        .flatten()
+        .collect();
+    cx.e.apply(h, &op, &[], &args, x.dtype, shape)
 }

@@ -23,6 +23,7 @@ pub(super) fn lowering(op: &str) -> Option<super::Lower> {
         | "Shrink" => unary,
         "Identity" | "Dropout" => identity,
         "Where" => where_,
+        "SwiGLU" => swiglu,
         "Clip" => clip,
         "Cast" | "CastLike" => cast,
         _ => return None,
@@ -85,6 +86,25 @@ fn need_float(cx: &Cx, n: &Node, d: &D) -> R<()> {
             ),
         ))
     }
+}
+
+/// `SwiGLU` (opset 24): `a · sigmoid(alpha · a) · b`, operands of one shape and float dtype.
+fn swiglu(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let (a, b) = (cx.data(n, 0)?, cx.data(n, 1)?);
+    if a.shape != b.shape || a.dtype != b.dtype || !a.dtype.is_float() {
+        return Err(cx.invalid(n, format!("operands {:?} and {:?}", a.shape, b.shape)));
+    }
+    let alpha = lit(f64::from(n.float("alpha", 1.0)), a.dtype);
+    let expr = format!("$0 * (1.0 / (1.0 + exp(-{alpha} * $0))) * $1");
+    let t = a.dtype;
+    Ok(vec![Val::Data(elementwise(
+        cx,
+        n,
+        "SwiGLU",
+        &[a, b],
+        t,
+        &expr,
+    )?)])
 }
 
 fn binary(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {

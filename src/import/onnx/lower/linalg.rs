@@ -1,5 +1,5 @@
 //! Contractions and reductions: `MatMul` (numpy batching), `Gemm`, `Softmax`/`LogSoftmax`,
-//! `LayerNormalization`, the `Reduce*` family, `ArgMax`/`ArgMin`, `CumSum` and `TopK`. Kernels of a given rank
+//! `LayerNormalization`, the `Reduce*` family, `ArgMax`/`ArgMin`, `CumSum`, `CumProd` and `TopK`. Kernels of a given rank
 //! are written with one named index per dimension, so they read like the ONNX definitions.
 
 use super::emit::lit;
@@ -19,7 +19,7 @@ pub(super) fn lowering(op: &str) -> Option<super::Lower> {
             reduce
         }
         "ArgMax" | "ArgMin" => argmax,
-        "CumSum" => cumsum,
+        "CumSum" | "CumProd" => cumulative,
         "TopK" => topk,
         _ => return None,
     })
@@ -446,8 +446,8 @@ fn argmax(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
 /// `CumSum` along a constant axis: a contraction with a constant 0/1 matrix over an
 /// `[outer, D, inner]` view, `y[o, i, q] = sum[j](x[o, j, q] * m[i, j])`, where `m[i, j]` is
 /// 1 when `j <= i` (`j < i` with `exclusive`, mirrored with `reverse`). O(D²) per row, exact
-/// for integers.
-fn cumsum(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+/// for integers. `CumProd` is `prod[j](select(m[i, j] == 1, x[o, j, q], 1))` over the same `m`.
+fn cumulative(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let x = cx.data(n, 0)?;
     let h = hint(n);
     let ax = cx
@@ -478,11 +478,18 @@ fn cumsum(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let m = cx.materialize(&format!("{h}_tri"), &m);
     let x3 = cx.around_axis(&x, a, &format!("{h}_in"));
     let (outer, inner) = (x3.shape[0], x3.shape[2]);
-    let t = x.dtype.name();
+    let t = x.dtype;
+    let body = if n.op_type == "CumSum" {
+        "sum[j](x[o, j, q] * m[i, j])".to_string()
+    } else {
+        let one = lit(1.0, t);
+        format!("prod[j](select(m[i, j] == {one}, x[o, j, q], {one}))")
+    };
+    let tn = t.name();
     let text = format!(
-        "op @{{NAME}}(x: {t}[O, D, I], m: {t}[D, D]) -> (y: {t}[O, D, I]) {{\n  y[o, i, q] = sum[j](x[o, j, q] * m[i, j])\n}}"
+        "op @{{NAME}}(x: {tn}[O, D, I], m: {tn}[D, D]) -> (y: {tn}[O, D, I]) {{\n  y[o, i, q] = {body}\n}}"
     );
-    let op = cx.e.op("CumSum", &text);
+    let op = cx.e.op(&n.op_type, &text);
     let y = cx.e.apply(
         &format!("{h}_y"),
         &op,

@@ -5,6 +5,7 @@
 //! weight source or a `full` generator) where an operator reads them as data.
 
 mod attention;
+mod einsum;
 mod emit;
 mod ew;
 mod fold;
@@ -253,6 +254,7 @@ fn lowering(op_type: &str) -> Option<Lower> {
         .or_else(|| space::lowering(op_type))
         .or_else(|| loss::lowering(op_type))
         .or_else(|| attention::lowering(op_type))
+        .or_else(|| einsum::lowering(op_type))
 }
 
 fn lower_node(cx: &mut Cx, n: &Node) -> R<()> {

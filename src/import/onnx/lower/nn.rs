@@ -14,7 +14,7 @@ pub(super) fn lowering(op: &str) -> Option<super::Lower> {
     Some(match op {
         "Conv" => conv,
         "ConvTranspose" => conv_transpose,
-        "MaxPool" | "AveragePool" => pool,
+        "MaxPool" | "AveragePool" | "LpPool" => pool,
         "GlobalAveragePool" | "GlobalMaxPool" => global_pool,
         "BatchNormalization" => batchnorm,
         "LRN" => lrn,
@@ -350,7 +350,8 @@ fn pool(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         n.int("ceil_mode", 0) != 0,
     )?;
     let extra = win.extra(&x.shape[2..]);
-    let include = n.int("count_include_pad", 0) != 0;
+    // LpPool sums over the window (pads as zeros): no count of the elements inside.
+    let include = n.int("count_include_pad", 0) != 0 || n.op_type == "LpPool";
     let padded = win.pads.iter().any(|&(l, r)| l + r > 0);
     if !max && extra.iter().any(|&e| e > 0) {
         return Err(cx.unsupported(n, "ceil_mode with windows past the padding"));
@@ -370,7 +371,12 @@ fn pool(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
     let nm = names(sp);
     let wz =
         cx.e.stmt(&format!("{h}_window"), "zeros", x.dtype, kernel.clone());
-    let xa = format!("x[n, c, {}] + w[{}]", nm.at.join(", "), nm.k.join(", "));
+    let mut xa = format!("x[n, c, {}] + w[{}]", nm.at.join(", "), nm.k.join(", "));
+    // LpPool: `(sum |x|^p)^(1/p)` over the window, padding counted as zeros.
+    let lp = (n.op_type == "LpPool").then(|| n.int("p", 2) as f64);
+    if let Some(p) = lp {
+        xa = format!("pow(abs({xa}), {})", super::emit::lit(p, x.dtype));
+    }
     let k = nm.k.join(", ");
     let mut ports = format!(
         "x: {t}[N, C, {}], w: {t}[{}]",
@@ -393,6 +399,13 @@ fn pool(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
         format!("sum[{k}]({xa}) / cnt[{}]", nm.p.join(", "))
     } else {
         format!("sum[{k}]({xa}) / {t}({})", nm.ksym.join(" * "))
+    };
+    let body = match lp {
+        Some(p) => format!(
+            "pow(sum[{k}]({xa}), {})",
+            super::emit::lit(1.0 / p, x.dtype)
+        ),
+        None => body,
     };
     let text = format!(
         "op @{{NAME}}<{}>({ports}) -> (y: {t}[N, C, {}]) {{\n{pre}  y[n, c, {}] = {body}\n}}",

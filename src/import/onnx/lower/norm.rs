@@ -1,6 +1,7 @@
 //! Row-wise operators over one axis or the trailing axes: `RMSNormalization`,
 //! `LpNormalization` and `Hardmax`, each one kernel over a `[outer, axis, inner]` (or
-//! `[outer, inner]`) view of its input.
+//! `[outer, inner]`) view of its input; `GroupNormalization` and `InstanceNormalization` (its
+//! groups of one channel) over an `[N, groups, channels per group, spatial]` view.
 
 use super::emit::{lit, D};
 use super::views::out_hint;
@@ -10,6 +11,7 @@ use crate::import::onnx::model::Node;
 pub(super) fn lowering(op: &str) -> Option<super::Lower> {
     Some(match op {
         "RMSNormalization" => rms_norm,
+        "InstanceNormalization" | "GroupNormalization" => group_norm,
         "LpNormalization" | "Hardmax" => along_axis,
         _ => return None,
     })
@@ -92,4 +94,60 @@ fn hardmax_body(x: &D) -> String {
     format!(
         "  m[a, c] = argmax[j](x[a, j, c])\n  y[a, i, c] = select(m[a, c] == i, {one}, {zero})\n"
     )
+}
+
+/// `InstanceNormalization` and `GroupNormalization`: per batch and group, the mean and variance
+/// over the group's channels and spatial positions, then the per-channel scale and bias
+/// (`GroupNormalization` before opset 21: per group), rounded in the reference's order.
+fn group_norm(cx: &mut Cx, n: &Node) -> R<Vec<Val>> {
+    let x = cx.data(n, 0)?;
+    let h = out_hint(n, 0);
+    let c = x.shape.get(1).copied().unwrap_or(0);
+    let groups = match n.op_type.as_str() {
+        "InstanceNormalization" => c,
+        _ => n.int("num_groups", 0).max(0) as usize,
+    };
+    if !x.dtype.is_float() || x.rank() < 2 || groups == 0 || c % groups != 0 {
+        let msg = format!("{} input {:?} in {groups} groups", x.dtype.name(), x.shape);
+        return Err(cx.invalid(n, msg));
+    }
+    let (cg, sp) = (c / groups, x.shape[2..].iter().product::<usize>());
+    let mut params = Vec::new();
+    for (i, what) in [(1, "scale"), (2, "bias")] {
+        let p = cx.data(n, i)?;
+        let per_group = n.op_type == "GroupNormalization" && p.shape == [groups] && cg > 1;
+        let p = match (p.shape == [c], per_group) {
+            (true, _) => cx.reshape(&p, &[groups, cg], &format!("{h}_{what}")),
+            (false, true) => {
+                let p2 = cx.reshape(&p, &[groups, 1], &format!("{h}_{what}_g"));
+                cx.broadcast(&p2, &[groups, cg], &format!("{h}_{what}"))
+            }
+            _ => {
+                return Err(cx.invalid(n, format!("{what} of shape {:?} for {c} channels", p.shape)))
+            }
+        };
+        params.push(p);
+    }
+    let x4 = cx.reshape(&x, &[x.shape[0], groups, cg, sp], &format!("{h}_groups"));
+    let tn = x.dtype.name();
+    let eps = lit(f64::from(n.float("epsilon", 1e-5)), x.dtype);
+    let (xc, at) = ("(x[n, q, c, s] - mu[n, q])", "[n, q]");
+    let y = match n.op_type.as_str() {
+        "InstanceNormalization" => format!("g[q, c] * {xc} / sqrt(var{at} + {eps}) + b[q, c]"),
+        _ => format!("g[q, c] * ({xc} / sqrt(var{at} + {eps})) + b[q, c]"),
+    };
+    let text = format!(
+        "op @{{NAME}}(x: {tn}[N, G, C, S], g: {tn}[G, C], b: {tn}[G, C]) -> (y: {tn}[N, G, C, S]) {{\n  mu{at} = sum[c, s](x[n, q, c, s]) / {tn}(C * S)\n  var{at} = sum[c, s]({xc} * {xc}) / {tn}(C * S)\n  y[n, q, c, s] = {y}\n}}"
+    );
+    let op = cx.e.op(&n.op_type, &text);
+    let shape = x4.shape.clone();
+    let y = cx.e.apply(
+        &format!("{h}_groups_y"),
+        &op,
+        &[],
+        &[&x4, &params[0], &params[1]],
+        x.dtype,
+        shape,
+    );
+    Ok(vec![Val::Data(cx.reshape(&y, &x.shape, &h))])
 }
