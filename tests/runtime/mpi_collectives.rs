@@ -12,9 +12,17 @@
 //! the float contract of the differential tests (`common::tolerance`), and the max exactly.
 //! An f16 split reduction has no MPI datatype: it keeps the point-to-point transfers and the
 //! combine tasks (its partials move as before), with the single process's values bit for bit.
+//!
+//! A split reduction whose readers each read a row block of it (placed so that the blocks are
+//! not in rank order) combines through one `MPI_Ireduce_scatter` on 2 and 4 ranks: the trace
+//! shows it on every rank, nothing else moves, and the bytes are libnbc's (a binomial reduce
+//! to the root, then the root sends the other ranks their parts), as the cost model predicts
+//! for that plan as placed.
 
 use crate::common;
-use crate::mpi::{files, measured_bytes, mpi_and_want, scratch, write_inputs};
+use crate::mpi::{
+    bytes_moved, cost_report, files, measured_bytes, mpi_and_want, scratch, write_inputs,
+};
 
 use common::mpi::{mpirun, Btl};
 use std::path::Path;
@@ -185,4 +193,100 @@ fn an_f16_split_reduction_keeps_the_point_to_point_combine() {
     }
     assert_eq!(files(&out), want, "the single process's sinks");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `%x = a · c` split along `k`, read by `n` applies, the one on node `(r + 1) mod n` reading
+/// row block `r` (a rotation, so the parts are not in rank order), each writing its own sink.
+fn parts_program(n: usize) -> String {
+    let rows = 24 / n;
+    let mut g = "op @mm(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {
+  y[i, j] = sum[k](a[i, k] * b[k, j])
+}
+op @scale(g: f32[M, N], s: f32[M, N]) -> (y: f32[M, N]) {
+  y[i, j] = g[i, j] * s[i, j]
+}
+graph @g {
+  %a = source @a : f32[24, 32]
+  %c = source @c : f32[32, 8]
+  %s = source @s : f32[24, 8]
+  %x = apply @mm(%a, %c)
+"
+    .to_string();
+    for r in 0..n {
+        let (lo, hi, on) = (r * rows, (r + 1) * rows, (r + 1) % n);
+        g.push_str(&format!(
+            "  %x{r} = slice %x [{lo}:{hi}, 0:8]
+  %s{r} = slice %s [{lo}:{hi}, 0:8]
+  %v{r} = apply @scale(%x{r}, %s{r}) on {on}
+  sink @v{r} %v{r}
+"
+        ));
+    }
+    g + "}\n"
+}
+
+#[test]
+fn a_split_reduction_whose_readers_each_read_a_part_reduce_scatters_on_2_and_4_ranks() {
+    let mut checked = 0;
+    for n in [2usize, 4] {
+        let dir = scratch(&format!("coll-scatter{n}"));
+        let file = dir.join("scatter.teg");
+        std::fs::write(&file, parts_program(n)).unwrap();
+        let inputs = dir.join("in");
+        std::fs::create_dir_all(&inputs).unwrap();
+        let graph = write_inputs(&file, 0, &inputs);
+        let passes = format!("shard{{parts={n},dim=k}},canonicalize");
+        let (prog, want) = mpi_and_want(&file, &graph, &passes, &inputs, &dir.join("p"));
+        let (out, trace) = (dir.join("out"), dir.join("trace.json"));
+        let mut args = run_args(&inputs, &out);
+        args.extend(["--trace".to_string(), trace.display().to_string()]);
+        let o = mpirun(n, Btl::SharedMemory, &prog, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{n} ranks: {err}");
+        // Rooted at the last combine's node: unplaced, it runs on the node of the first task
+        // that reads it, node 0 (the reader of the last row block).
+        let last = n - 1;
+        let all: Vec<String> = (0..n).map(|r| r.to_string()).collect();
+        let all = all.join(", ");
+        let e = format!(
+            "mpi: reduce-scatter of %x.kacc{last} (768 B, sum f32) from rank 0 over rank(s) {all}, each its part"
+        );
+        assert!(
+            mpi_lines(&err).contains(&e.as_str()),
+            "{n} ranks: no `{e}` in:\n{err}"
+        );
+        // Nothing but the collective moves: no partial, and no part of `%x` point to point.
+        let moved_values: Vec<&str> = (err.lines())
+            .filter_map(|l| l.strip_prefix("  %")?.split_once(": sent "))
+            .map(|(v, _)| v)
+            .collect();
+        assert!(
+            (moved_values.iter()).all(|v| *v == format!("x.kacc{last}")),
+            "{n} ranks: point-to-point transfers in:\n{err}"
+        );
+        // A binomial reduce to the root, (p − 1)·n, then the root sends the p − 1 other parts:
+        // what the cost model predicts for the plan as placed (its `unsharded:` line).
+        let p = n as u64 - 1;
+        assert_eq!(measured_bytes(&err), p * 768 + p * 768 / n as u64, "{err}");
+        let cost = format!("{passes},cost{{nodes={n},sinks=distributed}}");
+        let report = cost_report(&file, &cost);
+        let predicted = (report.lines())
+            .find(|l| l.trim_start().starts_with("unsharded: "))
+            .map(bytes_moved)
+            .unwrap_or_else(|| panic!("no prediction in:\n{report}"));
+        assert_eq!(predicted, measured_bytes(&err), "{report}");
+        let t = std::fs::read_to_string(&trace).unwrap();
+        let name = format!("\"name\":\"reduce-scatter %x.kacc{last} (");
+        let ranks: Vec<&str> = (t.lines())
+            .filter(|l| l.contains(&name))
+            .filter_map(|l| l.split("\"pid\":").nth(1)?.split(',').next())
+            .collect();
+        assert_eq!(ranks, all.split(", ").collect::<Vec<_>>(), "{name} in {t}");
+        let bad = compare(&want, &out, n == 2);
+        assert!(bad.is_empty(), "{n} ranks: {}", bad.join("; "));
+        checked += want.len();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    // A sink per reader: 2 on 2 ranks, 4 on 4.
+    assert_eq!(checked, 2 + 4);
 }
