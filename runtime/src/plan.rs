@@ -28,7 +28,7 @@ pub use crate::mpi::dist::{Dist, Leaf, ReduceOp, Reduction, Replica, Transfer, W
 use crate::tensor::DType;
 
 const MAGIC: &[u8; 8] = b"TAPCPLAN";
-const VERSION: u32 = 6;
+const VERSION: u32 = 7;
 /// Bytes of the checksum that ends an encoded plan.
 const SUM: usize = 8;
 
@@ -335,6 +335,10 @@ impl Plan {
             w.u32(g.buffer);
             w.runs(&g.runs);
             w.u32s(&g.targets);
+            w.u32(g.scatter.len() as u32);
+            for part in &g.scatter {
+                w.runs(part);
+            }
         }
         w.u32(self.states.len() as u32);
         for &(source, sink) in &self.states {
@@ -719,6 +723,7 @@ impl<'a> R<'a> {
             buffer: self.u32()?,
             runs: self.runs()?,
             targets: self.u32s()?,
+            scatter: self.list(R::runs)?,
         })
     }
 
@@ -969,6 +974,7 @@ mod tests {
             buffer: 2,
             runs: vec![(0, 6)],
             targets: vec![1],
+            scatter: vec![],
         }];
         assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
         p.validate(1).unwrap();
@@ -977,6 +983,51 @@ mod tests {
         p.dist.reductions[0].targets = vec![1];
         p.dist.reductions[0].dtype = DType::BF16;
         assert!(p.validate(1).unwrap_err().contains("MPI cannot reduce"));
+        p.dist.reductions[0].dtype = DType::F32;
+        // A reduce-scatter (its one target's part): parts leaving elements 2..4 to nobody,
+        // overlapping, or more parts than targets are refused; the whole result passes.
+        p.dist.reductions[0].scatter = vec![vec![(0, 2), (4, 2)]];
+        assert!(p.validate(1).unwrap_err().contains("each once"));
+        p.dist.reductions[0].scatter = vec![vec![(0, 6)]];
+        assert_eq!(p.dist.reductions[0].kind().name(), "reduce-scatter");
+        assert_eq!(Plan::decode(&p.encode()).unwrap(), p);
+        p.validate(1).unwrap();
+        p.dist.reductions[0].scatter = vec![vec![(0, 4), (3, 3)]];
+        assert!(p.validate(1).unwrap_err().contains("each once"));
+        p.dist.reductions[0].scatter = vec![vec![(0, 6)], vec![(0, 1)]];
+        assert!(p.validate(1).unwrap_err().contains("each once"));
+    }
+
+    #[test]
+    fn a_reduce_scatter_packs_each_ranks_part_from_a_leaf_and_counts_its_bytes() {
+        use crate::mpi::group::remap;
+        // The result is rows 1 and 3 of a 4×5 matrix (a run each), a leaf a dense 2×5 one:
+        // the result's elements 8..10 and 15 are the leaf's 3..5 and 5; 9..12 leaves it.
+        let (from, to) = (vec![(5, 5), (15, 5)], vec![(0, 5), (5, 5)]);
+        assert_eq!(
+            remap(&from, &to, &[(8, 2), (15, 1)]),
+            Some(vec![(3, 2), (5, 1)])
+        );
+        assert_eq!(remap(&from, &to, &[(7, 3)]), Some(vec![(2, 3)]));
+        assert_eq!(remap(&from, &to, &[(9, 3)]), None);
+        // 3 ranks, a 40-byte result, parts of 16, 8 and 16 bytes; rank 0 the root.
+        let g = Reduction {
+            value: "%y".into(),
+            op: ReduceOp::Sum,
+            dtype: DType::F32,
+            leaves: vec![],
+            combines: vec![0],
+            buffer: 0,
+            runs: vec![(0, 10)],
+            targets: vec![0, 1, 2],
+            scatter: vec![vec![(0, 4)], vec![(4, 2)], vec![(6, 4)]],
+        };
+        let parts = [16, 8, 16];
+        assert_eq!(g.scatter_traffic(0, &parts), (24, 80));
+        assert_eq!(g.scatter_traffic(1, &parts), (40, 8));
+        assert_eq!(g.scatter_traffic(2, &parts), (40, 16));
+        // Two nodes on one rank: its part is both, sorted.
+        assert_eq!(g.part_of(0, |n| n % 2), vec![(0, 4), (6, 4)]);
     }
 
     #[test]

@@ -10,8 +10,12 @@
 //! - its leaves are on at least two nodes, and the nodes it delivers the result to hold a
 //!   leaf (every rank of the collective contributes): the one node that reads the result
 //!   (node 0 for a sink); or, when exactly the leaves' nodes read it, each whole, all of them
-//!   (an allreduce); else the last combine's own node, which sends the other readers their
-//!   parts as before (what the cost model plans: the combine on its sink node);
+//!   (an allreduce); or, when only tasks on leaves' nodes read it, each node a part disjoint
+//!   from the others' and together the whole result, those nodes with their parts (a
+//!   reduce-scatter rooted at the last combine's node: in any order of the parts, as each
+//!   rank packs its partials in the order of the ranks' parts); else the last combine's own
+//!   node, which sends the other readers their parts as before (what the cost model plans:
+//!   the combine on its sink node);
 //! - the leaves and the result have one shape and one set of strides (their runs correspond
 //!   element by element);
 //! - the dtype has an MPI datatype: f16, bf16 (and bool) keep the point-to-point transfers
@@ -19,14 +23,16 @@
 //!
 //! `distribute` then plans no transfer into a combine and none of the result to its readers:
 //! the collective delivers it (a reduce to the one reader's node, an allreduce when several
-//! nodes read it).
+//! nodes read it whole, a reduce-scatter when they read parts).
 
 use super::replicate::task_nodes;
 use super::schedule::{KernelSpec, Region, Schedule};
 use crate::ir::instance::{CExpr, CKind, CStmt, Src, Target};
 use crate::ir::kernel::{BinOp, Func};
 use crate::ir::DType;
-use tapc_runtime::mpi::dist::{intersect, region_runs, Leaf, ReduceOp, Reduction, Replica, Runs};
+use tapc_runtime::mpi::dist::{
+    intersect, normalize, region_runs, Leaf, ReduceOp, Reduction, Replica, Runs,
+};
 
 /// The monoid of a combine kernel (see the module docs), or `None`.
 fn combine_op(k: &KernelSpec) -> Option<ReduceOp> {
@@ -161,7 +167,7 @@ fn group(
     }
     let leaf_nodes = sorted(leaves.iter().map(|l| nodes[l.task as usize]));
     let runs = region_runs(out.offset, &out.shape, &out.strides);
-    let targets = targets(s, (nodes, updates), last, &runs, &leaf_nodes)?;
+    let (targets, scatter) = targets(s, (nodes, updates), last, &runs, &leaf_nodes)?;
     if leaf_nodes.len() < 2 {
         return None;
     }
@@ -176,31 +182,62 @@ fn group(
         buffer: out.buffer,
         runs,
         targets,
+        scatter,
     })
 }
 
-/// The nodes the collective delivers the result of `last` (runs `runs`) to: the one node
-/// that reads it; every leaf node when exactly those read it, each whole (an allreduce);
-/// else the last combine's own node, from which the other readers receive their parts as
-/// before (a reduce there, as the cost model combines on its sink node). `None` when that
-/// node holds no partial.
+/// The nodes the collective delivers the result of `last` (runs `runs`) to, and their parts
+/// when it scatters: the one node that reads it; every leaf node when exactly those read it,
+/// each whole (an allreduce); the reader nodes with the part each reads, when only tasks read
+/// it, on leaf nodes, each a part disjoint from the others' and together the whole result (a
+/// reduce-scatter from the last combine's node); else the last combine's own node, from which
+/// the other readers receive their parts as before (a reduce there, as the cost model combines
+/// on its sink node). `None` when the root holds no partial.
 fn targets(
     s: &Schedule,
     (nodes, updates): (&[u32], &[Replica]),
     last: usize,
     runs: &[(i64, i64)],
     leaf_nodes: &[u32],
-) -> Option<Vec<u32>> {
+) -> Option<(Vec<u32>, Vec<Runs>)> {
     let readers = readers(s, nodes, updates, last);
     let reader_nodes = sorted(readers.iter().map(|r| r.1));
     let whole = readers.iter().all(|r| r.2 == runs);
-    let one = match reader_nodes[..] {
-        [n] => Some(n),
-        _ if whole && reader_nodes == leaf_nodes => return Some(reader_nodes),
-        _ => None,
+    let root = match reader_nodes[..] {
+        [n] => n,
+        _ if whole && reader_nodes == leaf_nodes => return Some((reader_nodes, vec![])),
+        _ => nodes[last],
     };
-    let root = one.unwrap_or(nodes[last]);
-    leaf_nodes.contains(&root).then(|| vec![root])
+    if !leaf_nodes.contains(&root) {
+        return None;
+    }
+    let on_leaves = reader_nodes.iter().all(|n| leaf_nodes.contains(n));
+    match parts(&readers, &reader_nodes, runs) {
+        Some(parts) if on_leaves => Some((reader_nodes, parts)),
+        _ => Some((vec![root], vec![])),
+    }
+}
+
+/// Per reader node (`reader_nodes`), the runs it reads, when at least two nodes and only tasks
+/// read the result (runs `runs`) and their parts are disjoint and together all of it.
+fn parts(
+    readers: &[(Option<usize>, u32, Runs)],
+    reader_nodes: &[u32],
+    runs: &[(i64, i64)],
+) -> Option<Vec<Runs>> {
+    if reader_nodes.len() < 2 || readers.iter().any(|r| r.0.is_none()) {
+        return None;
+    }
+    let parts: Vec<Runs> = (reader_nodes.iter())
+        .map(|&n| {
+            let of = readers.iter().filter(|r| r.1 == n);
+            normalize(of.flat_map(|r| r.2.iter().copied()).collect())
+        })
+        .collect();
+    let count = |r: &[(i64, i64)]| r.iter().map(|x| x.1).sum::<i64>();
+    let union = normalize(parts.iter().flatten().copied().collect());
+    let disjoint = parts.iter().map(|p| count(p)).sum::<i64>() == count(runs);
+    (disjoint && union == runs).then_some(parts)
 }
 
 fn sorted(it: impl Iterator<Item = u32>) -> Vec<u32> {

@@ -4,7 +4,8 @@
 //! measured peak and its resident high-water mark. A program whose single-process need is at
 //! least 3× `--max-memory` runs on 4 ranks, each under that limit (planned, and what the run
 //! added to the resident set as the system saw it), and gives the single-process sinks; on 1
-//! rank it is refused before any input is read. A matmul sharded as a grid (2×1 and 2×2) and the
+//! rank it is refused before any input is read: a heat stencil and a thin matmul split by rows,
+//! and a matmul split by rows and columns (a 2×2 grid of blocks). A matmul sharded as a grid (2×1 and 2×2) and the
 //! stencil on 2 and 4 ranks plan each rank within 1.1 × issue 17's bound (its share of the data,
 //! halos and replicated operands): a grid's column blocks are held dense (source windows and
 //! blocked sinks), not as the hull of their rows.
@@ -95,7 +96,12 @@ struct Case {
     limit: (&'static str, u64),
     /// The bytes of the sources each rank holds: exactly its windows.
     held: [u64; 4],
+    /// How it is sharded over the 4 nodes.
+    passes: &'static str,
 }
+
+/// A 2×2 grid of blocks (`c`'s rows and columns split in two).
+const GRID: &str = "canonicalize,shard{parts=2x2,dim=i*j},canonicalize";
 
 /// Runs `case` on 1 rank (refused: more than the limit, before any input is read) and on 4
 /// (each rank under the limit, the single-process sinks, measured peaks within 10% of the
@@ -103,7 +109,7 @@ struct Case {
 fn runs_on_4_ranks_under_a_third_of_its_need(case: &Case) -> usize {
     let dir = scratch(&format!("memory-{}", case.name));
     let (file, inputs) = program_and_inputs(&dir, case.name, &case.teg, &case.sources);
-    let (prog, want) = mpi_and_want(&file, case.graph, ROWS, &inputs, &dir.join("build"));
+    let (prog, want) = mpi_and_want(&file, case.graph, case.passes, &inputs, &dir.join("build"));
     let (limit, limit_bytes) = case.limit;
     let out = dir.join("out");
     let args = |more: &[String]| -> Vec<String> {
@@ -178,7 +184,8 @@ fn runs_on_4_ranks_under_a_third_of_its_need(case: &Case) -> usize {
 }
 
 #[test]
-fn heat_stencils_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_it() {
+fn heat_stencils_and_matmuls_by_rows_and_by_a_grid_three_times_the_limit_run_on_4_ranks_each_under_it(
+) {
     // A rank reads its windows straight into its buffers (it used to hold them twice, as read
     // and copied), and the check adds 16 MiB per thread to every process: so a rank needs a
     // quarter of the data plus 16 MiB, and a program at least 3 × 69 MiB one process needs
@@ -193,6 +200,7 @@ fn heat_stencils_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_it
             limit: ("69MiB", 69 << 20),
             // Step 1's 6142 output rows split 1536, 1536, 1535, 1535: each reads 2 halo rows.
             held: [1538, 1538, 1537, 1537].map(|rows| rows * 4096 * 4),
+            passes: ROWS,
         },
         // The same grid read through a zero boundary at every step, so it keeps its size.
         Case {
@@ -203,6 +211,7 @@ fn heat_stencils_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_it
             limit: ("69MiB", 69 << 20),
             // 1536 rows each, plus a halo row on each side that is not the boundary.
             held: [1537, 1538, 1538, 1537].map(|rows| rows * 4096 * 4),
+            passes: ROWS,
         },
         // A 192 MiB matrix times a thin one: one process needs 210 MiB, a rank 65 MiB.
         Case {
@@ -213,6 +222,22 @@ fn heat_stencils_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_it
             limit: ("69MiB", 69 << 20),
             // 3072 rows of `@a` and all of `@b` each.
             held: [(3072 * 4096 + 4096 * 32) * 4; 4],
+            passes: ROWS,
+        },
+        // A 2×2 grid of a 192 MiB product: a rank holds its row block of `@a`, its column
+        // block of `@b` (a source window, dense) and its block of `@c` (48 MiB, computed
+        // dense and written from there). Only the product shrinks 4 ways (`@a` and `@b` 2
+        // ways), so it dominates: one process needs about 210 MiB, a rank 65 MiB (the 16 MiB
+        // per thread included); a square 2048³ one (20 MiB a rank against 48) cannot be 3×.
+        Case {
+            name: "matmul-grid",
+            teg: matmul(8192, 32, 6144),
+            graph: "mm",
+            sources: vec![("a", 8192, 32), ("b", 32, 6144)],
+            limit: ("69MiB", 69 << 20),
+            // 4096 rows of `@a` and 3072 columns of `@b` each.
+            held: [(4096 * 32 + 32 * 3072) * 4; 4],
+            passes: GRID,
         },
     ];
     let checked: usize = cases
@@ -220,8 +245,8 @@ fn heat_stencils_and_a_matmul_three_times_the_limit_run_on_4_ranks_each_under_it
         .map(runs_on_4_ranks_under_a_third_of_its_need)
         .sum();
     assert_eq!(
-        checked, 12,
-        "every rank's peak of the three programs was checked"
+        checked, 16,
+        "every rank's peak of the four programs was checked"
     );
 }
 

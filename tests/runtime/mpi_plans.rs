@@ -40,6 +40,13 @@
 //! the MLP on 2 nodes 1,862,824 B against the 3.52 MB the ranks planned (each holding its
 //! inputs twice, as read and copied into their buffers).
 //!
+//! A plan that reduce-scatters (issue 17): a thin matmul with a long `k`, which the model
+//! splits along `k` on 2 and 4 nodes, read by a gate it splits by rows, so each node reads
+//! its rows of the combined product and the runtime combines the partials with one
+//! `MPI_Ireduce_scatter` (docs/mpi.md, *Reductions*): 384 B moved on 2 nodes (the 256 B
+//! reduce and a 128 B part) and 960 B on 4, the model's prediction, and the per-node peaks
+//! the model's.
+//!
 //! The runtime flags that match each setting: `sources=root` is `--inputs-on-root` (rank 0
 //! reads every input and sends the windows), `sources=shared` the default (each rank reads its
 //! own windows); `sinks=gather` is `--gather-sinks`, `sinks=distributed` the default (each rank
@@ -145,4 +152,71 @@ fn bytes_moved_and_peak_memory_equal_the_prediction_for_every_source_and_sink_se
     // Every plan's peaks.
     assert_eq!(peaks_checked, 6 * 6);
     assert!(peaks_bad.is_empty(), "{}", peaks_bad.join("\n"));
+}
+
+/// A thin matmul whose `k` is long (so the cost model splits it along `k`: each node reads
+/// half of both operands) and a gate that scales each row of a wide source by the row's sum of
+/// the product (split by rows: each node reads its rows of the product).
+const PARTS: &str = "op @mm(a: f32[M, K], b: f32[K, N]) -> (y: f32[M, N]) {
+  y[i, j] = sum[k](a[i, k] * b[k, j])
+}
+op @gate(w: f32[M, L], y: f32[M, N]) -> (z: f32[M, L]) {
+  z[i, l] = w[i, l] * sum[j](y[i, j])
+}
+graph @g {
+  %a = source @a : f32[8, 262144]
+  %b = source @b : f32[262144, 8]
+  %w = source @w : f32[8, 262144]
+  %y = apply @mm(%a, %b)
+  %z = apply @gate(%w, %y)
+  sink @z %z
+}
+";
+
+#[test]
+fn a_plan_whose_split_reduction_is_read_in_parts_reduce_scatters_the_predicted_bytes() {
+    let dir = scratch("plans-scatter");
+    let file = dir.join("parts.teg");
+    std::fs::write(&file, PARTS).unwrap();
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    let graph = write_inputs(&file, 0, &inputs);
+    let mut checked = 0;
+    for nodes in [2usize, 4] {
+        let cost = format!("nodes={nodes},sources=shared,sinks=distributed");
+        let prog = dir.join(format!("parts-{nodes}"));
+        compile(
+            &file,
+            &graph,
+            &format!("canonicalize,cost{{{cost}}}"),
+            &prog,
+            true,
+        );
+        let args: Vec<String> = ["--input-dir", inputs.to_str().unwrap(), "--time"]
+            .map(String::from)
+            .into_iter()
+            .chain(["--out-dir".into(), dir.join("out").display().to_string()])
+            .collect();
+        let o = mpirun(nodes, Btl::SharedMemory, &prog, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "cost{{{cost}}}: {err}");
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("mpi: reduce-scatter of %y")),
+            "cost{{{cost}}}: no reduce-scatter in:\n{err}"
+        );
+        assert_eq!(
+            measured_bytes(&err),
+            chosen_bytes(&file, &cost),
+            "cost{{{cost}}}:\n{err}"
+        );
+        assert_eq!(
+            chosen_peaks(&file, &graph, &cost),
+            planned_peaks(&err, nodes),
+            "cost{{{cost}}}: the cost report's per-node peaks and the ranks' planned ones"
+        );
+        checked += 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(checked, 2);
 }

@@ -1,18 +1,24 @@
 //! The reduction collectives of one rank (issue 17): each reduction group of the plan
 //! (`group.rs`) runs as one task on every rank that holds a partial result. The task packs
 //! its rank's partials, combines them with `MPI_Reduce_local` (two nodes on one rank), then
-//! joins `MPI_Ireduce` to the root (the rank of the one node that reads the result) or
-//! `MPI_Iallreduce` (several readers) on a communicator of the group's ranks made at
-//! start-up, polls it to completion under the rank's MPI lock (as receives do), and unpacks
-//! the result into the result's runs on the ranks that read it. A group whose partials are
+//! joins `MPI_Ireduce` to the root (the rank of the one node that reads the result),
+//! `MPI_Iallreduce` (several readers of the whole result) or `MPI_Ireduce_scatter` (several
+//! readers of disjoint parts) on a communicator of the group's ranks made at start-up, polls
+//! it to completion under the rank's MPI lock (as receives do), and unpacks the result (or
+//! its part) into the result's runs on the ranks that read it. A group whose partials are
 //! all on this rank needs no communicator: the local combine is the result.
+//!
+//! A reduce-scatter gives communicator rank `k` the `k`-th block of the buffer every rank
+//! contributes, so each rank packs its partials in that order: the parts of the ranks one
+//! after the other (a permutation of the result's elements, the same on every rank; the
+//! reduction is elementwise), and receives its own part packed in its runs' order.
 //!
 //! Datatypes: the MPI type of each dtype but f16, bf16 and bool, which the compiler never
 //! groups (their split reductions keep the point-to-point transfers and combine tasks).
 
 use super::comm::{installed, sub_communicator, Comm, Stats};
 use super::dist::{Place, Reduction, Runs};
-use super::group::ReduceOp;
+use super::group::{remap, Kind, ReduceOp};
 use super::local::local_leaves;
 use crate::tensor::DType;
 use mpi::ffi;
@@ -34,6 +40,43 @@ struct Group {
     target: bool,
     /// How many of the leaves are on this rank (the task's first arguments).
     local: usize,
+    /// A reduce-scatter's order of elements.
+    scatter: Option<Scatter>,
+}
+
+/// How the ranks of a reduce-scatter lay out the buffer they reduce.
+struct Scatter {
+    /// Per leaf on this rank, its runs in the order of the ranks' parts.
+    pack: Vec<Runs>,
+    /// The elements of each rank's part, in the communicator's order (`recvcounts`).
+    counts: Vec<c_int>,
+    /// The bytes of each rank's part, in the same order.
+    bytes: Vec<u64>,
+    /// This rank's part: runs of the result.
+    mine: Runs,
+}
+
+impl Scatter {
+    /// The layout of group `g` on ranks `members` (the communicator's order), seen from `at`.
+    fn of(g: &Reduction, nodes: &[u32], members: &[u32], at: Place) -> Result<Scatter, String> {
+        let parts: Vec<Runs> = (members.iter())
+            .map(|&m| g.part_of(m, |n| at.rank_of(n)))
+            .collect();
+        let order: Runs = parts.iter().flatten().copied().collect();
+        let pack = (local_leaves(g, nodes, at).iter())
+            .map(|l| remap(&g.runs, &l.runs, &order))
+            .collect::<Option<Vec<Runs>>>()
+            .ok_or_else(|| format!("corrupt plan: a part of {} outside it", g.value))?;
+        let elems = |p: &Runs| p.iter().map(|r| r.1).sum::<i64>();
+        let elem = g.dtype.size_bytes() as u64;
+        let mine = members.iter().position(|&m| m == at.rank);
+        Ok(Scatter {
+            pack,
+            counts: parts.iter().map(|p| elems(p) as c_int).collect(),
+            bytes: parts.iter().map(|p| elems(p) as u64 * elem).collect(),
+            mine: mine.map_or_else(Vec::new, |k| parts[k].clone()),
+        })
+    }
 }
 
 /// The rank's groups and what each moved.
@@ -64,6 +107,9 @@ pub(super) fn install(
         let comm = sub_communicator(world, members, at.rank);
         let target = g.targets.iter().any(|&n| at.rank_of(n) == at.rank);
         let local = local_leaves(g, nodes, at).len();
+        let scatter = (g.kind() == Kind::ReduceScatter)
+            .then(|| Scatter::of(g, nodes, members, at))
+            .transpose()?;
         groups.push(Group {
             red: g.clone(),
             comm,
@@ -71,6 +117,7 @@ pub(super) fn install(
             size: members.len(),
             target,
             local,
+            scatter,
         });
     }
     let stats = Mutex::new(vec![(0, 0, Duration::ZERO); groups.len()]);
@@ -145,10 +192,11 @@ pub(super) unsafe extern "C-unwind" fn reduce_kernel(
     if leaves == 0 {
         return 4;
     }
+    let runs = |k: usize| g.scatter.as_ref().map_or(&g.red.runs, |s| &s.pack[k]);
     let (mut acc, mut tmp) = (Vec::new(), Vec::new());
-    pack(*bases, &g.red.runs, elem, &mut acc);
+    pack(*bases, runs(0), elem, &mut acc);
     for k in 1..leaves {
-        pack(*bases.add(k), &g.red.runs, elem, &mut tmp);
+        pack(*bases.add(k), runs(k), elem, &mut tmp);
         let (src, dst) = (
             tmp.as_ptr() as *const c_void,
             acc.as_mut_ptr() as *mut c_void,
@@ -168,7 +216,7 @@ pub(super) unsafe extern "C-unwind" fn reduce_kernel(
     if g.target {
         let out = *bases.add(leaves);
         let mut from = 0;
-        for &(a, n) in &g.red.runs {
+        for &(a, n) in g.scatter.as_ref().map_or(&g.red.runs, |s| &s.mine) {
             let n = n as usize * elem;
             // SAFETY: as in `pack`; this task is the result's only writer.
             std::ptr::copy_nonoverlapping(acc.as_ptr().add(from), out.add(a as usize * elem), n);
@@ -176,7 +224,10 @@ pub(super) unsafe extern "C-unwind" fn reduce_kernel(
         }
     }
     let root = 0;
-    let (sent, received) = g.red.traffic(g.me, g.size, root);
+    let (sent, received) = match &g.scatter {
+        Some(s) => g.red.scatter_traffic(g.me, &s.bytes),
+        None => g.red.traffic(g.me, g.size, root),
+    };
     if let Ok(mut s) = coll.stats.lock() {
         s[id].0 += sent;
         s[id].1 += received;
@@ -195,19 +246,24 @@ unsafe fn collective(
     acc: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> Result<Duration, c_int> {
+    let received = match &g.scatter {
+        Some(s) => s.bytes[g.me] as usize,
+        None => acc.len(),
+    };
     out.clear();
-    out.resize(acc.len(), 0);
+    out.resize(received, 0);
     let mut req = ffi::RSMPI_REQUEST_NULL;
     let (src, dst) = (
         acc.as_ptr() as *const c_void,
         out.as_mut_ptr() as *mut c_void,
     );
-    let rc = c.mpi(|| {
-        if g.red.all() {
-            ffi::MPI_Iallreduce(src, dst, count, dt, op, comm, &mut req)
-        } else {
-            ffi::MPI_Ireduce(src, dst, count, dt, op, 0, comm, &mut req)
+    let rc = c.mpi(|| match (&g.scatter, g.red.all()) {
+        // SAFETY (the counts): the group outlives the request (it is waited for below).
+        (Some(s), _) => {
+            ffi::MPI_Ireduce_scatter(src, dst, s.counts.as_ptr(), dt, op, comm, &mut req)
         }
+        (None, true) => ffi::MPI_Iallreduce(src, dst, count, dt, op, comm, &mut req),
+        (None, false) => ffi::MPI_Ireduce(src, dst, count, dt, op, 0, comm, &mut req),
     });
     if rc != 0 {
         return Err(rc);

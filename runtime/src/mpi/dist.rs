@@ -28,7 +28,8 @@ pub struct Dist {
     /// never moves (as the cost model assumes); each only the rows it reads.
     pub replicas: Vec<Replica>,
     /// Split reductions whose partial results combine through one collective
-    /// (`MPI_Reduce`/`MPI_Allreduce`) instead of transfers and combine tasks.
+    /// (`MPI_Reduce`/`MPI_Allreduce`/`MPI_Reduce_scatter`) instead of transfers and combine
+    /// tasks.
     pub reductions: Vec<Reduction>,
 }
 

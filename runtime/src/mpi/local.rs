@@ -12,6 +12,7 @@
 //! is waiting for (the earliest unfinished task of the whole job can always run).
 
 use super::dist::{normalize, Dist, Leaf, Place, Reduction, Runs, Window};
+use super::group::Kind;
 use super::pieces::{self, Read};
 use super::sinks::{self, Out};
 use crate::plan::{Arg, Buffer, Init, Plan, Sink, Source, Task, Transfer};
@@ -205,12 +206,17 @@ impl Builder<'_> {
             .iter()
             .any(|&n| self.at.rank_of(n) == self.at.rank)
         {
-            args.push(arg(red.buffer, &red.runs));
+            // A reduce-scatter writes only this rank's part.
+            let part = match red.kind() {
+                Kind::ReduceScatter => red.part_of(self.at.rank, |n| self.at.rank_of(n)),
+                _ => red.runs.clone(),
+            };
+            args.push(arg(red.buffer, &part));
         }
-        let kind = if red.all() { "allreduce" } else { "reduce" };
         let task = Task {
             name: format!(
-                "{kind} {} ({} {})",
+                "{} {} ({} {})",
+                red.kind().name(),
                 red.value,
                 red.op.name(),
                 red.dtype.name()
@@ -486,18 +492,22 @@ fn reduce_bytes(d: &Dist, roles: &[Role]) -> u64 {
 }
 
 /// The ranks of group `g` on this job, its root first (the rank of its one target for a
-/// reduce; the lowest for an allreduce), each once.
+/// reduce, of its last combine's node for a reduce-scatter; the lowest for an allreduce),
+/// each once.
 pub(super) fn group_ranks(g: &Reduction, nodes: &[u32], at: Place) -> Vec<u32> {
     let mut ranks: Vec<u32> = (g.leaves.iter())
         .map(|l| at.rank_of(nodes[l.task as usize]))
         .collect();
     ranks.sort_unstable();
     ranks.dedup();
-    if !g.all() {
-        let root = at.rank_of(g.targets[0]);
-        ranks.retain(|&r| r != root);
-        ranks.insert(0, root);
-    }
+    let root = match g.kind() {
+        Kind::Allreduce => return ranks,
+        Kind::Reduce => g.targets[0],
+        Kind::ReduceScatter => nodes[g.last() as usize],
+    };
+    let root = at.rank_of(root);
+    ranks.retain(|&r| r != root);
+    ranks.insert(0, root);
     ranks
 }
 

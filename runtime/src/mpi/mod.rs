@@ -6,9 +6,9 @@
 //! the `mpi` cargo feature (rsmpi against the system's Open MPI): `run` is one rank's run (the
 //! same steps as a single process, `crate::program`, in the rank's own mode), `comm` moves the
 //! data (the send and receive kernels), `coll` the reduction groups (one
-//! `MPI_Ireduce`/`MPI_Iallreduce` task per rank) and `links` measures the links for `tapc
-//! calibrate`; `sinks` writes each rank's windows of the sinks into the staged files; `carry`
-//! keeps the state on its ranks over `--steps N`.
+//! `MPI_Ireduce`/`MPI_Iallreduce`/`MPI_Ireduce_scatter` task per rank) and `links` measures
+//! the links for `tapc calibrate`; `sinks` writes each rank's windows of the sinks into the
+//! staged files; `carry` keeps the state on its ranks over `--steps N`.
 
 #[cfg(feature = "mpi")]
 mod carry;

@@ -31,6 +31,7 @@ use super::carry;
 use super::coll::{self, reduce_kernel};
 use super::comm::{recv_kernel, send_kernel, Comm, Stats};
 use super::dist::Place;
+use super::group::Kind;
 use super::local::{local_plan, Flags, Local, Role};
 use super::peak::RankPeak;
 use super::sinks::{self, Out};
@@ -727,17 +728,23 @@ fn reductions_summary(plan: &Plan, ranks: &[Vec<u32>]) -> String {
             g.op.name(),
             g.dtype.name()
         );
-        let _ = if ranks.len() < 2 {
-            writeln!(s, "mpi: {what} combined on rank {} alone", list(ranks))
-        } else if g.all() {
-            writeln!(s, "mpi: allreduce of {what} over rank(s) {}", list(ranks))
-        } else {
-            writeln!(
+        let _ = match g.kind() {
+            _ if ranks.len() < 2 => {
+                writeln!(s, "mpi: {what} combined on rank {} alone", list(ranks))
+            }
+            Kind::Allreduce => writeln!(s, "mpi: allreduce of {what} over rank(s) {}", list(ranks)),
+            Kind::ReduceScatter => writeln!(
+                s,
+                "mpi: reduce-scatter of {what} from rank {} over rank(s) {}, each its part",
+                ranks[0],
+                list(ranks)
+            ),
+            Kind::Reduce => writeln!(
                 s,
                 "mpi: reduce of {what} to rank {} from rank(s) {}",
                 ranks[0],
                 list(&ranks[1..])
-            )
+            ),
         };
     }
     s
