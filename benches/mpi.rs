@@ -1,26 +1,34 @@
-//! The batch-sharded MLP 4096×1024 → 4096 → 1024 (bias + ReLU) under `mpirun` (issue 10):
-//! 1 rank × 1 thread, 1 rank × 2 threads, 2 ranks × 1 thread over shared memory and over TCP.
-//! Prints per set-up the cost model's predicted time for the plan against the median measured
-//! time (the slowest rank's executor wall time: compute, transfers and waiting, not process
-//! start-up or file reads), the bytes moved (predicted and measured), and the time ranks
-//! waited on receives; then checks the bar: 2 ranks ≥ 1.6× faster than 1 rank × 1 thread.
+//! Strong scaling under `mpirun` (issues 10 and 17): the batch-sharded MLP
+//! 4096×1024 → 4096 → 1024 (bias + ReLU) and the GPT-2-sized transformer block of
+//! examples/transformer.teg at 2048 tokens, each at 1 rank × 1 thread, 1 rank × 2 threads, and
+//! 2 ranks × 1 thread over shared memory and over TCP, with the inputs read by rank 0 and sent
+//! (`--inputs-on-root`) and read by every rank itself (its own windows of the shared files,
+//! the runtime's default). Prints per set-up the cost model's predicted time for the plan
+//! against the median measured time (the slowest rank's executor wall time: compute,
+//! transfers and waiting, not process start-up or file reads), the bytes moved (predicted and
+//! measured), and the time ranks waited on receives; then checks issue 17's bar: 2 ranks ×
+//! 1 thread ≥ 1.8× faster than 1 rank × 1 thread.
+//!
 //! The model's machine is its default node (one core, 5e10 flop/s, 20 GB/s of memory; links
 //! 12.5 GB/s, 5 µs), with twice the flop/s for 1 rank × 2 threads; and, in the `calib. ms`
 //! column, this machine as `tapc calibrate` measures it at the set-up's threads per rank: for 1
 //! rank in-process (no links), for 2 ranks `mpirun -np 2 tapc calibrate` of the tapc built with
 //! `--features mpi` over the set-up's transport, which measures the link too (issue 17: its
-//! latency and bandwidth by ping-pong). So the calibrated prediction of shared memory and TCP
-//! differ by their measured links; the default machine knows no transport.
+//! latency and bandwidth by ping-pong). The model is told where the inputs start
+//! (`sources=root` with `--inputs-on-root`, else `sources=shared`) and that every rank writes
+//! its own rows of the sinks (the runtime's default, `sinks=distributed`).
 //!
-//! `cargo bench --bench mpi [-- --runs N] [--only SUBSTRING]` (e.g. `--only tcp`; `--memory`
-//! prints the memory scaling of [`memory`] instead, `--cluster` the model's predictions for a
-//! cluster ([`cluster`]); set
-//! `TAPC_MPI_PROGRESS_US=0` for runs without the progress thread). Rank 0 reads the inputs
-//! and sends the windows (`--inputs-on-root`), which the cost model is told (`sources=root`);
-//! every rank writes its own rows of the sink (the runtime's default, `sinks=distributed`).
+//! `cargo bench --bench mpi [-- --runs N] [--only SUBSTRING]` (matched against
+//! `WORKLOAD: SET-UP`, e.g. `--only tcp` or `--only transformer`; `--memory` prints the memory
+//! scaling of [`memory`] instead, `--cluster` the model's predictions for a cluster
+//! ([`cluster`]), `--frontier` the measured times of the first five plans of the MLP's
+//! frontier ([`frontier`]); set `TAPC_MPI_PROGRESS_US=0` for runs without the progress
+//! thread).
 
 #[path = "mpi/cluster.rs"]
 mod cluster;
+#[path = "mpi/frontier.rs"]
+mod frontier;
 #[path = "mpi/memory.rs"]
 mod memory;
 #[path = "../tests/common/mpi.rs"]
@@ -38,7 +46,87 @@ use tapc::driver::calibrate::calibrate;
 use tapc::passes::cost::machine::LOCAL_FLOPS;
 use tapc_runtime::{Data, Tensor};
 
-const PASSES: &str = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
+/// The MLP's passes: fused, its batch split over 2 nodes.
+const MLP_PASSES: &str = "canonicalize,fuse,shard{parts=2,dim=i},canonicalize";
+
+/// A program of the strong-scaling table: its source, its f32 inputs and the passes that
+/// shard it over 2 nodes (1 rank runs both nodes).
+struct Workload {
+    name: &'static str,
+    teg: String,
+    inputs: Vec<(&'static str, Vec<usize>)>,
+    passes: String,
+}
+
+/// The batch-sharded MLP 4096×1024 → 4096 → 1024.
+fn mlp_workload() -> Workload {
+    Workload {
+        name: "MLP",
+        teg: mpi::mlp(4096, 1024, 4096, 1024),
+        inputs: vec![
+            ("x", vec![4096, 1024]),
+            ("w1", vec![1024, 4096]),
+            ("b1", vec![4096]),
+            ("w2", vec![4096, 1024]),
+            ("b2", vec![1024]),
+        ],
+        passes: MLP_PASSES.into(),
+    }
+}
+
+/// examples/transformer.teg at 2048 tokens (as `benches/native.rs` runs it), with its weights
+/// as sources instead of `rand` (read from files, as a model's weights are; the example
+/// generates them so that it needs no inputs), its tokens split over 2 nodes.
+fn transformer_workload() -> Workload {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let teg = std::fs::read_to_string(root.join("examples/transformer.teg")).unwrap();
+    let (teg, mut inputs) = weights_as_sources(&teg.replace("f32[8, 768]", "f32[2048, 768]"));
+    inputs.insert(0, ("x", vec![2048, 768]));
+    Workload {
+        name: "transformer",
+        teg,
+        inputs,
+        passes: TRANSFORMER_PASSES.into(),
+    }
+}
+
+/// `teg` with every `%w = apply @uniform<...>(%r)` of a `%r = rand seed N : f32[SHAPE]` made
+/// `%w = source @w : f32[SHAPE]`; returns it and the new sources' names and shapes.
+fn weights_as_sources(teg: &str) -> (String, Vec<(&'static str, Vec<usize>)>) {
+    let mut types: Vec<(&str, &str)> = Vec::new();
+    let (mut out, mut inputs) = (String::new(), Vec::new());
+    for line in teg.lines() {
+        let t = line.trim_start();
+        if let Some((r, ty)) = t.split_once(" = rand seed ") {
+            types.push((r, ty.split_once(" : ").unwrap().1));
+            continue;
+        }
+        let uniform = t.split_once(" = apply @uniform<").and_then(|(w, rest)| {
+            let r = rest.split_once(">(")?.1.trim_end_matches(')');
+            let ty = types.iter().find(|(n, _)| *n == r)?.1;
+            Some((w.trim_start_matches('%'), ty))
+        });
+        match uniform {
+            Some((w, ty)) => {
+                out.push_str(&format!("  %{w} = source @{w} : {ty}\n"));
+                let dims = ty.trim_start_matches("f32[").trim_end_matches(']');
+                let shape = dims.split(", ").map(|d| d.parse().unwrap()).collect();
+                inputs.push((&*String::leak(w.to_string()), shape));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    (out, inputs)
+}
+
+/// The transformer's passes for 2 nodes: every apply split along the variable that lines up
+/// with its input's split (`dim=auto`: the tokens, and the heads in attention; 12,582,912 B of
+/// `%qkv` move), then fused. Fusing first makes the causal scores one op with their
+/// transposes that `shard` cannot split: 192 MiB of scores on node 0, 113 MB moved.
+const TRANSFORMER_PASSES: &str = "canonicalize,shard{parts=2,dim=auto},fuse,canonicalize";
 
 fn tapc(args: &[&str]) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_tapc"))
@@ -78,40 +166,41 @@ fn after(line: &str, key: &str) -> Option<f64> {
         .ok()
 }
 
-/// Writes the MLP's source and inputs into `dir` and compiles it for MPI; returns the source path.
-fn prepare(dir: &Path) -> PathBuf {
+/// Writes `w`'s source and inputs into `dir` and compiles it for MPI with `passes` into
+/// `dir/prog`; returns the source path.
+fn prepare(dir: &Path, w: &Workload, passes: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    let teg = dir.join("mlp.teg");
-    std::fs::write(&teg, mpi::mlp(4096, 1024, 4096, 1024)).unwrap();
-    let inputs = [
-        ("x", vec![4096, 1024]),
-        ("w1", vec![1024, 4096]),
-        ("b1", vec![4096]),
-        ("w2", vec![4096, 1024]),
-        ("b2", vec![1024]),
-    ];
-    for (k, (n, shape)) in inputs.into_iter().enumerate() {
-        write_input(dir, n, &shape, k as u64 + 1);
+    let teg = dir.join("prog.teg");
+    std::fs::write(&teg, &w.teg).unwrap();
+    for (k, (n, shape)) in w.inputs.iter().enumerate() {
+        write_input(dir, n, shape, k as u64 + 1);
     }
-    let prog = dir.join("mlp");
-    tapc(&[
-        teg.to_str().unwrap(),
-        "-o",
-        prog.to_str().unwrap(),
-        "--mpi",
-        "--passes",
-        PASSES,
-    ]);
+    compile(dir, &teg, passes);
     teg
 }
 
-/// The model's time and bytes moved for the plan as placed, on `nodes` nodes described by the
-/// machine file `toml` (named `tag`).
-fn predict(dir: &Path, teg: &str, nodes: u32, toml: &str, tag: &str) -> (f64, f64) {
-    let machine = dir.join(format!("machine-{nodes}-{tag}.toml"));
+/// Compiles `teg` for MPI with `passes` into `dir/prog`.
+fn compile(dir: &Path, teg: &Path, passes: &str) {
+    let prog = dir.join("prog");
+    let (teg, prog) = (teg.to_str().unwrap(), prog.to_str().unwrap());
+    tapc(&[teg, "-o", prog, "--mpi", "--passes", passes]);
+}
+
+/// The model's time and bytes moved for the plan `passes` make (the cost pass's `unsharded:`
+/// line: the plan as placed), on `nodes` nodes described by the machine file `toml` (named
+/// `tag`), the sources starting as `sources` says (`root` or `shared`).
+fn predict(
+    dir: &Path,
+    teg: &str,
+    passes: &str,
+    nodes: u32,
+    toml: &str,
+    sources: &str,
+) -> (f64, f64) {
+    let machine = dir.join(format!("machine-{}.toml", fnv(toml)));
     std::fs::write(&machine, toml).unwrap();
     let passes = format!(
-        "{PASSES},cost{{nodes={nodes},evals=1,sources=root,sinks=distributed,machine={}}}",
+        "{passes},cost{{nodes={nodes},evals=1,sources={sources},sinks=distributed,machine={}}}",
         machine.display()
     );
     let report = tapc(&["opt", teg, "--passes", &passes, "--emit", "cost"]);
@@ -123,6 +212,13 @@ fn predict(dir: &Path, teg: &str, nodes: u32, toml: &str, tag: &str) -> (f64, f6
         after(line, "time ").expect("a predicted time"),
         after(line, "bytes moved ").expect("predicted bytes"),
     )
+}
+
+/// A short hash of `s` (to name a machine file by its text).
+fn fnv(s: &str) -> u64 {
+    (s.bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// This machine as `mpirun -np 2 tapc calibrate --threads 1` over `btl` measures it, links
@@ -141,23 +237,84 @@ fn calibrate_with_links(dir: &Path, btl: Btl, tag: &str) -> String {
     std::fs::read_to_string(&file).unwrap()
 }
 
-/// One `mpirun` of the compiled MLP: the slowest rank's wall time, the ranks' summed wait, bytes moved.
-fn run_once(dir: &Path, name: &str, np: usize, threads: usize, btl: Btl) -> (f64, f64, f64) {
-    let a: Vec<String> = [
+/// One way of running a workload.
+struct Setup {
+    name: &'static str,
+    np: usize,
+    threads: usize,
+    btl: Btl,
+    /// `--inputs-on-root`: rank 0 reads every input and sends the windows.
+    on_root: bool,
+}
+
+const SETUPS: [Setup; 6] = [
+    Setup {
+        name: "1 rank × 1 thread",
+        np: 1,
+        threads: 1,
+        btl: Btl::SharedMemory,
+        on_root: false,
+    },
+    Setup {
+        name: "1 rank × 2 threads",
+        np: 1,
+        threads: 2,
+        btl: Btl::SharedMemory,
+        on_root: false,
+    },
+    Setup {
+        name: "2 × 1, shm, inputs on root",
+        np: 2,
+        threads: 1,
+        btl: Btl::SharedMemory,
+        on_root: true,
+    },
+    Setup {
+        name: "2 × 1, tcp, inputs on root",
+        np: 2,
+        threads: 1,
+        btl: Btl::Tcp,
+        on_root: true,
+    },
+    Setup {
+        name: "2 × 1, shm, own inputs",
+        np: 2,
+        threads: 1,
+        btl: Btl::SharedMemory,
+        on_root: false,
+    },
+    Setup {
+        name: "2 × 1, tcp, own inputs",
+        np: 2,
+        threads: 1,
+        btl: Btl::Tcp,
+        on_root: false,
+    },
+];
+
+/// What one `mpirun` measured: the slowest rank's wall time (ms), the ranks' summed wait
+/// (ms), the bytes moved.
+type Measured = (f64, f64, f64);
+
+/// One `mpirun` of `dir/prog` in set-up `s`.
+fn run_once(dir: &Path, s: &Setup) -> Measured {
+    let mut a: Vec<String> = [
         "--input-dir",
         dir.to_str().unwrap(),
         "--out-dir",
         dir.join("out").to_str().unwrap(),
         "--threads",
-        &threads.to_string(),
-        "--inputs-on-root",
+        &s.threads.to_string(),
         "--time",
     ]
     .map(String::from)
     .to_vec();
-    let o = mpirun(np, btl, &dir.join("mlp"), &a);
+    if s.on_root {
+        a.push("--inputs-on-root".into());
+    }
+    let o = mpirun(s.np, s.btl, &dir.join("prog"), &a);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{name}: {err}");
+    assert!(o.status.success(), "{}: {err}", s.name);
     let wall = err
         .lines()
         .filter_map(|l| after(l, "wall "))
@@ -168,6 +325,112 @@ fn run_once(dir: &Path, name: &str, np: usize, threads: usize, btl: Btl) -> (f64
         .find_map(|l| after(l, "bytes moved: "))
         .unwrap_or(0.0);
     (wall, wait, moved)
+}
+
+/// `runs` runs of set-up `s`: the median wall time, the median wait, the bytes moved.
+fn measure(dir: &Path, s: &Setup, runs: usize) -> Measured {
+    let (mut wall, mut wait, mut moved) = (Vec::new(), Vec::new(), 0.0);
+    for _ in 0..runs {
+        let (w, q, m) = run_once(dir, s);
+        wall.push(w);
+        wait.push(q);
+        moved = m;
+    }
+    (median(wall), median(wait), moved)
+}
+
+/// The machines `tapc calibrate` measures: in-process at 1 and 2 threads, and under
+/// `mpirun -np 2` over shared memory and over TCP (links included).
+struct Machines {
+    threads: Vec<String>,
+    shm: String,
+    tcp: String,
+}
+
+impl Machines {
+    fn measure(dir: &Path) -> Machines {
+        let m = Machines {
+            threads: [1, 2]
+                .iter()
+                .map(|&t| calibrate(t).unwrap_or_else(|d| panic!("{}", d.message)))
+                .map(|t| t.expect("run alone, calibrate writes the file"))
+                .collect(),
+            shm: calibrate_with_links(dir, Btl::SharedMemory, "shm"),
+            tcp: calibrate_with_links(dir, Btl::Tcp, "tcp"),
+        };
+        for (tag, toml) in [("shm", &m.shm), ("tcp", &m.tcp)] {
+            let line = |k: &str| {
+                toml.lines()
+                    .find(|l| l.starts_with(k))
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            println!(
+                "measured links ({tag}): {}, {}",
+                line("latency"),
+                line("bandwidth")
+            );
+        }
+        m
+    }
+
+    /// The calibrated machine of set-up `s`.
+    fn of(&self, s: &Setup) -> &str {
+        match (s.np, s.btl) {
+            (1, _) => &self.threads[s.threads - 1],
+            (_, Btl::SharedMemory) => &self.shm,
+            (_, Btl::Tcp) => &self.tcp,
+        }
+    }
+}
+
+/// Every set-up of workload `w` (those `only` matches): its row of the table, then the
+/// speed-ups of 2 ranks.
+fn scale(dir: &Path, w: &Workload, machines: &Machines, runs: usize, only: Option<&str>) {
+    let dir = dir.join(w.name);
+    let teg = prepare(&dir, w, &w.passes);
+    let teg = teg.to_str().unwrap();
+    println!("{} ({}); medians of {runs}", w.name, w.passes);
+    println!(
+        "{:<30} {:>12} {:>10} {:>10} {:>16} {:>16} {:>10}",
+        "set-up",
+        "predicted ms",
+        "calib. ms",
+        "time ms",
+        "predicted bytes",
+        "measured bytes",
+        "wait ms"
+    );
+    let mut times = vec![None; SETUPS.len()];
+    for (k, s) in SETUPS.iter().enumerate() {
+        if only.is_some_and(|o| !format!("{}: {}", w.name, s.name).contains(o)) {
+            continue;
+        }
+        let sources = if s.on_root { "root" } else { "shared" };
+        let flops = s.threads as f64 * LOCAL_FLOPS;
+        let default = format!("nodes = {}\nflops = {flops:e}\n", s.np);
+        let (pred, pred_bytes) = predict(&dir, teg, &w.passes, s.np as u32, &default, sources);
+        let (calib, _) = predict(&dir, teg, &w.passes, s.np as u32, machines.of(s), sources);
+        let (t, wait, moved) = measure(&dir, s, runs);
+        println!(
+            "{:<30} {:>12.1} {:>10.1} {t:>10.1} {pred_bytes:>16} {moved:>16} {wait:>10.1}",
+            s.name,
+            pred * 1e3,
+            calib * 1e3,
+        );
+        times[k] = Some(t);
+    }
+    for (k, s) in SETUPS.iter().enumerate().skip(2) {
+        let (Some(one), Some(two)) = (times[0], times[k]) else {
+            continue;
+        };
+        let speedup = one / two;
+        let met = if speedup >= 1.8 { "met" } else { "NOT met" };
+        println!(
+            "{}: {} vs 1 rank × 1 thread: {speedup:.2}× (bar 1.8×: {met})",
+            w.name, s.name
+        );
+    }
 }
 
 fn main() {
@@ -188,91 +451,19 @@ fn main() {
         cluster::main(&dir);
         return;
     }
-    let teg = prepare(&dir);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "MLP 4096×1024 → 4096 → 1024, batch-sharded ({PASSES}); medians of {runs}; load average {}",
+        "load average at the start: {}",
         load.split_whitespace().next().unwrap_or("?")
     );
-    println!(
-        "{:<28} {:>12} {:>10} {:>10} {:>16} {:>16} {:>12}",
-        "set-up",
-        "predicted ms",
-        "calib. ms",
-        "time ms",
-        "predicted bytes",
-        "measured bytes",
-        "wait ms"
-    );
-    let calibrated: Vec<String> = [1, 2]
-        .iter()
-        .map(|&t| calibrate(t).unwrap_or_else(|d| panic!("{}", d.message)))
-        .map(|t| t.expect("run alone, calibrate writes the file"))
-        .collect();
-    let linked = [
-        calibrate_with_links(&dir, Btl::SharedMemory, "shm"),
-        calibrate_with_links(&dir, Btl::Tcp, "tcp"),
-    ];
-    for (tag, toml) in ["shm", "tcp"].iter().zip(&linked) {
-        let line = |k: &str| {
-            toml.lines()
-                .find(|l| l.starts_with(k))
-                .unwrap_or("?")
-                .to_string()
-        };
-        println!(
-            "measured links ({tag}): {}, {}",
-            line("latency"),
-            line("bandwidth")
-        );
-    }
-    let setups = [
-        ("1 rank × 1 thread", 1, 1, Btl::SharedMemory),
-        ("1 rank × 2 threads", 1, 2, Btl::SharedMemory),
-        ("2 ranks × 1 thread, shm", 2, 1, Btl::SharedMemory),
-        ("2 ranks × 1 thread, tcp", 2, 1, Btl::Tcp),
-    ];
-    let mut times = vec![None; setups.len()];
-    for (k, (name, np, threads, btl)) in setups.into_iter().enumerate() {
-        if only.as_ref().is_some_and(|o| !name.contains(o.as_str())) {
-            continue;
+    std::fs::create_dir_all(&dir).unwrap();
+    let machines = Machines::measure(&dir);
+    if args.iter().any(|a| a == "--frontier") {
+        frontier::main(&dir, &mlp_workload(), &machines, runs);
+    } else {
+        for w in [mlp_workload(), transformer_workload()] {
+            scale(&dir, &w, &machines, runs, only.as_deref());
         }
-        let teg = teg.to_str().unwrap();
-        let flops = threads as f64 * LOCAL_FLOPS;
-        let default = format!("nodes = {np}\nflops = {flops:e}\n");
-        let (pred_time, pred_bytes) = predict(&dir, teg, np as u32, &default, "default");
-        let tag = format!("calibrated-{k}");
-        let machine = match (np, btl) {
-            (1, _) => &calibrated[threads - 1],
-            (_, Btl::SharedMemory) => &linked[0],
-            (_, Btl::Tcp) => &linked[1],
-        };
-        let (calib_time, _) = predict(&dir, teg, np as u32, machine, &tag);
-        let (mut wall, mut wait, mut moved) = (Vec::new(), Vec::new(), 0.0);
-        for _ in 0..runs {
-            let (w, q, m) = run_once(&dir, name, np, threads, btl);
-            wall.push(w);
-            wait.push(q);
-            moved = m;
-        }
-        let t = median(wall);
-        println!(
-            "{name:<28} {:>12.1} {:>10.1} {t:>10.1} {pred_bytes:>16} {moved:>16} {:>12.1}",
-            pred_time * 1e3,
-            calib_time * 1e3,
-            median(wait)
-        );
-        times[k] = Some(t);
-    }
-    for (k, what) in [(2, "shm"), (3, "tcp")] {
-        let (Some(one), Some(two)) = (times[0], times[k]) else {
-            continue;
-        };
-        let speedup = one / two;
-        println!(
-            "2 ranks ({what}) vs 1 rank × 1 thread: {speedup:.2}× (bar 1.6×: {})",
-            if speedup >= 1.6 { "met" } else { "NOT met" }
-        );
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at the end: {}", load.trim());

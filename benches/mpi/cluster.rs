@@ -28,7 +28,7 @@ fn programs() -> Vec<(&'static str, String)> {
 }
 
 /// A number after `key` in the `chosen:` plan's summary line of a cost report.
-fn chosen(report: &str, key: &str) -> f64 {
+pub(super) fn chosen(report: &str, key: &str) -> f64 {
     let line = (report.lines())
         .skip_while(|l| !l.trim_start().starts_with("chosen:"))
         .nth(1)

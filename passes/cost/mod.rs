@@ -3,11 +3,12 @@
 //!
 //! Options: `cost{nodes=2, evals=20000, time=2s, seed=1, threads=2, parts=N,
 //! objective=time|bytes|memory|flops, max_memory=BYTES, sources=root|split|shared|N,
-//! sinks=gather|distributed, machine=FILE, frontier_svg=FILE, progress=true|false}`. Per graph it builds the model ([`model::Problem`]), keeps only the
+//! sinks=gather|distributed, machine=FILE, frontier_svg=FILE, progress=true|false, pick=K}`. Per graph it builds the model ([`model::Problem`]), keeps only the
 //! dimensions `shard` can actually split each apply along and the producer→consumer pairs
 //! `fuse` actually fuses, searches ([`pareto::search`]), picks the frontier point best for
 //! `objective` (ties broken by time, bytes, memory, flops; points over `max_memory` per node,
-//! e.g. `8GiB`, are skipped), and materializes it ([`materialize`]: the fused pairs with
+//! e.g. `8GiB`, are skipped; `pick=K` takes the K-th best instead, to measure the frontier's
+//! runners-up), and materializes it ([`materialize`]: the fused pairs with
 //! `fuse::select::fuse_pairs`, then the sharding with `shard::apply_plan`), so the output is
 //! valid TEG. The report "cost" holds the marginal cost table per apply, graph totals, the
 //! chosen plan and the frontier; with `frontier_svg` the frontier plot ([`plot`]) is handed to
@@ -46,6 +47,8 @@ pub struct Config {
     pub max_memory: Option<f64>,
     /// Where the driver writes the frontier plot.
     pub frontier_svg: Option<std::path::PathBuf>,
+    /// Which point of the ranked frontier to carry out: 1 (the default) is the best.
+    pub pick: usize,
 }
 
 /// `2s`, `500ms`, `1.5s`, `2m`: a wall-clock budget.
@@ -95,7 +98,7 @@ pub fn config(opts: &PassOptions, files: &PassFiles) -> Result<Config, String> {
     let mut c = SearchConfig::default();
     let (mut parts, mut objective, mut max_memory) = (None, 0, None);
     let (mut evals, mut svg) = (None, None);
-    let (mut sources, mut sinks) = (None, None);
+    let (mut sources, mut sinks, mut pick) = (None, None, 1);
     for (k, v) in opts {
         let int = |what: &str| {
             v.parse::<u64>()
@@ -122,11 +125,12 @@ pub fn config(opts: &PassOptions, files: &PassFiles) -> Result<Config, String> {
                 "distributed" => true,
                 _ => return Err(format!("sinks takes gather or distributed, not `{v}`")),
             }),
+            "pick" => pick = int("pick").ok().filter(|&k| k >= 1).ok_or_else(|| format!("pick must be a frontier rank from 1 (the best), not `{v}`"))? as usize,
             "machine" => {
                 let text = files.get(v).map_err(|e| format!("cannot read machine file `{v}`: {e}"))?;
                 machine = Some(Machine::from_toml(text)?);
             }
-            other => return Err(format!("unknown option `{other}` (cost takes nodes, evals, time, seed, threads, parts, objective, max_memory, sources, sinks, machine, frontier_svg, progress)")),
+            other => return Err(format!("unknown option `{other}` (cost takes nodes, evals, time, seed, threads, parts, objective, max_memory, sources, sinks, machine, frontier_svg, progress, pick)")),
         }
     }
     let mut machine = match (machine, nodes) {
@@ -171,6 +175,7 @@ pub fn config(opts: &PassOptions, files: &PassFiles) -> Result<Config, String> {
         objective,
         max_memory,
         frontier_svg: svg,
+        pick,
     })
 }
 
@@ -317,7 +322,9 @@ type Peaks = Result<Vec<tapc_runtime::mpi::peak::RankPeak>, String>;
 
 /// Carries out the best frontier point of graph `gi` for the objective whose per-node peak
 /// memory, as the runtime plans it ([`peak`]), is under `max_memory` (the model's figure when
-/// the runtime has no run matching the machine); each point over it is rolled back. Returns
+/// the runtime has no run matching the machine); each point over it is rolled back. With
+/// `pick=K` the K − 1 best points are passed over first (an error when the frontier has
+/// fewer than K points). Returns
 /// the point carried out (`None`: none fits, the graph is left as it was), the per-node
 /// peaks of the graph as it is then, and whether the module changed.
 fn carry_out(
@@ -331,7 +338,21 @@ fn carry_out(
     let doable = (front.iter())
         .map(|pt| feasible(m, gi, cx, p, pt))
         .collect::<Result<Vec<Point>, Diagnostic>>()?;
-    for pt in ranked(&doable, cfg.objective) {
+    if cfg.pick > doable.len() {
+        return Err(Diagnostic::error(
+            codes::PASS_FAILED,
+            format!(
+                "cost: pick={} but the frontier of graph @{} has {} point(s)",
+                cfg.pick,
+                m.graphs[gi].name,
+                doable.len()
+            ),
+        ));
+    }
+    for pt in ranked(&doable, cfg.objective)
+        .into_iter()
+        .skip(cfg.pick - 1)
+    {
         let saved = cfg.max_memory.map(|_| m.clone());
         let changed = materialize(m, gi, cx, p, &pt.plan)?;
         let peaks = graph_peaks(m, gi, cx, p)?;

@@ -116,6 +116,37 @@ impl SourceBuf {
         Ok(SourceBuf { buf, bytes: n })
     }
 
+    /// `bytes` bytes of unspecified content (zero, or the bytes of an earlier buffer of the
+    /// run), for a caller that writes all of them before reading any (MPI receives into it).
+    /// Unlike [`SourceBuf::zeroed`] a big one is not written here, so its pages are faulted in
+    /// by that first write, as 2 MiB huge pages like every big buffer of the executor (4 KiB
+    /// pages for a `Vec`: 4,096 faults per 16 MiB message).
+    pub fn unfilled(bytes: u64) -> Result<SourceBuf, String> {
+        let buf = AlignedBuf::new(bytes)?;
+        let n = usize::try_from(bytes).map_err(|_| "buffer too large".to_string())?;
+        if bytes < HUGE {
+            // SAFETY: the allocation holds at least `bytes` bytes (small: from `alloc`, which
+            // does not initialise them).
+            unsafe { std::ptr::write_bytes(buf.ptr, 0, n) };
+        }
+        Ok(SourceBuf { buf, bytes: n })
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether it holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// Its first byte, for a caller that writes through it (MPI).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.buf.ptr
+    }
+
     /// Its bytes, to fill.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: `bytes` initialised bytes of a live allocation, borrowed mutably.

@@ -16,8 +16,10 @@
 //! to each other rank over 8 B to 16 MiB, and `MPI_Allreduce`) and writes the median link's
 //! latency α and bandwidth 1/β as the file's `latency` and `bandwidth` (what the model's
 //! α–β transfers, broadcasts and allreduces use), with every size's times in
-//! `[calibration]`; rank 0 alone then measures the kernels and writes the file, the other
-//! ranks write nothing. Started alone, it leaves the links at the model's defaults and says
+//! `[calibration]`; then every rank runs the kernel probes at once (as the ranks of a job
+//! compute at once: on one host they share its memory bandwidth and caches, so a rank's
+//! kernels run slower than one process's alone), rank 0 writes the file from its own
+//! measurements and the other ranks write nothing. Started alone, it leaves the links at the model's defaults and says
 //! how to measure them; a tapc built without MPI refuses to run as one of several processes.
 
 use crate::codegen::{with_jit, Options};
@@ -265,15 +267,20 @@ fn link_lines(part: &LinkPart) -> (String, String) {
 /// a rank other than 0 of an MPI job, which only helped measure the links).
 pub fn calibrate(threads: usize) -> Result<Option<String>, Diagnostic> {
     let start = Instant::now();
-    let Some(links) = links()? else {
-        return Ok(None);
-    };
-    let (link_top, link_record) = link_lines(&links);
     let counts = if threads > 1 {
         vec![1, threads]
     } else {
         vec![1]
     };
+    let Some(links) = links()? else {
+        // Another rank of the job: the same probes as rank 0's, at the same time (both leave
+        // the links' last collective together), so that rank 0 measures a node of a job.
+        for p in probes() {
+            measure(&p, &counts)?;
+        }
+        return Ok(None);
+    };
+    let (link_top, link_record) = link_lines(&links);
     let all = counts.len() - 1;
     let mut rates = String::new();
     let mut single = String::new();

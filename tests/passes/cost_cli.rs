@@ -95,6 +95,59 @@ fn a_memory_limit_below_every_plan_chooses_nothing() {
     assert!(o.stdout.contains("chosen: none"), "{}", o.stdout);
 }
 
+/// The objectives on the line after `chosen:` of a cost report.
+fn chosen(report: &str) -> String {
+    let mut lines = report.lines().skip_while(|l| !l.contains("chosen:"));
+    lines.nth(1).expect("a chosen plan").trim().to_string()
+}
+
+/// `pick=K` carries out the K-th point of the frontier ranked by time (K = 1 is the default
+/// choice): the chosen points are distinct and their times do not decrease with K; a K past
+/// the frontier is E0105, exit 1.
+#[test]
+fn pick_carries_out_the_kth_ranked_frontier_point() {
+    let report = |k: usize| {
+        let passes = format!("--passes=cost{{evals=1500,sources=root,pick={k}}}");
+        tapc(&["opt", &mlp(), &passes, "--emit=cost"])
+    };
+    let first = report(1);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let default = tapc(&[
+        "opt",
+        &mlp(),
+        "--passes=cost{evals=1500,sources=root}",
+        "--emit=cost",
+    ]);
+    assert_eq!(chosen(&first.stdout), chosen(&default.stdout));
+    let points: usize = (first.stdout.lines())
+        .find_map(|l| l.trim().strip_prefix("frontier ("))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .expect("the frontier's size");
+    assert!(points >= 2, "{}", first.stdout);
+    let times: Vec<f64> = (1..=points)
+        .map(|k| {
+            let o = report(k);
+            assert_eq!(o.code, 0, "pick={k}: {}", o.stderr);
+            let c = chosen(&o.stdout);
+            c.strip_prefix("time ")
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    let past = report(points + 1);
+    assert_eq!(past.code, 1);
+    assert!(
+        past.stderr.contains("E0105") && past.stderr.contains(&format!("has {points} point(s)")),
+        "{}",
+        past.stderr
+    );
+}
+
 /// Bad machine files, bad flag values and flags without the cost pass: a diagnostic with an
 /// error code that names the problem (and the file), exit 1, no panic, no plot written.
 #[test]

@@ -15,6 +15,7 @@ mod mpi_forms;
 mod mpi_gather;
 mod mpi_memory;
 mod mpi_plans;
+mod mpi_scaling;
 mod mpi_sinks;
 mod mpi_train;
 mod mpi_vocab;

@@ -175,7 +175,7 @@ impl Problem {
                             bytes += b;
                             let data = (*apply as u32, (piece * 64 + *output) as u32);
                             remote(data, pb, pn, b, deps.len());
-                            mach.transfer(pn, n, b)
+                            self.copy(pn, b) + mach.transfer(pn, n, b)
                         } else {
                             0.0
                         };
@@ -231,6 +231,14 @@ impl Problem {
         }
     }
 
+    /// Seconds node `n` spends copying `bytes` from one buffer to another (reading and
+    /// writing each byte at its memory bandwidth): a receive task unpacking a message into
+    /// the buffer its consumer reads, on the receiver; a send task packing a computed value's
+    /// runs, on the sender. (A source's contiguous window is sent in place, unpacked.)
+    pub(super) fn copy(&self, n: usize, bytes: f64) -> f64 {
+        2.0 * bytes / self.machine.nodes[n].mem_bandwidth
+    }
+
     /// Seconds a task of `a` on node `n` takes: the larger of its compute time (`flops` at
     /// the node's rate for the apply's class and dtype) and its memory time (`traffic` bytes
     /// over the node's memory bandwidth): the roofline; plus the node's overhead per task.
@@ -263,10 +271,12 @@ impl Problem {
             let n = g.nodes[p] as usize;
             let first = t.deps.len();
             let mut traffic = sh.traffic;
+            let mut received = 0.0;
             for (inp, bx) in a.inputs.iter().zip(&sh.in_boxes) {
                 let sent = record.then_some(&mut t.sent);
                 let (moved, held) = self.fetch(plan, inp, bx, n, &mut t.deps, sent);
                 t.moved += moved;
+                received += moved;
                 t.mem[n] += held;
                 // The part of the view copies this shard reads; an input fused into this
                 // apply is never written nor read back.
@@ -278,7 +288,7 @@ impl Problem {
             if g.fused {
                 traffic -= sh.out_bytes;
             }
-            let dur = self.duration(a, n, sh.flops, traffic.max(0.0));
+            let dur = self.duration(a, n, sh.flops, traffic.max(0.0)) + self.copy(n, received);
             t.shards.push((n, dur, first..t.deps.len()));
             t.flops += sh.flops;
             // A fused output is never materialized.
@@ -411,8 +421,14 @@ impl Problem {
                             0.0
                         };
                         t.moved += b;
-                        t.deps
-                            .push(Dep::piece(*apply, piece, mach.transfer(pn, sink, b)));
+                        // Packed on its node, unpacked on the sink node.
+                        let copies = if b > 0.0 {
+                            self.copy(pn, b) + self.copy(sink, b)
+                        } else {
+                            0.0
+                        };
+                        let delay = copies + mach.transfer(pn, sink, b);
+                        t.deps.push(Dep::piece(*apply, piece, delay));
                     }
                 }
                 Root::Source { index } => {

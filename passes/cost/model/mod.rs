@@ -4,9 +4,11 @@
 //!
 //! - **time**: a list schedule over nodes in graph order. A shard starts when its node is free
 //!   and every piece of every input it reads has arrived (producer finish time, plus latency and
-//!   bytes / bandwidth when the piece lives on another node; a piece one apply's shards fetch on
-//!   three or more nodes arrives by a binomial-tree broadcast, `Machine::broadcast`); it runs
-//!   for the roofline time: the larger of its flops over the node's rate for the apply's kernel
+//!   bytes / bandwidth when the piece lives on another node, plus packing a computed value's
+//!   runs on its node, a read and a write of each byte at that node's memory bandwidth; a
+//!   source's window is sent in place; a piece one apply's shards fetch on three or more nodes
+//!   arrives by a binomial-tree broadcast, `Machine::broadcast`); it runs, after unpacking
+//!   what it received (a read and a write of each byte), for the roofline time: the larger of its flops over the node's rate for the apply's kernel
 //!   class and dtype and its memory traffic (footprint bytes read and written, plus its share of
 //!   the copies of materialized views it reads) over the node's memory bandwidth. A
 //!   reduction-sharded apply combines its partial results on the machine's sink node. Sinks are

@@ -168,6 +168,8 @@ impl Problem {
                     let counts = Self::counts_in(views, key((g.dim, g.parts)), regions, boxes);
                     for (&(p, _, pn), &c) in pieces.iter().zip(counts.iter()) {
                         let (b, t) = piece(c, pn);
+                        // A computed value's runs are packed on its node before they leave.
+                        let t = t + if pn != n { self.copy(pn, b) } else { 0.0 };
                         if b > 0.0 {
                             deps.push(Dep::piece(*apply, p, t));
                         }

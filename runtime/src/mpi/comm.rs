@@ -2,12 +2,17 @@
 //! receive kernels that the local plan's transfer tasks run.
 //!
 //! Sends pack the planned runs and post `MPI_Isend` (or, at a broadcast's root, `MPI_Ibcast`);
-//! every receive is posted ([`Comm::post_receives`]) before the run starts, so data moves while
-//! the rank computes, and its task only waits and unpacks. The kernels are plain kernel
-//! functions appended to the kernel table, so they find the rank's [`Comm`] in a static.
+//! a source's one contiguous run is sent in place instead, straight from its buffer (no
+//! packing: with `--inputs-on-root` rank 0's worker used to copy every input window it sends
+//! before computing), and a release task at the end of the run waits for it
+//! ([`release_kernel`]). Every receive is posted ([`Comm::post_receives`]) before the run
+//! starts, so data moves while the rank computes, and its task only waits and unpacks. The
+//! kernels are plain kernel functions appended to the kernel table, so they find the rank's
+//! [`Comm`] in a static.
 
 use super::dist::Transfer;
-use super::local::Local;
+use super::local::{Local, Role};
+use crate::exec::SourceBuf;
 use mpi::ffi;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
@@ -16,10 +21,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// A message in flight and the bytes it sends from or receives into.
-struct Pending {
+/// A message in flight and the bytes it sends from (a packed `Vec`) or receives into (a
+/// [`SourceBuf`]: big ones on huge pages, faulted in as MPI writes them).
+struct Pending<B = SourceBuf> {
     req: ffi::MPI_Request,
-    buf: Vec<u8>,
+    buf: B,
 }
 
 /// Per transfer: bytes sent, bytes received, time waiting for the data.
@@ -34,7 +40,15 @@ pub(super) struct Comm {
     transfers: Vec<Transfer>,
     /// Posted receives by transfer index.
     recvs: Vec<Mutex<Option<Pending>>>,
-    sends: Mutex<Vec<Pending>>,
+    sends: Mutex<Vec<Pending<Vec<u8>>>>,
+    /// Per transfer: whether this rank sends it in place, and the request of that send until
+    /// its release task (or [`Comm::wait_sends`]) waited for it.
+    in_place: Vec<bool>,
+    in_flight: Vec<Mutex<Option<Request>>>,
+    /// Time the release tasks waited for their sends.
+    released: Mutex<Duration>,
+    /// The progress thread while it runs ([`Comm::progress`]).
+    waker: Mutex<Option<std::thread::Thread>>,
     /// The broadcasts, by the plan's group index.
     groups: Vec<Broadcast>,
     /// The broadcast of each transfer, if any.
@@ -57,11 +71,19 @@ struct Broadcast {
     slot: Mutex<(Option<Pending>, bool)>,
 }
 
+/// A request of a send in place.
+struct Request(ffi::MPI_Request);
+
 // SAFETY: the MPI handles are only used under `lock`.
 unsafe impl Send for Comm {}
 unsafe impl Sync for Comm {}
+unsafe impl Send for Request {}
 
 static COMM: OnceLock<Comm> = OnceLock::new();
+
+/// How long the progress thread sleeps when this rank has no unfinished message (a safety
+/// net: posting a send wakes it at once).
+const IDLE: Duration = Duration::from_millis(2);
 
 /// The rank's communication, once installed (for the collective kernels of `coll.rs`).
 pub(super) fn installed() -> Option<&'static Comm> {
@@ -93,25 +115,76 @@ impl Comm {
         f()
     }
 
-    /// Drives MPI's progress engine every `every` until `stop`: over TCP a message moves only
-    /// while its sender or receiver is inside an MPI call, so without this a send posted early
-    /// would wait for the end of its sender's compute (the receiver's too, for the handshake
-    /// of a large message).
+    /// Drives MPI's progress engine until `stop`: over TCP a message moves only while its
+    /// sender or receiver is inside an MPI call, so without this a send posted early would
+    /// wait for the end of its sender's compute (the receiver's too, for the handshake of a
+    /// large message). Every `every` it tests each of this rank's unfinished messages (which
+    /// progresses them); while none is unfinished it makes no MPI call and sleeps until a
+    /// send is posted ([`Comm::wake`]) or [`IDLE`] passed, so a rank whose messages have all
+    /// arrived computes undisturbed (it used to probe every 200 µs for the whole run). The
+    /// collectives of `coll.rs` are progressed by their own task, which waits for them.
     pub(super) fn progress(&self, stop: &AtomicBool, every: Duration) {
+        *self.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
         while !stop.load(Ordering::Relaxed) {
-            let mut flag: c_int = 0;
-            // SAFETY: a probe of this communicator; it receives nothing.
-            self.mpi(|| unsafe {
-                ffi::MPI_Iprobe(
-                    ffi::RSMPI_ANY_SOURCE,
-                    ffi::RSMPI_ANY_TAG,
-                    self.comm,
-                    &mut flag,
-                    ffi::RSMPI_STATUS_IGNORE,
-                )
-            });
-            std::thread::sleep(every);
+            if self.test_all() {
+                std::thread::sleep(every);
+            } else {
+                std::thread::park_timeout(IDLE);
+            }
         }
+        *self.waker.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Wakes the progress thread (a send was posted).
+    fn wake(&self) {
+        if let Some(t) = self
+            .waker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            t.unpark();
+        }
+    }
+
+    /// Tests every unfinished message of this rank (a finished request becomes the null
+    /// request, which its task's wait then finds done); whether any is still unfinished.
+    fn test_all(&self) -> bool {
+        let mut open = false;
+        let mut test = |req: &mut ffi::MPI_Request| {
+            // SAFETY: reads a constant of the MPI library.
+            if *req == unsafe { ffi::RSMPI_REQUEST_NULL } {
+                return;
+            }
+            let mut done: c_int = 0;
+            // SAFETY: a live request; the status is ignored.
+            self.mpi(|| unsafe { ffi::MPI_Test(req, &mut done, ffi::RSMPI_STATUS_IGNORE) });
+            open |= done == 0;
+        };
+        for r in &self.recvs {
+            if let Some(p) = r.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                test(&mut p.req);
+            }
+        }
+        for g in &self.groups {
+            if let Some(p) = g.slot.lock().unwrap_or_else(|e| e.into_inner()).0.as_mut() {
+                test(&mut p.req);
+            }
+        }
+        for p in self
+            .sends
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+        {
+            test(&mut p.req);
+        }
+        for r in &self.in_flight {
+            if let Some(r) = r.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                test(&mut r.0);
+            }
+        }
+        open
     }
 
     /// A buffer for the data of `t` and the receiving call `start(buffer, length, request)`
@@ -124,7 +197,7 @@ impl Comm {
         let mut p = Pending {
             // SAFETY: reads a constant of the MPI library.
             req: unsafe { ffi::RSMPI_REQUEST_NULL },
-            buf: vec![0u8; t.bytes() as usize],
+            buf: SourceBuf::unfilled(t.bytes()).ok()?,
         };
         let (ptr, n) = (p.buf.as_mut_ptr() as *mut c_void, p.buf.len() as c_int);
         self.hold(p.buf.len() as u64, true);
@@ -177,6 +250,12 @@ impl Comm {
             transfers: transfers.to_vec(),
             recvs: transfers.iter().map(|_| Mutex::new(None)).collect(),
             sends: Mutex::new(Vec::new()),
+            in_place: (0..transfers.len())
+                .map(|k| local.roles.contains(&Role::Release(k)))
+                .collect(),
+            in_flight: transfers.iter().map(|_| Mutex::new(None)).collect(),
+            released: Mutex::new(Duration::ZERO),
+            waker: Mutex::new(None),
             groups,
             group_of: local.group_of.clone(),
             lock: Mutex::new(()),
@@ -228,7 +307,16 @@ impl Comm {
     /// Waits for every send posted during the run; returns the time waited.
     pub(super) fn wait_sends(&self) -> Result<Duration, String> {
         let mut sends = std::mem::take(&mut *self.sends.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut waited = Duration::ZERO;
+        let mut waited =
+            std::mem::take(&mut *self.released.lock().unwrap_or_else(|e| e.into_inner()));
+        // Their release tasks waited for them, unless the run stopped early.
+        for slot in &self.in_flight {
+            if let Some(mut r) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                waited += self
+                    .wait(&mut r.0)
+                    .map_err(|_| "a send failed".to_string())?;
+            }
+        }
         for p in &mut sends {
             waited += self
                 .wait(&mut p.req)
@@ -293,6 +381,9 @@ pub(super) unsafe extern "C-unwind" fn send_kernel(
     let id = *range as usize;
     let t = &c.transfers[id];
     let base = *bases;
+    if c.in_place[id] {
+        return send_in_place(c, id, base);
+    }
     let mut buf = Vec::with_capacity(t.bytes() as usize);
     for (at, n) in byte_range(t) {
         // SAFETY: the runs lie inside the buffer (validated) and its producer is done.
@@ -345,7 +436,62 @@ pub(super) unsafe extern "C-unwind" fn send_kernel(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(Pending { req, buf });
+    c.wake();
     0
+}
+
+/// Posts the send of transfer `id`, one run, straight from the buffer at `base`.
+unsafe fn send_in_place(c: &Comm, id: usize, base: *mut u8) -> i32 {
+    let Some((at, n)) = byte_range(&c.transfers[id]).next() else {
+        return 5;
+    };
+    let mut req = ffi::RSMPI_REQUEST_NULL;
+    let rc = c.mpi(|| {
+        // SAFETY: the run lies inside the buffer (validated), which nobody writes and which
+        // lives until the release task waited for this send.
+        ffi::MPI_Isend(
+            base.add(at) as *const c_void,
+            n as c_int,
+            c.byte,
+            c.rank_of(c.transfers[id].to),
+            id as c_int,
+            c.comm,
+            &mut req,
+        )
+    });
+    if rc != 0 {
+        return 3;
+    }
+    if let Ok(mut s) = c.stats.lock() {
+        s[id].0 += n as u64;
+    }
+    *c.in_flight[id].lock().unwrap_or_else(|e| e.into_inner()) = Some(Request(req));
+    c.wake();
+    0
+}
+
+/// Kernel of a release task: waits for the send in place of transfer `range[0]`, whose
+/// buffer (`bases[0]`) may be freed after.
+pub(super) unsafe extern "C-unwind" fn release_kernel(
+    _bases: *const *mut u8,
+    range: *const i64,
+) -> i32 {
+    let Some(c) = COMM.get() else { return 2 };
+    let id = *range as usize;
+    let Some(mut r) = c.in_flight[id]
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    else {
+        return 4;
+    };
+    match c.wait(&mut r.0) {
+        Ok(w) => {
+            *c.released.lock().unwrap_or_else(|e| e.into_inner()) += w;
+            0
+        }
+        Err(_) => 3,
+    }
 }
 
 /// Kernel of a receive task: waits for transfer `range[0]` and unpacks it into `bases[0]`.
@@ -376,6 +522,7 @@ pub(super) unsafe extern "C-unwind" fn recv_kernel(
 
 /// Waits for the message `p` of transfer `id` and unpacks it into the buffer at `base`.
 unsafe fn recv_into(c: &Comm, id: usize, p: &mut Pending, base: *mut u8) -> i32 {
+    let data = p.buf.as_mut_ptr() as *const u8;
     let waited = match c.wait(&mut p.req) {
         Ok(w) => w,
         Err(_) => return 3,
@@ -383,7 +530,7 @@ unsafe fn recv_into(c: &Comm, id: usize, p: &mut Pending, base: *mut u8) -> i32 
     let mut from = 0;
     for (at, n) in byte_range(&c.transfers[id]) {
         // SAFETY: as in `send_kernel`; nobody else writes these runs.
-        std::ptr::copy_nonoverlapping(p.buf.as_ptr().add(from), base.add(at), n);
+        std::ptr::copy_nonoverlapping(data.add(from), base.add(at), n);
         from += n;
     }
     if let Ok(mut s) = c.stats.lock() {

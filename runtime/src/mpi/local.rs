@@ -1,6 +1,7 @@
 //! One rank's *local plan*: the tasks of the nodes it owns (node `n` runs on rank `n mod R`)
 //! plus a send task after every producer whose output another rank reads and a receive task
-//! before every consumer of remote data, the windows of the sinks it writes, and the source
+//! before every consumer of remote data (and, for a source window sent in place, a release
+//! task after every other, which keeps the source's buffer until MPI has sent it), the windows of the sinks it writes, and the source
 //! windows the rank reads itself. [`local_plan`] builds it in phases: which transfers cross
 //! ranks and how the broadcasts group them ([`routes`]), where each transfer's ends attach on
 //! this rank ([`ends`]), the task list ([`Builder::tasks`]), the sinks it writes
@@ -25,6 +26,17 @@ pub(super) enum Role {
     Recv(usize),
     /// The collective of reduction group `g` (`coll.rs`).
     Reduce(usize),
+    /// The end of in-place send `k` (`comm.rs`): MPI sends a source's run straight from its
+    /// buffer, which this task, after every other, keeps alive until the send is done.
+    Release(usize),
+}
+
+/// Which end of a transfer a task is.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    Send,
+    Recv,
+    Release,
 }
 
 /// This rank's part of the plan.
@@ -238,21 +250,27 @@ impl Builder<'_> {
         (self.tasks.len() - 1) as u32
     }
 
-    /// A send or receive task of transfer `k` after `deps`.
-    fn transfer(&mut self, k: usize, deps: Vec<u32>, send: bool) -> u32 {
+    /// A send, receive or release task of transfer `k` after `deps`.
+    fn transfer(&mut self, k: usize, deps: Vec<u32>, end: End) -> u32 {
         let t = &self.plan.dist.transfers[k];
         // The byte extent of the buffer the transfer's runs touch (for the plan's validation).
         let (lo, hi) = t.runs.iter().fold((i64::MAX, 0i64), |(lo, hi), &(a, n)| {
             (lo.min(a), hi.max(a.saturating_add(n)))
         });
         let elem = i64::from(t.elem);
+        let (to, from) = (self.at.rank_of(t.to), self.at.rank_of(t.from));
+        let (name, kernel, role) = match end {
+            End::Send => (format!("send {} -> rank {to}", t.value), 0, Role::Send(k)),
+            End::Recv => (format!("recv {} <- rank {from}", t.value), 1, Role::Recv(k)),
+            End::Release => (
+                format!("sent {} -> rank {to}", t.value),
+                3,
+                Role::Release(k),
+            ),
+        };
         let task = Task {
-            name: if send {
-                format!("send {} -> rank {}", t.value, self.at.rank_of(t.to))
-            } else {
-                format!("recv {} <- rank {}", t.value, self.at.rank_of(t.from))
-            },
-            kernel: self.send_kernel + u32::from(!send),
+            name,
+            kernel: self.send_kernel + kernel,
             args: vec![Arg {
                 buffer: t.buffer,
                 offset: 0,
@@ -265,19 +283,25 @@ impl Builder<'_> {
             work: 0.0,
             deps,
         };
-        self.push(task, if send { Role::Send(k) } else { Role::Recv(k) })
+        self.push(task, role)
     }
 
-    /// A receive of `k` after every task so far (see the module docs: no deadlock).
-    fn receive(&mut self, k: usize) -> u32 {
+    /// A receive (or the release of an in-place send) of `k` after every task so far (see
+    /// the module docs: no deadlock).
+    fn after_all(&mut self, k: usize, end: End) -> u32 {
         let all: Vec<u32> = (0..self.tasks.len() as u32).collect();
-        self.transfer(k, all, false)
+        self.transfer(k, all, end)
     }
 
-    /// Every task of this rank with its transfers; returns the receives of sink data.
-    fn tasks(&mut self, e: &Ends) -> Vec<u32> {
+    fn receive(&mut self, k: usize) -> u32 {
+        self.after_all(k, End::Recv)
+    }
+
+    /// Every task of this rank with its transfers; returns the receives of sink data. The
+    /// sources' transfers `in_place` are sent from their buffers, each released last.
+    fn tasks(&mut self, e: &Ends, in_place: &[usize]) -> Vec<u32> {
         for &k in &e.source_sends {
-            self.transfer(k, vec![], true);
+            self.transfer(k, vec![], End::Send);
         }
         for i in 0..self.plan.tasks.len() {
             if !self.on_me(i) {
@@ -288,10 +312,14 @@ impl Builder<'_> {
                 None => self.compute(i, e),
             };
             for &k in &e.send_after[i] {
-                self.transfer(k, vec![self.local[i]], true);
+                self.transfer(k, vec![self.local[i]], End::Send);
             }
         }
-        e.sink_recvs.iter().map(|&k| self.receive(k)).collect()
+        let late = e.sink_recvs.iter().map(|&k| self.receive(k)).collect();
+        for &k in in_place {
+            self.after_all(k, End::Release);
+        }
+        late
     }
 
     /// Global task `i` after its local dependencies and the receives it needs.
@@ -401,7 +429,8 @@ pub(super) struct Flags {
     pub carry: bool,
 }
 
-/// This rank's local plan; the send and receive kernels are `send_kernel` and the next index.
+/// This rank's local plan; the send, receive, reduction and release kernels are `send_kernel`
+/// and the next three indices.
 /// With `flags.carry`, it also reads every state's update where the rank holds the state
 /// ([`sinks::state_sinks`]).
 pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, flags: Flags) -> Local {
@@ -426,7 +455,7 @@ pub(super) fn local_plan(plan: &Plan, at: Place, send_kernel: u32, flags: Flags)
         roles: Vec::new(),
         local: vec![u32::MAX; plan.tasks.len()],
     };
-    let late = b.tasks(&e);
+    let late = b.tasks(&e, &in_place(d, &r, &e));
     let (mut sinks, mut outs) = sinks::local_sinks(plan, at, &direct, &|g| b.local_deps(g), &late);
     if carry {
         let (more, tags) = sinks::state_sinks(plan, &state_needs(plan, at), &|g| b.local_deps(g));
@@ -471,13 +500,30 @@ fn message_bytes(d: &Dist, at: Place, r: &Routes, e: &Ends, roles: &[Role]) -> u
         .filter(|(_, ranks)| ranks.len() > 1 && ranks[1..].contains(&at.rank))
         .map(|(g, _)| bytes(d.broadcasts[g][0] as usize))
         .sum();
+    let released: Vec<usize> = (roles.iter())
+        .filter_map(|r| match r {
+            Role::Release(k) => Some(*k),
+            _ => None,
+        })
+        .collect();
+    // A send in place packs nothing.
     let sent: u64 = (roles.iter())
         .filter_map(|r| match r {
-            Role::Send(k) => Some(bytes(*k)),
+            Role::Send(k) if !released.contains(k) => Some(bytes(*k)),
             _ => None,
         })
         .sum();
     recv + cast + sent
+}
+
+/// The transfers of sources this rank sends in place, from the source's buffer without
+/// packing: point to point (not a broadcast) and one contiguous run. A source's buffer is only
+/// read (never reused nor written in place: `codegen::reuse`, `codegen::share`), so nothing
+/// changes it while MPI reads it; its release task keeps it allocated until then.
+fn in_place(d: &Dist, r: &Routes, e: &Ends) -> Vec<usize> {
+    (e.source_sends.iter().copied())
+        .filter(|&k| r.group_of[k].is_none() && d.transfers[k].runs.len() == 1)
+        .collect()
 }
 
 /// The message buffers of the reduction groups this rank joins: its combined partial results

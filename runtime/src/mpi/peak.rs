@@ -7,7 +7,9 @@
 //! first task is ready and freed after its last use, the source pieces (read straight into
 //! their buffers, which live from the start until their last use) included; plus its message
 //! buffers (every receive is posted before the run and every packed send is kept until it
-//! ends, so all of them count). It needs no MPI: the local plan is built as the rank builds it.
+//! ends, so all of them count; a source window sent in place is no message, its source piece
+//! is held until the release task at the end of the run). It needs no MPI: the local plan is
+//! built as the rank builds it.
 
 use super::dist::Place;
 use super::local::{local_plan, Flags, Local};

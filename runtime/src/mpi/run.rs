@@ -29,7 +29,7 @@
 
 use super::carry;
 use super::coll::{self, reduce_kernel};
-use super::comm::{recv_kernel, send_kernel, Comm, Stats};
+use super::comm::{recv_kernel, release_kernel, send_kernel, Comm, Stats};
 use super::dist::Place;
 use super::group::Kind;
 use super::local::{local_plan, Flags, Local, Role};
@@ -463,6 +463,7 @@ impl Rank {
         table.push(send_kernel);
         table.push(recv_kernel);
         table.push(reduce_kernel);
+        table.push(release_kernel);
         let opts = program::options(job.args);
         // A rank that moves no data (one rank, an idle one) needs no progress.
         let moves = local.roles.iter().any(|r| *r != Role::Compute);
@@ -826,7 +827,7 @@ fn trace_events(local: &Local, report: &Report, rank: i32, start: f64) -> String
                 None => ("s", vec![k]),
             },
             Role::Recv(k) => ("f", vec![k]),
-            Role::Compute | Role::Reduce(_) => ("", vec![]),
+            Role::Compute | Role::Reduce(_) | Role::Release(_) => ("", vec![]),
         };
         let at = ts + dur;
         for k in ks {
