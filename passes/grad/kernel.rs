@@ -321,6 +321,9 @@ impl StmtCx<'_> {
                 inputs.push(r.clone());
             }
         }
+        let taken: Vec<String> = (ports.iter().map(|p| p.name.clone()))
+            .chain([out.0.to_string()])
+            .collect();
         let sp = Span::default();
         let stmt = Stmt {
             target: out.0.to_string(),
@@ -334,7 +337,7 @@ impl StmtCx<'_> {
             params: vec![],
             inputs: ports,
             outputs: vec![port(out.0, out.1)],
-            body: OpBody::Kernel(vec![stmt]),
+            body: OpBody::Kernel(super::split::split(stmt, &taken)),
             span: sp,
             name_span: sp,
         };

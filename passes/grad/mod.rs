@@ -17,6 +17,7 @@ mod kernel;
 mod rules;
 mod scatter;
 mod softmax;
+mod split;
 mod symbols;
 mod unroll;
 mod views;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use tapc_runtime::{Data, Tensor};
 
 /// How many cases [`cases`] lists (the tests fail when they checked fewer).
-pub const CASES: usize = 49;
+pub const CASES: usize = 50;
 
 /// A case: a construct, the ops, the graph body (sources `f64` named `@a`, `@b`, ...; a sink
 /// `@l` of the loss and one sink `@d<name>` per gradient), and the `wrt` sources.
@@ -98,6 +98,11 @@ pub fn cases() -> Vec<Case> {
         elementwise("exp log", "exp(a[i, j]) * log(b[i, j] * b[i, j] + 0.5)"),
         elementwise("tanh sqrt", "tanh(a[i, j]) * sqrt(b[i, j] * b[i, j] + 0.5)"),
         elementwise("sin cos", "sin(a[i, j]) * cos(b[i, j])"),
+        // Its adjoint passes the parser's 256 operators unless split into temporaries (E0005).
+        elementwise(
+            "a deep kernel reading its input five times",
+            "a[i, j] / (log(sin(a[i, j]) * sin(a[i, j]) + 0.5) * log(sin(a[i, j]) * sin(a[i, j]) + 0.5) + 0.5) + b[i, j]",
+        ),
         elementwise("pow", "pow(a[i, j] * a[i, j] + 0.5, b[i, j])"),
         elementwise("erf atan", "erf(a[i, j]) + atan(b[i, j])"),
         elementwise(
