@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use tapc_runtime::cli::{self, Outcome};
 use tapc_runtime::plan::{Plan, Sink, Source, Task, View};
 use tapc_runtime::program::run_program;
-use tapc_runtime::steps::{parse_count, run_named, scalar_text, Steps};
+use tapc_runtime::steps::{parse_count, run_named, scalar_text, LogTo, StepLog, Steps};
 use tapc_runtime::{npy, DType, Data, Tensor};
 
 const N: usize = 4;
@@ -177,7 +177,7 @@ fn step_helpers() {
         log_every: Some(2),
     };
     let mut inputs = HashMap::from([("n".to_string(), t(Data::I64(vec![0])))]);
-    let mut log = String::new();
+    let mut log = StepLog::new(&steps, LogTo::Kept);
     let sinks = run_named(
         &steps,
         &mut inputs,
@@ -193,6 +193,6 @@ fn step_helpers() {
         &mut log,
     )
     .unwrap();
-    assert_eq!(log, "2,m,10\n4,m,30\n");
+    assert_eq!(log.finish(), "2,m,10\n4,m,30\n");
     assert_eq!(sinks[0].1.data, Data::I64(vec![4]));
 }
