@@ -293,8 +293,20 @@ impl Mode for Local {
     }
 }
 
-/// Runs the whole plan in this process with the parsed arguments `args`.
+/// Runs the whole plan in this process with the parsed arguments `args`, its log lines
+/// printed as the steps end.
 pub fn run_program(prog: &str, args: &Args, plan: &Plan, kernels: &[KernelFn]) -> Outcome {
+    run_program_logging(prog, args, plan, kernels, LogTo::Stdout)
+}
+
+/// As [`run_program`], the log lines going where `log` says (kept: in the outcome's stdout).
+pub fn run_program_logging(
+    prog: &str,
+    args: &Args,
+    plan: &Plan,
+    kernels: &[KernelFn],
+    log: LogTo,
+) -> Outcome {
     let job = Job {
         prog,
         args,
@@ -303,7 +315,7 @@ pub fn run_program(prog: &str, args: &Args, plan: &Plan, kernels: &[KernelFn]) -
     };
     let mut local = Local {
         inputs: Vec::new(),
-        log: StepLog::new(&args.steps, LogTo::Stdout),
+        log: StepLog::new(&args.steps, log),
     };
     run(&job, &mut local)
 }

@@ -8,7 +8,7 @@ use common::{double, source_then_scratch, whole};
 use std::collections::HashMap;
 use tapc_runtime::cli::{self, Outcome};
 use tapc_runtime::plan::{Plan, Sink, Source, Task, View};
-use tapc_runtime::program::run_program;
+use tapc_runtime::program::run_program_logging;
 use tapc_runtime::steps::{parse_count, run_named, scalar_text, LogTo, StepLog, Steps};
 use tapc_runtime::{npy, DType, Data, Tensor};
 
@@ -77,7 +77,8 @@ fn run(plan: &Plan, extra: &[&str]) -> (Outcome, tempfile::TempDir) {
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let args = cli::parse("prog", &args).unwrap().expect("not --help");
-    (run_program("prog", &args, plan, &[double]), dir)
+    let outcome = run_program_logging("prog", &args, plan, &[double], LogTo::Kept);
+    (outcome, dir)
 }
 
 fn f32s(path: &std::path::Path) -> Vec<f32> {
