@@ -506,10 +506,16 @@ impl<'ctx> K<'_, '_, 'ctx> {
             }
         }
         // A reduction whose contiguous output dimension is narrower than a vector (a conv at
-        // 7×7 or 14×14) is vectorised along its widest other dimension instead (output
+        // 7×7 or 14×14; for a convolution, narrower than [`implicit::CONV_ROW_VECTORS`]
+        // vectors: 28×28) is vectorised along its widest other dimension instead (output
         // channels), when that one gets register blocking with its strided loads packed.
         let w = self.g.w as i64;
-        if let Some(j) = lane.filter(|&j| red && inst.extent(j) < w) {
+        let narrow = if plan::conv_roles(st).is_some() {
+            implicit::CONV_ROW_VECTORS * w
+        } else {
+            w
+        };
+        if let Some(j) = lane.filter(|&j| red && inst.extent(j) < narrow) {
             let wider = lv
                 .iter()
                 .copied()
