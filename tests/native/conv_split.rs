@@ -61,16 +61,18 @@ fn convs_split_along_their_rows_when_positions_outnumber_channels() {
 
 /// Grouped convs as `tapc import` writes them (`y[n, g, o, p0, p1]`: variable 1 the group, 3
 /// the output rows): 3 groups of 32 channels 1×1 at 28×28 (ShuffleNet's) and 3 of 33 3×3 at
-/// 17×17 split along the rows, each group an implicit GEMM over its positions (its filter
-/// packed once per group, not per output row); 2 groups at batch 2 along the rows too; a
-/// depthwise conv of 33 channels along its groups.
+/// 17×17 split along the rows (their rows a vector wide or more: the direct path; the
+/// two-vector rule is for dense convs only); 3 groups of 33 at 11×11 and 2 groups at batch 2
+/// (7-wide rows) along the rows too, each group an implicit GEMM over its positions (its
+/// filter packed once per group, not per output row); a depthwise conv along its 33 groups.
 #[test]
 fn grouped_convs_with_few_groups_split_along_their_rows() {
     // (case: batch, channels, height, width, kernel, stride, pad, groups;
     //  split variable, alignment, whether an implicit GEMM)
     let cases = [
-        ((1, 96, 28, 28, 1, 1, 0, 3), 3, 1, true),
-        ((1, 99, 17, 17, 3, 1, 1, 3), 3, 1, true),
+        ((1, 96, 28, 28, 1, 1, 0, 3), 3, 1, false),
+        ((1, 99, 17, 17, 3, 1, 1, 3), 3, 1, false),
+        ((1, 99, 11, 11, 3, 1, 1, 3), 3, 1, true),
         ((2, 66, 9, 13, 3, 2, 1, 2), 3, 1, true),
         ((1, 33, 15, 15, 3, 1, 1, 33), 1, 8, false),
     ];
