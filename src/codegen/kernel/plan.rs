@@ -109,10 +109,10 @@ pub fn conv_roles(st: &CStmt) -> Option<(Vec<usize>, Vec<usize>)> {
     walk(
         body,
         &mut |e, _| match &e.kind {
-            CKind::Load { src, index, .. } => {
-                if !loads.iter().any(|l| l.0 == *src && l.1 == *index) {
-                    loads.push((src.clone(), index.clone()));
-                }
+            CKind::Load { src, index, .. }
+                if !loads.iter().any(|l| l.0 == *src && l.1 == *index) =>
+            {
+                loads.push((src.clone(), index.clone()));
             }
             CKind::Gather(_) | CKind::Reduce { .. } => gathers = true,
             _ => {}
