@@ -6,7 +6,8 @@
 //! BatchNormalization nor per-channel affine apply is left after a convolution, each
 //! elementwise chain is one apply, and each unit-stride unpadded 1×1 convolution is one
 //! `@ConvPointwise` contraction over the flattened positions; a `ConvTranspose` whose kernel
-//! equals its strides is one `@ConvTransposeTiles` contraction per output pixel.
+//! equals its strides is one `@ConvTransposeTiles` contraction per output pixel; a conv whose
+//! weights and BatchNormalization parameters are `ConstantOfShape` fills folds too.
 
 use crate::support::{self, Case};
 use std::collections::HashMap;
@@ -103,8 +104,8 @@ fn folded_convs_and_chains_match_onnxruntime_at_1_and_2_threads() {
         "{} fold cases, {compared} outputs compared (interpreted, JIT at 1 and 2 threads)",
         cases.len()
     );
-    assert_eq!(cases.len(), 5);
-    assert_eq!(compared, 3 * (8 + 7 + 1 + 8 + 6));
+    assert_eq!(cases.len(), 6);
+    assert_eq!(compared, 3 * (8 + 7 + 1 + 8 + 6 + 2));
     let _ = std::fs::remove_dir_all(&work);
 }
 
@@ -149,6 +150,12 @@ fn check(case: &str, ops: &HashMap<String, usize>) {
         "int_chain" => {
             let each = ["Relu", "Neg", "Abs"].map(|k| ops.get(k).copied().unwrap_or(0));
             assert_eq!(each, [1, 1, 1], "{ops:?}");
+        }
+        // Weights, bias and BatchNormalization parameters as ConstantOfShape fills (the
+        // `onnx` wheel's ImageNet nets): both BatchNormalizations folded into their convs.
+        "filled_weights" => {
+            assert_eq!(conv, 2, "{ops:?}");
+            assert_eq!(count(ops, "BatchNormalization"), 0, "{ops:?}");
         }
         other => panic!("fold case `{other}` has no expectations here"),
     }

@@ -14,11 +14,11 @@ op @Relu(a: f32[..S]) -> (y: f32[..S]) {
 ";
 
 /// (batch, channels, height, width, kernel, stride, pad, groups).
-type Case = (i64, i64, i64, i64, i64, i64, i64, i64);
+pub(crate) type Case = (i64, i64, i64, i64, i64, i64, i64, i64);
 
 /// A graph: depthwise conv of `[n, g, h, w]` with a `k`×`k` filter, stride `s`, pad `p` on
 /// both sides (`groups` groups of `g / groups` channels, as many outputs per group).
-fn depthwise(case: Case) -> String {
+pub(crate) fn depthwise(case: Case) -> String {
     let (n, g, h, w, k, s, p, groups) = case;
     let c = g / groups;
     let (hp, wp) = (h + 2 * p, w + 2 * p);

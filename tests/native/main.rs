@@ -10,6 +10,7 @@ mod bitwise;
 mod cold;
 mod compile_scaling;
 mod conv_pad;
+mod conv_split;
 mod depthwise;
 mod dtype_reductions;
 mod dtypes;

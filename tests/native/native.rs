@@ -853,7 +853,7 @@ fn matmuls_with_few_rows_split_along_their_columns() {
 
 /// Runs graph `gi` natively on 2 threads, recording its jobs, and checks its values against
 /// the interpreter; returns the report and the index of its one apply task.
-fn apply_on_two_threads(
+pub(crate) fn apply_on_two_threads(
     m: &Module,
     facts: &[GraphFacts],
     gi: usize,

@@ -168,8 +168,16 @@ impl<'ctx> K<'_, '_, 'ctx> {
                 outer.iter().all(|&v| a.coeff(v) == 0)
             });
         if !hoist && !outer.is_empty() {
-            let outer = outer.to_vec();
-            return self.point_loops(&outer, &mut |k| k.panels(st, t, &[]));
+            // Loop over the outer variables a packed operand moves with (a grouped conv's
+            // group); the others stay inside the panels, which are packed once per point of
+            // the former (a group's filter serves all its positions).
+            let (dep, free): (Vec<usize>, Vec<usize>) = outer.iter().copied().partition(|&v| {
+                packs.is_empty()
+                    || packs
+                        .iter()
+                        .any(|(src, index, _, _)| self.lin(src, index).coeff(v) != 0)
+            });
+            return self.point_loops(&dep, &mut |k| k.panels(st, t, &free));
         }
         if hoist {
             let tile = Shape { j, u, i, rows };

@@ -1,5 +1,7 @@
 //! Implicit GEMM for a convolution vectorised along its output channels (the lane variable,
-//! chosen when the output rows are narrower than a vector: a 7×7 or 14×14 map).
+//! chosen when the output rows are narrower than two vectors: a 7×7, 14×14 or 28×28 map).
+//! For a grouped conv, each group is one such GEMM over the chunk's positions, its filter
+//! packed once per group.
 //!
 //! The GEMM's rows are the output positions of the task's chunk (the block variable and the
 //! outer variables, flattened row-major), its columns the output channels, its depth the
@@ -18,6 +20,11 @@ use super::*;
 /// The packed input of a chunk larger than this (bytes, at the largest chunk: the whole
 /// output) is not built; the direct path runs instead.
 const IMPLICIT_BYTES: i64 = 8 << 20;
+
+/// A convolution whose output rows are narrower than this many vectors runs along its output
+/// channels (as an implicit GEMM when its patches fit), not along its rows: a 28-wide row is
+/// one full vector and a 12-lane masked one of 16 f32 lanes.
+pub(super) const CONV_ROW_VECTORS: i64 = 2;
 
 thread_local! {
     /// Kernels this thread compiled with an implicit GEMM, and as dot products on a tiny map.

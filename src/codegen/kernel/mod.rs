@@ -506,10 +506,16 @@ impl<'ctx> K<'_, '_, 'ctx> {
             }
         }
         // A reduction whose contiguous output dimension is narrower than a vector (a conv at
-        // 7×7 or 14×14) is vectorised along its widest other dimension instead (output
+        // 7×7 or 14×14; for a dense conv, narrower than [`implicit::CONV_ROW_VECTORS`]
+        // vectors: 28×28) is vectorised along its widest other dimension instead (output
         // channels), when that one gets register blocking with its strided loads packed.
         let w = self.g.w as i64;
-        if let Some(j) = lane.filter(|&j| red && inst.extent(j) < w) {
+        let narrow = match plan::conv_roles(st) {
+            // A dense conv: every variable an output channel or a position (no group).
+            Some((c, p)) if c.len() + p.len() == st.vars.len() => implicit::CONV_ROW_VECTORS * w,
+            _ => w,
+        };
+        if let Some(j) = lane.filter(|&j| red && inst.extent(j) < narrow) {
             let wider = lv
                 .iter()
                 .copied()

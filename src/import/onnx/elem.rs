@@ -122,3 +122,18 @@ pub fn join(a: &Data, b: &Data) -> Data {
         from_i64s(a.dtype(), &v)
     }
 }
+
+/// `ConstantOfShape`: `shape` filled with the one element of `value` (an f32 zero without
+/// one); `None` when `value` holds another number of elements.
+pub fn filled(
+    value: Option<&tapc_runtime::Tensor>,
+    shape: Vec<usize>,
+) -> Option<tapc_runtime::Tensor> {
+    let numel: usize = shape.iter().product();
+    let data = match value {
+        Some(t) if t.data.len() != 1 => return None,
+        Some(t) => pick(&t.data, &vec![0; numel]),
+        None => Data::F32(vec![0.0; numel]),
+    };
+    Some(tapc_runtime::Tensor { shape, data })
+}

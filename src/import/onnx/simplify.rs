@@ -2,10 +2,11 @@
 //! memory for the conv nets' elementwise tails, as onnxruntime's graph optimizer does.
 //!
 //! - **Per-channel affines folded into a convolution.** A `Conv` with constant weights (and
-//!   bias) whose only consumer is an inference `BatchNormalization`, or a `Mul`/`Add`/`Sub`/
-//!   `Div` by a constant that is a scalar or varies only along the output channel, absorbs that
-//!   consumer: `W'[o] = W[o]·s[o]`, `B'[o] = B[o]·s[o] + t[o]`, computed in f64 and stored as a
-//!   new initializer (a weight source of the TEG). Repeated while it applies, so
+//!   bias: initializers, `Constant`s, `ConstantOfShape` fills and reshapes of them) whose
+//!   only consumer is an inference `BatchNormalization`, or a `Mul`/`Add`/`Sub`/`Div` by a
+//!   constant that is a scalar or varies only along the output channel, absorbs that consumer:
+//!   `W'[o] = W[o]·s[o]`, `B'[o] = B[o]·s[o] + t[o]`, computed in f64 and stored as a new
+//!   initializer (a weight source of the TEG). Repeated while it applies, so
 //!   `Conv → BatchNormalization → Mul c → Add c` is one convolution.
 //! - **Elementwise chains as one node.** A run of elementwise nodes (`Add`, `Clip`, `Mul`,
 //!   `Div`, `HardSigmoid`, `Relu`...) whose run-time operands all derive from one value (the
@@ -60,6 +61,7 @@ fn constants(g: &Graph) -> HashMap<String, Tensor> {
                 _ => None,
             },
             "Reshape" if n.domain.is_empty() => reshaped(&out, n),
+            "ConstantOfShape" if n.domain.is_empty() => filled(&out, n),
             _ => None,
         };
         if let (Some(t), Some(o)) = (t, n.outputs.first()) {
@@ -67,6 +69,25 @@ fn constants(g: &Graph) -> HashMap<String, Tensor> {
         }
     }
     out
+}
+
+/// Elements of the largest `ConstantOfShape` fill [`constants`] builds.
+const FILL_ELEMENTS: usize = 1 << 26;
+
+/// `ConstantOfShape(shape)` of a constant shape (the `onnx` wheel's ImageNet nets hold their
+/// weights and BatchNormalization parameters as such fills, so their convs fold too).
+fn filled(consts: &HashMap<String, Tensor>, n: &Node) -> Option<Tensor> {
+    let dims = elem::to_i64s(&consts.get(n.input(0)?)?.data);
+    let shape: Vec<usize> = dims
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .collect::<Option<_>>()?;
+    tapc_runtime::checked_numel(&shape).filter(|&k| k <= FILL_ELEMENTS)?;
+    let value = match n.attr("value") {
+        Some(Attr::Tensor(t)) => Some(t),
+        _ => None,
+    };
+    elem::filled(value, shape)
 }
 
 /// `Reshape(c, shape)` of constants, with ONNX's `0` (copy, unless `allowzero`) and `-1`.

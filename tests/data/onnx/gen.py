@@ -665,6 +665,31 @@ def fold_cases():
         ([1, 4, 3, 3], ct(4, 5, (2, 2), (2, 2), True, pads=(1, 0, 0, 1))),
     ])
 
+    def fill(n, name, shape, value):
+        s = const(n, f"{name}_shape", np.array(shape, np.int64))
+        n.append(oh.make_node("ConstantOfShape", [s], [name],
+                              value=nh.from_array(np.array([value], np.float32))))
+        return name
+
+    def filled(c, o, k, group, params):
+        """A conv whose weights, bias and BatchNormalization parameters are ConstantOfShape
+        fills, as in the `onnx` wheel's ImageNet nets (light_resnet50.onnx ...)."""
+        def build(n, p, x):
+            w = fill(n, f"{p}_w", [o, c // group, k, k], params[0])
+            b = fill(n, f"{p}_b", [o], params[1])
+            n.append(oh.make_node("Conv", [x, w, b], [f"{p}_conv"], pads=[k // 2] * 4, group=group))
+            ps = [fill(n, f"{p}_bn{i}", [o], v) for i, v in enumerate(params[2:])]
+            n.append(oh.make_node("BatchNormalization", [f"{p}_conv"] + ps, [f"{p}_bn"],
+                                  epsilon=1e-5))
+            return [f"{p}_bn"]
+        return build
+
+    # Both BatchNormalizations fold into their convs (a dense 3x3 and a grouped 1x1).
+    model("filled_weights", [
+        ([1, 3, 6, 5], filled(3, 4, 3, 1, [0.05, 0.1, 1.5, 0.2, 0.3, 2.0])),
+        ([2, 6, 3, 4], filled(6, 9, 1, 3, [-0.2, 0.4, 0.7, -0.1, 0.05, 0.5])),
+    ])
+
 
 if __name__ == "__main__" and len(sys.argv) > 1:
     for group in sys.argv[1:]:

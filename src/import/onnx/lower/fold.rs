@@ -119,21 +119,17 @@ fn constant_of_shape(cx: &Cx, n: &Node) -> R<Option<Tensor>> {
     }
     let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
     let numel = tapc_runtime::checked_numel(&shape).filter(|&k| k < 1 << 31);
-    let Some(numel) = numel else {
+    if numel.is_none() {
         return Err(cx.unsupported(n, format!("shape {dims:?} is too large to build at import")));
-    };
-    let value = match n.attr("value") {
-        Some(Attr::Tensor(t)) => t.clone(),
-        _ => Tensor {
-            shape: vec![1],
-            data: Data::F32(vec![0.0]),
-        },
-    };
-    if value.data.len() != 1 {
-        return Err(cx.invalid(n, "`value` must hold one element"));
     }
-    let data = elem::pick(&value.data, &vec![0; numel]);
-    Ok(Some(Tensor { shape, data }))
+    let value = match n.attr("value") {
+        Some(Attr::Tensor(t)) => Some(t),
+        _ => None,
+    };
+    match elem::filled(value, shape) {
+        Some(t) => Ok(Some(t)),
+        None => Err(cx.invalid(n, "`value` must hold one element")),
+    }
 }
 
 fn range(cx: &Cx, n: &Node) -> R<Tensor> {
