@@ -32,7 +32,7 @@ pub fn split(stmt: Stmt, taken: &[String]) -> Vec<Stmt> {
         };
         let name = fresh(taken, &out);
         let access = KExpr {
-            kind: KExprKind::Access(name.clone(), lhs.iter().map(var_index).collect()),
+            kind: KExprKind::Access(name.clone(), lhs.iter().map(|v| var_index(v)).collect()),
             span: last.span,
         };
         let sub = std::mem::replace(at(&mut last.value, &path), access);
@@ -48,8 +48,8 @@ pub fn split(stmt: Stmt, taken: &[String]) -> Vec<Stmt> {
     out
 }
 
-fn var_index(v: &String) -> Index {
-    Index::Expr(IExpr::Name(v.clone(), Default::default()))
+fn var_index(v: &str) -> Index {
+    Index::Expr(IExpr::Name(v.to_string(), Default::default()))
 }
 
 /// `t1`, `t2`, ...: the first name neither `taken` nor a temporary of `made`.
