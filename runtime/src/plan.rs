@@ -298,6 +298,20 @@ impl Plan {
                 w.shape(b);
             }
         }
+        self.encode_dist(&mut w);
+        w.u32(self.states.len() as u32);
+        for &(source, sink) in &self.states {
+            w.u32(source);
+            w.u32(sink);
+        }
+        let sum = checksum(&w.0);
+        w.u64(sum);
+        w.0
+    }
+
+    /// The distributed part of [`Plan::encode`]: nodes, transfers, broadcasts, windows,
+    /// replicas and reductions.
+    fn encode_dist(&self, w: &mut W) {
         w.u32s(&self.dist.nodes);
         w.u32(self.dist.transfers.len() as u32);
         for t in &self.dist.transfers {
@@ -340,14 +354,6 @@ impl Plan {
                 w.runs(part);
             }
         }
-        w.u32(self.states.len() as u32);
-        for &(source, sink) in &self.states {
-            w.u32(source);
-            w.u32(sink);
-        }
-        let sum = checksum(&w.0);
-        w.u64(sum);
-        w.0
     }
 
     /// Decodes bytes made by [`Plan::encode`], verifying their checksum first (then
