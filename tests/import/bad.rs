@@ -195,31 +195,17 @@ fn a_missing_weights_dir_is_made_and_an_unwritable_one_leaves_nothing() {
 fn a_missing_output_dir_is_made_and_removed_again_on_failure() {
     let dir = crate::common::scratch("import-output-dir");
     let model = data_dir().join("ops/matmul_2d/model.onnx");
-    let out = dir.join("new/m.teg");
-    let weights = dir.join("w");
-    let args = [
-        "import",
-        &s(&model),
-        "-o",
-        &s(&out),
-        "--weights-dir",
-        &s(&weights),
-    ];
-    let o = tapc::driver::run(&args);
+    let import = |out: &std::path::Path, weights: &std::path::Path| {
+        let (m, o, w) = (s(&model), s(out), s(weights));
+        tapc::driver::run(&["import", &m, "-o", &o, "--weights-dir", &w])
+    };
+    let (out, weights) = (dir.join("new/m.teg"), dir.join("w"));
+    let o = import(&out, &weights);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(out.is_file() && weights.join("w.npy").is_file());
     let file = dir.join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
-    let out2 = dir.join("new2/m.teg");
-    let args = [
-        "import",
-        &s(&model),
-        "-o",
-        &s(&out2),
-        "--weights-dir",
-        &s(&file),
-    ];
-    let o = tapc::driver::run(&args);
+    let o = import(&dir.join("new2/m.teg"), &file);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("error[E0100]"), "{}", o.stderr);
     assert!(
